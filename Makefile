@@ -1,0 +1,40 @@
+# Two commands for a newcomer:  `make demo`  and  `make test`.
+# Both create .venv from a Python >= 3.12 found on PATH (see scripts/find-python.sh), install
+# pymc_ibp with its extras, and run. A second run reuses the environment.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.pymc_ibp-installed
+OUT     ?= demo_output
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-slow test-all bench bench-quick docs clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/find-python.sh
+	@PYBIN=$$(scripts/find-python.sh) || exit 1; \
+	  if [ ! -x $(PY) ]; then echo "creating $(VENV) with $$PYBIN"; "$$PYBIN" -m venv $(VENV) || exit 1; fi
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[plots,test]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/block_images.py --out $(OUT)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+bench-quick: $(STAMP)
+	$(PY) benchmarks/run_all.py --quick
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

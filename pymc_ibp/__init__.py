@@ -1,0 +1,46 @@
+"""pymc_ibp: Indian Buffet Process latent feature models for PyMC.
+
+Import as ``import pymc_ibp as pmi``.  Importing registers the step methods so that
+``pm.sample()`` picks them for IBP models.
+"""
+
+from pymc_ibp import datasets
+from pymc_ibp.diagnostics import cusum, hairiness, hairiness_index, heldout_metrics, holdout_mask
+from pymc_ibp.distributions import IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
+from pymc_ibp.step_methods import (
+    AcceleratedGibbs,
+    CollapsedGibbs,
+    IBPAlphaGibbs,
+    ModelPatternError,
+    TruncationWarning,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "IBP",
+    "IBPRV",
+    "AcceleratedGibbs",
+    "CollapsedGibbs",
+    "IBPAlphaGibbs",
+    "IBPStickBreaking",
+    "IBPStickBreakingRV",
+    "ModelPatternError",
+    "TruncationWarning",
+    "cusum",
+    "datasets",
+    "hairiness",
+    "hairiness_index",
+    "heldout_metrics",
+    "holdout_mask",
+    "plot_cusum",
+]
+
+
+def __getattr__(name):
+    # plotting imports arviz_plots (~2 s); load it on first use only
+    if name == "plot_cusum":
+        from pymc_ibp.diagnostics.plots import plot_cusum
+
+        return plot_cusum
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

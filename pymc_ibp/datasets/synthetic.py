@@ -1,0 +1,274 @@
+"""Synthetic data sets with known ground truth (spec §3.1, §12.5).
+
+Two generators are provided:
+
+* :func:`block_images` — the "block images" benchmark in the style of Griffiths & Ghahramani:
+  four binary 6×6 glyphs, each present in every image independently, plus Gaussian noise.
+* :func:`ibp_linear_gaussian` — draws from the linear-Gaussian IBP model itself (spec §2.1 +
+  §3.1): ``Z ~ IBP(α, β)`` by the restaurant construction, ``A ~ N(0, σ_a²)``,
+  ``X = Z A + ε`` with ``ε ~ N(0, σ_x²)``.
+
+Both return an :class:`IBPData`.  Noise names follow spec §0: ``sigma_x`` is the noise std
+(``σ_n`` in [000] ch.5–6, ``ε_X`` in [004], ``σ_X`` in [002]); ``sigma_a`` is the feature std
+(``σ_A``, ``ε_A``).  The data are *not* centred; centre them yourself if the model expects it
+(spec §3.1).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["IBPData", "block_images", "ibp_linear_gaussian", "BLOCK_GLYPHS"]
+
+
+@dataclass(frozen=True, eq=False)
+class IBPData:
+    """A synthetic latent-feature data set together with its ground truth.
+
+    The generative model is ``X = Z @ A + ε`` with ``ε_nd ~ N(0, sigma_x²)`` i.i.d.
+    (spec §3.1).  The dataclass is frozen (fields cannot be reassigned); the arrays themselves
+    are ordinary writable NumPy arrays.
+
+    Attributes
+    ----------
+    X : ndarray of float64, shape (N, D)
+        Observed data.
+    Z : ndarray of int64, shape (N, K)
+        True binary feature assignments.  For :func:`ibp_linear_gaussian` the columns are in
+        order of first appearance (customer order), so every column is non-empty and ``K = K+``.
+    A : ndarray of float64, shape (K, D)
+        True feature values.
+    sigma_x : float
+        Noise standard deviation used to generate ``X``.
+    image_shape : tuple of int or None
+        Shape of one image (``(6, 6)`` for block images), so ``X[n].reshape(image_shape)`` is
+        an image; ``None`` when rows are not images.
+    sigma_a : float or None
+        Feature standard deviation of the prior on ``A``, if ``A`` was drawn from one.
+    alpha : float or None
+        IBP concentration used to draw ``Z``, if ``Z`` was drawn from an IBP.
+    beta : float or None
+        Two-parameter IBP ``β`` used to draw ``Z``, if ``Z`` was drawn from an IBP.
+    """
+
+    X: np.ndarray
+    Z: np.ndarray
+    A: np.ndarray
+    sigma_x: float
+    image_shape: tuple[int, int] | None = None
+    sigma_a: float | None = None
+    alpha: float | None = None
+    beta: float | None = None
+
+    @property
+    def n(self) -> int:
+        """Number of data points ``N``."""
+        return int(self.X.shape[0])
+
+    @property
+    def d(self) -> int:
+        """Number of observed dimensions ``D``."""
+        return int(self.X.shape[1])
+
+    @property
+    def k(self) -> int:
+        """Number of true features ``K`` (columns of ``Z``)."""
+        return int(self.Z.shape[1])
+
+
+# --------------------------------------------------------------------------------------------
+# input validation
+# --------------------------------------------------------------------------------------------
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def _check_real(name: str, value, *, lower: float, strict: bool, upper: float | None = None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if (strict and value <= lower) or (not strict and value < lower):
+        op = ">" if strict else ">="
+        raise ValueError(f"{name} must be {op} {lower}, got {value}")
+    if upper is not None and value > upper:
+        raise ValueError(f"{name} must be <= {upper}, got {value}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# block images
+# --------------------------------------------------------------------------------------------
+def _make_block_glyphs() -> np.ndarray:
+    """The four 6×6 binary glyphs, one per 3×3 quadrant (own design, spec §12.5)."""
+    g = np.zeros((4, 6, 6), dtype=np.float64)
+    # 0: top-left — a 3×3 ring (square outline)
+    g[0, 0:3, 0:3] = 1.0
+    g[0, 1, 1] = 0.0
+    # 1: top-right — a plus sign
+    g[1, 1, 3:6] = 1.0
+    g[1, 0:3, 4] = 1.0
+    # 2: bottom-left — an "L"
+    g[2, 3:6, 0] = 1.0
+    g[2, 5, 0:3] = 1.0
+    # 3: bottom-right — two vertical bars
+    g[3, 3:6, 3] = 1.0
+    g[3, 3:6, 5] = 1.0
+    return g.reshape(4, 36)
+
+
+BLOCK_GLYPHS = _make_block_glyphs()
+BLOCK_GLYPHS.setflags(write=False)
+"""The four true block-image features, shape (4, 36), 0/1 valued (rows reshape to 6×6)."""
+
+
+def block_images(n, noise=0.5, seed=None, p=0.5) -> IBPData:
+    """Block-images data: four 6×6 binary glyphs superimposed with Gaussian noise.
+
+    Model (linear-Gaussian, spec §3.1, data per spec §12.5)::
+
+        z_nk ~ Bernoulli(p)  i.i.d.,  k = 1..4
+        X = Z A + ε,   ε_nd ~ N(0, noise²)  i.i.d.
+
+    where the rows of ``A`` (4×36) are four fixed binary 6×6 glyphs, each in its own 3×3
+    quadrant: a ring (top-left), a plus (top-right), an "L" (bottom-left) and two bars
+    (bottom-right).  The glyphs are this package's own design in the style of the
+    Griffiths–Ghahramani set; they are disjoint, hence linearly independent and identifiable.
+
+    Parameters
+    ----------
+    n : int
+        Number of images, ``n >= 1``.
+    noise : float, default 0.5
+        Noise standard deviation ``sigma_x >= 0`` (spec §12.5 uses 0.5).
+    seed : None, int, array_like or numpy.random.Generator, optional
+        Passed to :func:`numpy.random.default_rng`.  The same seed gives the same data.
+    p : float, default 0.5
+        Probability that each glyph is present in each image, ``0 <= p <= 1``.
+
+    Returns
+    -------
+    IBPData
+        ``X`` (n×36 float64), ``Z`` (n×4 int64), ``A`` (4×36 float64, 0/1),
+        ``sigma_x=noise``, ``image_shape=(6, 6)``, ``sigma_a=None``, ``alpha=None``.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not an integer >= 1, ``noise`` is negative or not finite, or ``p`` is
+        outside ``[0, 1]``.
+    """
+    n = _check_int("n", n, 1)
+    noise = _check_real("noise", noise, lower=0.0, strict=False)
+    p = _check_real("p", p, lower=0.0, strict=False, upper=1.0)
+    rng = np.random.default_rng(seed)
+
+    A = np.array(BLOCK_GLYPHS, dtype=np.float64)  # writable copy
+    Z = (rng.random((n, A.shape[0])) < p).astype(np.int64)
+    X = Z @ A + noise * rng.standard_normal((n, A.shape[1]))
+    return IBPData(X=X, Z=Z, A=A, sigma_x=noise, image_shape=(6, 6))
+
+
+# --------------------------------------------------------------------------------------------
+# linear-Gaussian IBP data
+# --------------------------------------------------------------------------------------------
+def _ibp_restaurant(rng: np.random.Generator, n: int, alpha: float, beta: float) -> np.ndarray:
+    """Draw ``Z ~ IBP(α, β)`` (n × K+, int64) by the restaurant construction (spec §2.1).
+
+    Customer ``i`` (1-based) takes each existing dish ``k`` with probability
+    ``m_k / (β + i - 1)`` and then ``Poisson(αβ / (β + i - 1))`` new dishes.  For ``i = 1``
+    this is ``Poisson(α)`` dishes; for ``β = 1`` it is ``m_k / i`` and ``Poisson(α / i)``.
+    """
+    counts = np.zeros(0, dtype=np.int64)
+    taken: list[np.ndarray] = []
+    for i in range(1, n + 1):
+        denom = beta + i - 1.0
+        old = np.flatnonzero(rng.random(counts.size) < counts / denom)
+        k_new = int(rng.poisson(alpha * beta / denom))
+        new = np.arange(counts.size, counts.size + k_new)
+        counts[old] += 1
+        counts = np.concatenate([counts, np.ones(k_new, dtype=np.int64)])
+        taken.append(np.concatenate([old, new]))
+    Z = np.zeros((n, counts.size), dtype=np.int64)
+    for row, cols in enumerate(taken):
+        Z[row, cols] = 1
+    return Z
+
+
+def ibp_linear_gaussian(n, d, alpha, sigma_x, sigma_a, seed=None, beta=1.0) -> IBPData:
+    """Data drawn from the linear-Gaussian IBP model (spec §2.1, §3.1).
+
+    Model::
+
+        Z ~ IBP(α, β)                      (restaurant construction, spec §2.1)
+        a_kd ~ N(0, sigma_a²)  i.i.d.,     A is K+ × D
+        X = Z A + ε,  ε_nd ~ N(0, sigma_x²) i.i.d.
+
+    Restaurant: customer ``i`` takes each earlier dish ``k`` with probability
+    ``m_k / (β + i - 1)`` and ``Poisson(αβ / (β + i - 1))`` new dishes, so customer 1 takes
+    ``Poisson(α)`` dishes; ``β = 1`` is the one-parameter IBP(α).  Then each row has
+    ``Poisson(α)`` features and ``K+ ~ Poisson(α Σ_{i=1..N} β/(β+i-1))``, i.e.
+    ``Poisson(α H_N)`` for ``β = 1`` (spec §2.5).
+
+    Parameters
+    ----------
+    n : int
+        Number of rows ``N >= 1``.
+    d : int
+        Number of observed dimensions ``D >= 1``.
+    alpha : float
+        IBP concentration ``α > 0``.
+    sigma_x : float
+        Noise standard deviation ``>= 0`` (``0`` gives noise-free ``X = Z A``).
+    sigma_a : float
+        Feature standard deviation ``> 0``.
+    seed : None, int, array_like or numpy.random.Generator, optional
+        Passed to :func:`numpy.random.default_rng`.  The same seed gives the same data.
+    beta : float, default 1.0
+        IBP mass/"stability" parameter ``β > 0`` of the two-parameter IBP.
+
+    Returns
+    -------
+    IBPData
+        ``X`` (N×D float64), ``Z`` (N×K+ int64, columns in order of first appearance, all
+        non-empty), ``A`` (K+×D float64), ``sigma_x``, ``sigma_a``, ``alpha``, ``beta``,
+        ``image_shape=None``.  If ``K+ = 0`` then ``Z`` is N×0, ``A`` is 0×D and ``X`` is pure
+        noise.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` or ``d`` is not an integer >= 1, ``alpha``, ``beta`` or ``sigma_a`` is not
+        finite and positive, or ``sigma_x`` is negative or not finite.
+    """
+    n = _check_int("n", n, 1)
+    d = _check_int("d", d, 1)
+    alpha = _check_real("alpha", alpha, lower=0.0, strict=True)
+    sigma_x = _check_real("sigma_x", sigma_x, lower=0.0, strict=False)
+    sigma_a = _check_real("sigma_a", sigma_a, lower=0.0, strict=True)
+    beta = _check_real("beta", beta, lower=0.0, strict=True)
+    rng = np.random.default_rng(seed)
+
+    Z = _ibp_restaurant(rng, n, alpha, beta)
+    A = sigma_a * rng.standard_normal((Z.shape[1], d))
+    X = Z @ A + sigma_x * rng.standard_normal((n, d))
+    return IBPData(
+        X=X,
+        Z=Z,
+        A=A,
+        sigma_x=sigma_x,
+        image_shape=None,
+        sigma_a=sigma_a,
+        alpha=alpha,
+        beta=beta,
+    )

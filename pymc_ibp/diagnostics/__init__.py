@@ -1,0 +1,20 @@
+"""Convergence diagnostics for IBP samplers.
+
+CUSUM paths and the Brooks–Roberts hairiness index (spec §9.1, seed [000 §5.3]).
+"""
+
+from pymc_ibp.diagnostics.cusum import cusum, hairiness, hairiness_index
+from pymc_ibp.diagnostics.heldout import heldout_metrics, holdout_mask
+
+
+def __getattr__(name):
+    # plotting needs arviz_plots' PlotCollection; import lazily so the numeric diagnostics work
+    # without touching the plotting stack
+    if name == "plot_cusum":
+        from pymc_ibp.diagnostics.plots import plot_cusum
+
+        return plot_cusum
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["cusum", "hairiness", "hairiness_index", "heldout_metrics", "holdout_mask", "plot_cusum"]

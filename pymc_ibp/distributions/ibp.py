@@ -1,0 +1,329 @@
+"""The Indian Buffet Process over binary ``N x K_max`` matrices (spec §2.1–2.2).
+
+PyMC models have fixed shapes, so :class:`IBP` is the IBP *restricted to at most ``K_max``
+active features*, with the active columns placed in uniformly random distinct column slots
+(spec §12.1–12.2).  It is a proper pmf over all ``2**(N*K_max)`` binary matrices.
+
+Derivation of the pmf
+---------------------
+Let ``Z`` be a labelled binary ``N x K_max`` matrix with ``K+`` non-zero columns, ``m_k`` the
+column sums and ``K_h`` the number of non-zero columns with history ``h``.  The two-parameter
+IBP gives the left-ordered class ``[Z]`` the probability (spec §2.2, [002 eq 2.7])
+
+    P([Z]) = (αβ)^{K+} / ∏_h K_h! · exp(-α S_N(β)) · ∏_{k: m_k>0} B(m_k, N - m_k + β),
+
+with ``S_N(β) = Σ_{i=1..N} β/(β+i-1)`` (``S_N(1) = H_N``).
+A class with ``K+ <= K_max`` contains ``K_max! / ((K_max - K+)! ∏_h K_h!)`` labelled
+``N x K_max`` matrices (choose the slots of the non-zero columns; identical columns are
+interchangeable), each equally likely under random slot placement, so
+
+    P(Z) = P([Z]) · (K_max - K+)! ∏_h K_h! / K_max! / P(K+ <= K_max)
+
+and the ``K_h!`` terms cancel.  Since ``K+ ~ Poisson(α S_N(β))`` (the Poisson factorisation of
+spec §2.2), the truncation normaliser is the Poisson CDF at ``K_max``.  Hence
+
+    log P(Z) = K+ log(αβ) - α S_N(β) + Σ_k log B(m_k, N-m_k+β)
+               + log (K_max - K+)! - log K_max! - log PoissonCDF(K_max; α S_N(β)).
+
+Every term is differentiable in α and β, so NUTS can sample them.
+
+Exact random draws
+------------------
+By the Poisson factorisation the IBP is a Poisson process over non-zero histories with rates
+``λ_h = αβ B(m_h, N-m_h+β)``.  Conditioned on ``K+ <= K_max``: draw ``K+`` from the Poisson law
+truncated at ``K_max``, then ``K+`` i.i.d. histories with probabilities ``∝ λ_h``, i.e. the
+number of owners ``m`` with probability ``∝ C(N, m) B(m, N-m+β)`` and a uniform ``m``-subset of
+rows, then place the columns in random distinct slots.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import pytensor.tensor as pt
+from pymc.distributions.dist_math import check_parameters
+from pymc.distributions.distribution import Discrete
+from pytensor.tensor.random.op import RandomVariable
+
+__all__ = ["IBP", "IBPRV", "ibp_log_normaliser", "ibp_mass"]
+
+
+# --------------------------------------------------------------------------------------------
+# numba core sampler
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _ibp_mass_numba(alpha, beta, n):
+    """α S_N(β) = α Σ_{i=1..N} β/(β+i-1): the Poisson mean of K+."""
+    s = 0.0
+    for i in range(1, n + 1):
+        s += beta / (beta + i - 1.0)
+    return alpha * s
+
+
+@numba.njit(cache=True)
+def _categorical_from_logw(rng, logw):
+    mx = -np.inf
+    for v in logw:
+        if v > mx:
+            mx = v
+    tot = 0.0
+    w = np.empty(logw.shape[0])
+    for i in range(logw.shape[0]):
+        w[i] = np.exp(logw[i] - mx)
+        tot += w[i]
+    u = rng.random() * tot
+    acc = 0.0
+    for i in range(w.shape[0]):
+        acc += w[i]
+        if u < acc:
+            return i
+    return w.shape[0] - 1
+
+
+@numba.njit(cache=True)
+def ibp_draw_core(rng, alpha, beta, n, k_max):
+    """One exact draw of an ``n x k_max`` IBP(α, β) matrix conditioned on ``K+ <= k_max``."""
+    out = np.zeros((n, k_max), dtype=np.int64)
+    if n == 0 or k_max == 0:
+        return out
+    lam = _ibp_mass_numba(alpha, beta, n)
+    # K+ ~ Poisson(lam) truncated to 0..k_max (inversion in log space)
+    logw = np.empty(k_max + 1)
+    for k in range(k_max + 1):
+        logw[k] = k * np.log(lam) - lam - _log_factorial(k)
+    kplus = _categorical_from_logw(rng, logw)
+    # owners-count law: P(m) ∝ C(n, m) B(m, n-m+β), m = 1..n
+    logm = np.empty(n)
+    for m in range(1, n + 1):
+        logm[m - 1] = (_log_factorial(n) - _log_factorial(m) - _log_factorial(n - m)
+                       + _lbeta(m, n - m + beta))
+    slots = np.arange(k_max)
+    for i in range(kplus):  # partial Fisher-Yates for the slots
+        j = i + int(rng.random() * (k_max - i))
+        if j >= k_max:
+            j = k_max - 1
+        slots[i], slots[j] = slots[j], slots[i]
+    rows = np.arange(n)
+    for c in range(kplus):
+        m = _categorical_from_logw(rng, logm) + 1
+        for i in range(m):  # uniform m-subset of rows
+            j = i + int(rng.random() * (n - i))
+            if j >= n:
+                j = n - 1
+            rows[i], rows[j] = rows[j], rows[i]
+            out[rows[i], slots[c]] = 1
+    return out
+
+
+@numba.njit(cache=True)
+def _log_factorial(k):
+    return _lgamma_pos(k + 1.0)
+
+
+@numba.njit(cache=True)
+def _lbeta(a, b):
+    return _lgamma_pos(a) + _lgamma_pos(b) - _lgamma_pos(a + b)
+
+
+@numba.njit(cache=True)
+def _lgamma_pos(x):
+    return math.lgamma(x)
+
+
+# --------------------------------------------------------------------------------------------
+# RandomVariable
+# --------------------------------------------------------------------------------------------
+class IBPRV(RandomVariable):
+    """Two-parameter IBP(α, β) over binary ``N x K_max`` matrices, ``K+ <= K_max``."""
+
+    name = "ibp"
+    signature = "(),(),(),()->(n,k)"  # alpha, beta, N, K_max -> (N, K_max)
+    dtype = "int64"
+    _print_name = ("IBP", "\\operatorname{IBP}")
+
+    def _supp_shape_from_params(self, dist_params, param_shapes=None):
+        _, _, n, k_max = dist_params
+        return (n, k_max)
+
+    @classmethod
+    def rng_fn(cls, rng, alpha, beta, n, k_max, size):
+        n = int(np.asarray(n).flat[0])
+        k_max = int(np.asarray(k_max).flat[0])
+        alpha, beta = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
+        batch = np.broadcast_shapes(alpha.shape, beta.shape) if size is None else tuple(size)
+        alpha = np.broadcast_to(alpha, batch)
+        beta = np.broadcast_to(beta, batch)
+        out = np.empty(batch + (n, k_max), dtype=np.int64)
+        for idx in np.ndindex(*batch):
+            out[idx] = ibp_draw_core(rng, float(alpha[idx]), float(beta[idx]), n, k_max)
+        return out
+
+
+ibp_rv = IBPRV()
+
+
+def _register_numba():
+    from pytensor.link.numba.dispatch import basic as numba_basic
+    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+
+    @numba_core_rv_funcify.register(IBPRV)
+    def _ibp_core(op, node):
+        @numba_basic.numba_njit
+        def random(rng, alpha, beta, n, k_max):
+            return ibp_draw_core(rng, float(alpha), float(beta), int(n), int(k_max))
+
+        return random, 1
+
+
+_register_numba()
+
+
+# --------------------------------------------------------------------------------------------
+# symbolic helpers (shared with the step methods and the tests)
+# --------------------------------------------------------------------------------------------
+def ibp_mass(alpha, beta, n):
+    """Symbolic ``α S_N(β) = α Σ_{i=1..N} β/(β+i-1)``: the Poisson mean of ``K+``.
+
+    Written as a sum rather than ``β(ψ(β+N) - ψ(β))`` because the gradient of the digamma
+    form needs trigamma, which has no numba implementation (object-mode fallback).
+    """
+    i = pt.arange(pt.cast(n, "int64"), dtype="float64")
+    return alpha * (beta / (beta[..., None] + i)).sum(axis=-1)
+
+
+def ibp_log_normaliser(alpha, beta, n, k_max):
+    """Symbolic ``log P(K+ <= K_max)`` for ``K+ ~ Poisson(α S_N(β))``."""
+    return pt.log(pt.gammaincc(k_max + 1.0, ibp_mass(alpha, beta, n)))
+
+
+class IBP(Discrete):
+    r"""Indian Buffet Process prior over binary ``N x K_max`` matrices (spec §2.1–2.2).
+
+    .. math::
+
+        \log P(Z) = K_+\log(\alpha\beta) - \alpha S_N(\beta)
+            + \sum_{k:m_k>0}\log B(m_k, N-m_k+\beta)
+            + \log\frac{(K_{max}-K_+)!}{K_{max}!} - \log P(K_+\le K_{max})
+
+    the IBP restricted to ``K+ <= K_max`` with the active columns in uniformly random slots;
+    see the module docstring for the derivation.  ``beta=1`` is the one-parameter IBP(α).
+
+    Parameters
+    ----------
+    alpha : tensor_like of float
+        Mass parameter, ``alpha > 0``; ``E[K+] = α H_N`` for ``beta = 1``.
+    beta : tensor_like of float, default 1
+        Concentration of the two-parameter IBP, ``beta > 0``.
+    shape / dims
+        ``(N, K_max)``; the last two dimensions are the observations and the feature slots.
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_ibp as pmi
+    >>> with pm.Model(coords={"obs": range(5), "feature": range(4)}):
+    ...     Z = pmi.IBP("Z", alpha=2.0, dims=("obs", "feature"))
+    """
+
+    rv_op = ibp_rv
+
+    def __new__(cls, name, *args, **kwargs):
+        kwargs = _resolve_shape_from_dims(kwargs)
+        return super().__new__(cls, name, *args, **kwargs)
+
+    @classmethod
+    def dist(cls, alpha, beta=1.0, *, shape=None, size=None, n=None, k_max=None, **kwargs):
+        if shape is None and (n is None or k_max is None):
+            raise ValueError(
+                "pmi.IBP needs the matrix shape: pass shape=(N, K_max) or dims=('obs', 'feature')."
+            )
+        if shape is not None:
+            shape_t = tuple(shape) if not isinstance(shape, int) else (shape,)
+            if len(shape_t) < 2:
+                raise ValueError(
+                    f"pmi.IBP is a distribution over N x K_max matrices; got shape={shape!r} with "
+                    f"{len(shape_t)} dimension(s). Use shape=(N, K_max)."
+                )
+            n_, k_ = shape_t[-2], shape_t[-1]
+            n = n_ if n is None else n
+            k_max = k_ if k_max is None else k_max
+        for label, v in (("N", n), ("K_max", k_max)):
+            try:
+                iv = int(v)
+            except TypeError as err:
+                raise ValueError(f"pmi.IBP needs a fixed (integer) {label}; got {v!r}.") from err
+            if iv < 1:
+                raise ValueError(f"pmi.IBP needs {label} >= 1; got {label}={iv}.")
+        _check_positive_constant("alpha", alpha)
+        _check_positive_constant("beta", beta)
+        alpha = pt.as_tensor_variable(alpha, dtype="floatX")
+        beta = pt.as_tensor_variable(beta, dtype="floatX")
+        n = pt.as_tensor_variable(int(n), dtype="int64")
+        k_max = pt.as_tensor_variable(int(k_max), dtype="int64")
+        return super().dist([alpha, beta, n, k_max], shape=shape, size=size, **kwargs)
+
+    def support_point(rv, size, alpha, beta, n, k_max):
+        # the all-zero matrix always has finite log-probability
+        return pt.zeros_like(rv)
+
+    def logp(value, alpha, beta, n, k_max):
+        nf = pt.cast(n, "float64")
+        kf = pt.cast(k_max, "float64")
+        m = value.sum(axis=-2)  # (..., K_max)
+        active = pt.gt(m, 0)
+        kplus = active.sum(axis=-1)
+        mf = pt.cast(m, "float64")
+        safe_m = pt.switch(active, mf, 1.0)
+        lbeta = pt.gammaln(safe_m) + pt.gammaln(nf - safe_m + beta) - pt.gammaln(nf + beta)
+        lp = (
+            kplus * pt.log(alpha * beta)
+            - ibp_mass(alpha, beta, n)
+            + pt.switch(active, lbeta, 0.0).sum(axis=-1)
+            + pt.gammaln(kf - kplus + 1.0)
+            - pt.gammaln(kf + 1.0)
+            - ibp_log_normaliser(alpha, beta, n, kf)
+        )
+        binary = pt.all(pt.eq(value, 0) | pt.eq(value, 1), axis=(-2, -1))
+        lp = pt.switch(binary, lp, -np.inf)
+        return check_parameters(lp, alpha > 0, beta > 0, msg="alpha > 0, beta > 0")
+
+
+def _resolve_shape_from_dims(kwargs):
+    """Turn ``dims=("obs", "feature")`` into a shape when the model has the coords."""
+    dims = kwargs.get("dims")
+    if dims is not None and kwargs.get("shape") is None:
+        import pymc as pm
+
+        model = pm.modelcontext(None)
+        dims = (dims,) if isinstance(dims, str) else tuple(dims)
+        if len(dims) < 2:
+            raise ValueError(
+                f"pmi.IBP is a distribution over N x K_max matrices; got dims={dims!r}. "
+                "Use dims=('obs', 'feature')."
+            )
+        missing = [d for d in dims if d not in model.dim_lengths]
+        if missing:
+            raise ValueError(f"pmi.IBP: the model has no coords for dims {missing}.")
+        shape = []
+        for d in dims:
+            length = model.dim_lengths[d]
+            try:
+                shape.append(int(length.eval()) if hasattr(length, "eval") else int(length))
+            except Exception as err:  # pragma: no cover - symbolic dims
+                raise ValueError(f"pmi.IBP needs fixed-length dims; {d!r} is not.") from err
+        kwargs = {**kwargs, "shape": tuple(shape)}
+    return kwargs
+
+
+def _check_positive_constant(name, value):
+    """Raise early for constant non-positive parameters (symbolic ones are checked in logp)."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return
+    if arr.dtype == object:
+        return
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"pmi.IBP needs {name} > 0 (finite); got {name}={value!r}.")
+

@@ -1,0 +1,135 @@
+"""Hyperparameter updates for IBP models (spec §4.8).
+
+``IBPAlphaGibbs`` updates the IBP mass ``alpha ~ Gamma(a, b)`` given ``Z``.  Under the untruncated
+IBP the conditional is ``Gamma(a + K+, b + S_N(β))`` ([000 §5.1]; ``S_N(1) = H_N``, *not*
+PyIBP's ``b + N``, erratum E37).  :class:`pymc_ibp.IBP` is truncated at ``K_max``, which
+multiplies the likelihood by ``1/P(K+ <= K_max | α)``; we therefore use that Gamma as an
+independence Metropolis–Hastings proposal, whose acceptance ratio reduces to
+
+    min(1, PoissonCDF(K_max; α S) / PoissonCDF(K_max; α' S)),
+
+equal to one whenever the truncation has negligible mass.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pytensor.graph.basic import Constant
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.basic import GammaRV
+from scipy import stats
+
+from pymc_ibp.distributions.ibp import IBPRV
+from pymc_ibp.step_methods.model_matching import ModelPatternError
+
+__all__ = ["IBPAlphaGibbs", "alpha_update"]
+
+ALPHA_PATTERN = "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...)"
+
+
+def alpha_update(rng, alpha, kplus, a, b, s, k_max):
+    """One independence-MH update of α (see :class:`IBPAlphaGibbs`); returns ``(α, accept_prob)``.
+
+    ``s = Σ_{i=1..N} β/(β+i-1)``; the proposal is ``Gamma(a + K+, b + s)`` (shape, rate).
+    """
+    prop = rng.gamma(a + kplus, 1.0 / (b + s))  # numpy takes scale = 1/rate
+    log_acc = stats.poisson.logcdf(k_max, alpha * s) - stats.poisson.logcdf(k_max, prop * s)
+    acc = math.exp(min(0.0, log_acc))
+    return (prop if rng.random() < acc else alpha), acc
+
+
+def _constant_value(var):
+    free = [v for v in ancestors([var]) if v.owner is None and not isinstance(v, Constant)]
+    if free:
+        return None
+    return float(np.asarray(var.eval()))
+
+
+def _match_alpha(model, alpha_rv):
+    """Return ``(a, b, z_rv)`` if ``alpha_rv`` is a Gamma-prior IBP mass, else raise."""
+    if not isinstance(alpha_rv.owner.op, GammaRV) or alpha_rv.ndim != 0:
+        raise ModelPatternError(f"{alpha_rv.name!r} is not a scalar pm.Gamma. Needed: {ALPHA_PATTERN}.")
+    _, _, shape, scale = alpha_rv.owner.inputs
+    a, sc = _constant_value(shape), _constant_value(scale)
+    if a is None or sc is None:
+        raise ModelPatternError(f"{alpha_rv.name!r} must have constant Gamma parameters. Needed: {ALPHA_PATTERN}.")
+    others_rvs = [rv for rv in model.basic_RVs if rv is not alpha_rv]
+    users = [  # RVs whose parameters depend on alpha other than through another RV
+        rv for rv in others_rvs
+        if alpha_rv in set(ancestors(rv.owner.inputs, blockers=others_rvs))
+    ]
+    if len(users) != 1 or not isinstance(users[0].owner.op, IBPRV) or users[0].owner.inputs[2] is not alpha_rv:
+        raise ModelPatternError(
+            f"{alpha_rv.name!r} must enter the model only as the alpha of one pmi.IBP (found "
+            f"{[u.name for u in users]}). Needed: {ALPHA_PATTERN}."
+        )
+    z_rv = users[0]
+    return a, 1.0 / sc, z_rv
+
+
+class IBPAlphaGibbs(BlockedStep):
+    r"""Exact update of the IBP mass ``alpha`` under a ``Gamma(a, b)`` prior (spec §4.8).
+
+    Proposal :math:`\alpha'\sim\mathrm{Gamma}(a+K_+,\ b+\sum_{i=1}^N\frac{\beta}{\beta+i-1})`
+    (shape, rate), accepted with probability
+    :math:`\min\{1, F(K_{max};\alpha S)/F(K_{max};\alpha' S)\}` where ``F`` is the Poisson CDF:
+    the truncation correction of :class:`pymc_ibp.IBP`.  Chosen automatically for such
+    ``alpha`` variables.
+    """
+
+    name = "ibp_alpha_gibbs"
+    stats_dtypes_shapes = {"ibp_alpha_accept": (np.float64, [])}
+
+    def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
+                 blocked=True):
+        model = pm.modelcontext(model)
+        [value_var] = get_value_vars_from_user_vars(vars, model)
+        alpha_rv = model.values_to_rvs[value_var]
+        self.a, self.b, z_rv = _match_alpha(model, alpha_rv)
+        self.vars = [value_var]
+        self.alpha_value_name = value_var.name
+        self.z_name = model.rvs_to_values[z_rv].name
+        beta, n, k_max = z_rv.owner.inputs[3:6]
+        self.n = int(pt.get_underlying_scalar_constant_value(n))
+        self.k_max = int(pt.get_underlying_scalar_constant_value(k_max))
+        [beta_v] = model.replace_rvs_by_values([beta])
+        self._beta_fn = model.compile_fn(beta_v, inputs=model.value_vars, on_unused_input="ignore",
+                                         point_fn=True, **(compile_kwargs or {}))
+        transform = model.rvs_to_transforms.get(alpha_rv)
+        x = pt.dscalar("x")
+        fwd = transform.forward(x, *alpha_rv.owner.inputs) if transform is not None else x
+        bwd = transform.backward(x, *alpha_rv.owner.inputs) if transform is not None else x
+        self._fwd = pytensor.function([x], fwd, mode="FAST_COMPILE")
+        self._bwd = pytensor.function([x], bwd, mode="FAST_COMPILE")
+        self.rng = get_random_generator(rng)
+
+    def step(self, point):
+        beta = float(np.asarray(self._beta_fn(point)))
+        Z = point[self.z_name]
+        kplus = int((Z.sum(axis=0) > 0).sum())
+        s = float(np.sum(beta / (beta + np.arange(self.n))))
+        alpha = float(self._bwd(point[self.alpha_value_name]))
+        new_alpha, acc = alpha_update(self.rng, alpha, kplus, self.a, self.b, s, self.k_max)
+        new = dict(point)
+        if new_alpha != alpha:
+            new[self.alpha_value_name] = np.asarray(self._fwd(new_alpha),
+                                                    dtype=point[self.alpha_value_name].dtype)
+        return new, [{"ibp_alpha_accept": float(acc)}]
+
+    @staticmethod
+    def competence(var, has_grad):
+        if not isinstance(var.owner.op, GammaRV):
+            return Competence.INCOMPATIBLE
+        try:
+            model = pm.modelcontext(None)
+            _match_alpha(model, var)
+        except (TypeError, ModelPatternError):
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL

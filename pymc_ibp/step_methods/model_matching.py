@@ -1,0 +1,233 @@
+"""Find the linear-Gaussian IBP pattern in a PyMC model (spec §3.1).
+
+The pattern the collapsed and accelerated samplers need::
+
+    Z = pmi.IBP("Z", alpha, beta, dims=("obs", "feature"))        # N x K_max
+    A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))      # K_max x D, scalar sigma_a
+    pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X)             # scalar sigma_x
+
+``alpha``, ``beta``, ``sigma_a`` and ``sigma_x`` may be constants or free variables with any
+transform; they are read from the current point at every step.  Observed arrays with NaNs
+(PyMC's automatic imputation, ``X_observed`` + ``X_unobserved``) are supported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.basic import Constant
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.basic import Alloc
+from pytensor.tensor.blas import Dot22
+from pytensor.tensor.elemwise import DimShuffle, Elemwise
+from pytensor.tensor.math import Dot
+from pytensor.tensor.random.basic import NormalRV
+from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
+
+from pymc_ibp.distributions.ibp import IBPRV
+
+__all__ = ["LinearGaussianIBP", "ModelPatternError", "find_linear_gaussian"]
+
+PATTERN = (
+    "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')); "
+    "A = pm.Normal('A', 0, sigma_a, dims=('feature', 'dim')) with scalar sigma_a; "
+    "pm.Normal('X', mu=Z @ A, sigma=sigma_x, observed=X) with scalar sigma_x"
+)
+
+
+class ModelPatternError(ValueError):
+    """The model does not have the structure a step method needs."""
+
+
+@dataclass
+class LinearGaussianIBP:
+    """The pieces of a matched linear-Gaussian IBP model."""
+
+    z_rv: object
+    a_rv: object
+    like_rvs: list  # observed Normal RVs (one, or X_observed) and imputed X_unobserved
+    sigma_x: object
+    sigma_a: object
+    alpha: object
+    beta: object
+    X: np.ndarray  # N x D with NaN at missing entries
+    missing_rv: object = None  # X_unobserved free RV, or None
+    missing_mask: np.ndarray | None = None  # N x D bool, True where missing
+    extras: dict = field(default_factory=dict)
+
+
+def _strip(var):
+    """Remove casts and dimshuffles that do not change values."""
+    while var.owner is not None and (
+        isinstance(var.owner.op, DimShuffle)
+        or (isinstance(var.owner.op, Elemwise) and type(var.owner.op.scalar_op).__name__ == "Cast")
+    ):
+        var = var.owner.inputs[0]
+    return var
+
+
+def _matmul_inputs(mu):
+    """If ``mu`` is ``Z @ A`` (optionally masked), return ``(left, right, mask)``."""
+    mu = _strip(mu)
+    mask = None
+    if mu.owner is not None and isinstance(mu.owner.op, AdvancedSubtensor):
+        base, *idx = mu.owner.inputs
+        if len(idx) == 1 and isinstance(idx[0], Constant) and idx[0].data.dtype == bool:
+            mask = np.asarray(idx[0].data)
+            mu = _strip(base)
+        else:
+            return None
+    if mu.owner is None:
+        return None
+    op = mu.owner.op
+    name = type(op).__name__
+    if isinstance(op, (Dot, Dot22)) or name in ("Matmul", "Dot", "Dot22") or (
+        name == "Blockwise" and type(op.core_op).__name__ in ("Dot", "Matmul")
+    ):
+        left, right = mu.owner.inputs[:2]
+        return _strip(left), _strip(right), mask
+    return None
+
+
+def _is_scalar(var):
+    return all(var.type.broadcastable)
+
+
+def _scalar_of(var):
+    """Peel the broadcasting wrappers PyMC adds around a scalar parameter."""
+    while var.owner is not None and isinstance(
+        var.owner.op, (DimShuffle, Subtensor, Alloc)
+    ) and _is_scalar(var.owner.inputs[0]):
+        var = var.owner.inputs[0]
+    return pt.as_tensor_variable(var).squeeze() if var.ndim else var
+
+
+def _is_zero_constant(var):
+    try:
+        val = pt.get_underlying_scalar_constant_value(var)
+    except Exception:  # noqa: BLE001 - pytensor raises NotScalarConstantError
+        try:
+            if not [v for v in ancestors([var]) if v.owner is None and not isinstance(v, Constant)]:
+                val = np.asarray(var.eval())
+                return bool(np.all(val == 0))
+        except Exception:  # noqa: BLE001
+            return False
+        return False
+    return float(val) == 0.0
+
+
+def _data_of(value_var):
+    if isinstance(value_var, Constant):
+        return np.asarray(value_var.data, dtype=float)
+    if hasattr(value_var, "get_value"):
+        return np.asarray(value_var.get_value(), dtype=float)
+    return np.asarray(value_var.eval(), dtype=float)
+
+
+def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
+    """Match the linear-Gaussian IBP pattern around ``z_rv`` or raise :class:`ModelPatternError`."""
+    if not isinstance(z_rv.owner.op, IBPRV):
+        raise ModelPatternError(
+            f"{z_rv.name!r} is a {type(z_rv.owner.op).__name__}, not a pmi.IBP variable. "
+            f"Needed pattern: {PATTERN}."
+        )
+    if z_rv.ndim != 2:
+        raise ModelPatternError(f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim}).")
+    _, _, alpha, beta, _, _ = z_rv.owner.inputs
+    candidates = [
+        rv for rv in model.observed_RVs + model.free_RVs
+        if rv is not z_rv and z_rv in set(ancestors([rv]))
+    ]
+    like, missing_rv = [], None
+    a_rv = None
+    sigma_x = None
+    found = []
+    for rv in candidates:
+        found.append(f"{rv.name} ~ {type(rv.owner.op).__name__}")
+        if not isinstance(rv.owner.op, NormalRV):
+            continue
+        _, _, mu, sigma = rv.owner.inputs
+        mm = _matmul_inputs(mu)
+        if mm is None:
+            continue
+        left, right, mask = mm
+        if left is not z_rv:
+            continue
+        if right.owner is None or not isinstance(right.owner.op, NormalRV) or right not in model.free_RVs:
+            raise ModelPatternError(
+                f"In {rv.name!r} the mean is Z @ {right.name or right}, but the right factor must be "
+                f"a free pm.Normal feature matrix. Needed pattern: {PATTERN}."
+            )
+        if a_rv is not None and right is not a_rv:
+            raise ModelPatternError("Z @ A uses two different feature matrices.")
+        a_rv = right
+        if not _is_scalar(sigma):
+            raise ModelPatternError(
+                f"{rv.name!r} has a non-scalar noise sigma (shape {sigma.type.shape}); the collapsed "
+                f"linear-Gaussian samplers need one scalar sigma_x. Needed pattern: {PATTERN}."
+            )
+        sigma_x = _scalar_of(sigma) if sigma_x is None else sigma_x
+        if rv in model.observed_RVs:
+            like.append((rv, mask))
+        else:
+            missing_rv = (rv, mask)
+    if a_rv is None:
+        raise ModelPatternError(
+            f"No Normal likelihood with mean Z @ A found for {z_rv.name!r}. Needed pattern: "
+            f"{PATTERN}. Found children: {', '.join(found) or 'none'}."
+        )
+    _, _, a_mu, a_sigma = a_rv.owner.inputs
+    if not _is_zero_constant(a_mu):
+        raise ModelPatternError(f"{a_rv.name!r} must have mean 0. Needed pattern: {PATTERN}.")
+    if not _is_scalar(a_sigma):
+        raise ModelPatternError(
+            f"{a_rv.name!r} must have one scalar sigma_a (got shape {a_sigma.type.shape}). "
+            f"Needed pattern: {PATTERN}."
+        )
+    n = int(pt.get_underlying_scalar_constant_value(z_rv.owner.inputs[4]))
+    k_max = int(pt.get_underlying_scalar_constant_value(z_rv.owner.inputs[5]))
+    a_shape = tuple(int(s) for s in model.initial_point()[model.rvs_to_values[a_rv].name].shape)
+    if len(a_shape) != 2 or a_shape[0] != k_max:
+        raise ModelPatternError(
+            f"Shape mismatch: {z_rv.name!r} is {n} x {k_max} but {a_rv.name!r} has shape {a_shape}; "
+            f"A must be K_max x D = {k_max} x D."
+        )
+    d = a_shape[1]
+    X = np.full((n, d), np.nan)
+    missing_mask = None
+    if len(like) != 1:
+        raise ModelPatternError(
+            f"Expected exactly one observed Normal with mean Z @ A, found {len(like)}."
+        )
+    obs_rv, obs_mask = like[0]
+    data = _data_of(model.rvs_to_values[obs_rv])
+    if obs_mask is None:
+        if data.shape != (n, d):
+            raise ModelPatternError(
+                f"Shape mismatch: observed {obs_rv.name!r} has shape {data.shape} but Z @ A is {n} x {d}."
+            )
+        X[:] = data
+    else:
+        if obs_mask.shape != (n, d):
+            raise ModelPatternError(f"Mask shape {obs_mask.shape} does not match Z @ A ({n} x {d}).")
+        X[obs_mask] = data
+    if missing_rv is not None:
+        missing_mask = np.asarray(missing_rv[1])
+        if missing_mask.shape != (n, d):
+            raise ModelPatternError("Imputed entries do not index Z @ A.")
+    bad = ~np.isfinite(X)
+    if missing_mask is not None:
+        bad &= ~missing_mask
+    if bad.any():
+        raise ValueError(
+            f"Observed data for {obs_rv.name!r} contains {int(bad.sum())} NaN/inf entries that are "
+            "not imputed; pass missing values as NaN (or a masked array) so PyMC imputes them, "
+            "and remove infinite values."
+        )
+    return LinearGaussianIBP(
+        z_rv=z_rv, a_rv=a_rv, like_rvs=[obs_rv], sigma_x=sigma_x, sigma_a=_scalar_of(a_sigma),
+        alpha=alpha, beta=beta, X=X, missing_rv=None if missing_rv is None else missing_rv[0],
+        missing_mask=missing_mask,
+    )
