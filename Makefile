@@ -31,10 +31,10 @@ test-all: $(STAMP)
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/sweep_scaling.py
 
 bench-quick: $(STAMP)
-	$(PY) benchmarks/run_all.py --quick
+	$(PY) benchmarks/sweep_scaling.py --quick
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache
