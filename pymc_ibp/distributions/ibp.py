@@ -47,6 +47,8 @@ from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Discrete
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_ibp._numba_utils import categorical_logp, partial_shuffle
+
 __all__ = ["IBP", "IBPRV", "ibp_log_normaliser", "ibp_mass"]
 
 
@@ -63,26 +65,6 @@ def _ibp_mass_numba(alpha, beta, n):
 
 
 @numba.njit(cache=True)
-def _categorical_from_logw(rng, logw):
-    mx = -np.inf
-    for v in logw:
-        if v > mx:
-            mx = v
-    tot = 0.0
-    w = np.empty(logw.shape[0])
-    for i in range(logw.shape[0]):
-        w[i] = np.exp(logw[i] - mx)
-        tot += w[i]
-    u = rng.random() * tot
-    acc = 0.0
-    for i in range(w.shape[0]):
-        acc += w[i]
-        if u < acc:
-            return i
-    return w.shape[0] - 1
-
-
-@numba.njit(cache=True)
 def ibp_draw_core(rng, alpha, beta, n, k_max):
     """One exact draw of an ``n x k_max`` IBP(α, β) matrix conditioned on ``K+ <= k_max``."""
     out = np.zeros((n, k_max), dtype=np.int64)
@@ -93,43 +75,31 @@ def ibp_draw_core(rng, alpha, beta, n, k_max):
     logw = np.empty(k_max + 1)
     for k in range(k_max + 1):
         logw[k] = k * np.log(lam) - lam - _log_factorial(k)
-    kplus = _categorical_from_logw(rng, logw)
+    kplus = categorical_logp(rng, logw, k_max + 1)
     # owners-count law: P(m) ∝ C(n, m) B(m, n-m+β), m = 1..n
     logm = np.empty(n)
     for m in range(1, n + 1):
         logm[m - 1] = (_log_factorial(n) - _log_factorial(m) - _log_factorial(n - m)
                        + _lbeta(m, n - m + beta))
     slots = np.arange(k_max)
-    for i in range(kplus):  # partial Fisher-Yates for the slots
-        j = i + int(rng.random() * (k_max - i))
-        if j >= k_max:
-            j = k_max - 1
-        slots[i], slots[j] = slots[j], slots[i]
+    partial_shuffle(rng, slots, kplus)  # random distinct column slots
     rows = np.arange(n)
     for c in range(kplus):
-        m = _categorical_from_logw(rng, logm) + 1
-        for i in range(m):  # uniform m-subset of rows
-            j = i + int(rng.random() * (n - i))
-            if j >= n:
-                j = n - 1
-            rows[i], rows[j] = rows[j], rows[i]
+        m = categorical_logp(rng, logm, n) + 1
+        partial_shuffle(rng, rows, m)  # uniform m-subset of rows
+        for i in range(m):
             out[rows[i], slots[c]] = 1
     return out
 
 
 @numba.njit(cache=True)
 def _log_factorial(k):
-    return _lgamma_pos(k + 1.0)
+    return math.lgamma(k + 1.0)
 
 
 @numba.njit(cache=True)
 def _lbeta(a, b):
-    return _lgamma_pos(a) + _lgamma_pos(b) - _lgamma_pos(a + b)
-
-
-@numba.njit(cache=True)
-def _lgamma_pos(x):
-    return math.lgamma(x)
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,41 +16,14 @@ import numba
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
+from pymc_ibp._numba_utils import bernoulli_logodds, categorical_logp, partial_shuffle
+
 LOG2PI = math.log(2.0 * math.pi)
 
 
 # ---------------------------------------------------------------------------------------------
-# small helpers
+# linear algebra and statistics
 # ---------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def bernoulli_logodds(rng, logodds):
-    """Draw ``1`` with probability ``sigmoid(logodds)``, stable for large |logodds|."""
-    u = rng.random()
-    if logodds >= 0:
-        return 1 if u * (1.0 + math.exp(-logodds)) < 1.0 else 0
-    e = math.exp(logodds)
-    return 1 if u * (1.0 + e) < e else 0
-
-
-@numba.njit(cache=True)
-def categorical_logp(rng, logp, n):
-    """Draw an index in ``0..n-1`` with probabilities ``∝ exp(logp[:n])``."""
-    mx = -np.inf
-    for i in range(n):
-        if logp[i] > mx:
-            mx = logp[i]
-    tot = 0.0
-    for i in range(n):
-        tot += math.exp(logp[i] - mx)
-    u = rng.random() * tot
-    acc = 0.0
-    for i in range(n):
-        acc += math.exp(logp[i] - mx)
-        if u < acc:
-            return i
-    return n - 1
-
-
 @numba.njit(cache=True)
 def chol_inverse(P):
     """``(P^{-1}, log|P|)`` of a symmetric positive-definite matrix by Cholesky."""
@@ -148,6 +121,18 @@ def ibp_log_prior_compact(m_act, n, k_max, alpha, beta, log_norm):
 # compact active-set bookkeeping
 # ---------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
+def active_slots(m):
+    """``(act, k)``: the slots with ``m > 0`` in ``act[:k]`` (capacity ``len(m)``)."""
+    act = np.empty(m.shape[0], dtype=np.int64)
+    k = 0
+    for c in range(m.shape[0]):
+        if m[c] > 0:
+            act[k] = c
+            k += 1
+    return act, k
+
+
+@numba.njit(cache=True)
 def _swap_remove(idx, k, act, Sig, mu, G, RX):
     """Remove compact index ``idx`` (of ``k`` active) by swapping in the last one."""
     last = k - 1
@@ -167,6 +152,160 @@ def _swap_remove(idx, k, act, Sig, mu, G, RX):
     return k - 1
 
 
+@numba.njit(cache=True)
+def _append_empty(k, act, slot, Sig, mu, G, RX, sa2):
+    """Append ``slot`` as compact index ``k`` with no data: prior posterior ``N(0, σa²)``."""
+    act[k] = slot
+    for b in range(k + 1):
+        Sig[k, b] = 0.0
+        Sig[b, k] = 0.0
+        G[k, b] = 0.0
+        G[b, k] = 0.0
+    Sig[k, k] = sa2
+    for t in range(mu.shape[1]):
+        mu[k, t] = 0.0
+        RX[k, t] = 0.0
+    return k + 1
+
+
+@numba.njit(cache=True)
+def _random_free_slots(rng, act, k, k_max, count, free):
+    """Put ``count`` uniformly random distinct slots not in ``act[:k]`` into ``free[:count]``."""
+    used = np.zeros(k_max, dtype=np.bool_)
+    for b in range(k):
+        used[act[b]] = True
+    nf = 0
+    for c in range(k_max):
+        if not used[c]:
+            free[nf] = c
+            nf += 1
+    partial_shuffle(rng, free[:nf], count)
+
+
+@numba.njit(cache=True)
+def _stats_with_row(G, RX, z, x, k, sign):
+    """Add (``sign=+1``) or remove (``-1``) one row's terms of ``G = ZᵀZ`` and ``RX = ZᵀX``."""
+    for a in range(k):
+        if z[a] != 0.0:
+            for t in range(x.shape[0]):
+                RX[a, t] += sign * x[t]
+            for b in range(k):
+                if z[b] != 0.0:
+                    G[a, b] += sign
+
+
+# ---------------------------------------------------------------------------------------------
+# per-row kernels of the accelerated sampler (reusable for any per-entry prior)
+# ---------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _sig_z(Sig, z, k, v):
+    """``v = Σ z`` (first ``k`` entries) and return ``zᵀ Σ z``."""
+    q = 0.0
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            if z[b] != 0.0:
+                s += Sig[a, b]
+        v[a] = s
+        q += z[a] * s
+    return q
+
+
+@numba.njit(cache=True)
+def _residual(x, z, mu, k, r):
+    """``r = x - z μ`` and return ``‖r‖²``."""
+    rr = 0.0
+    for t in range(x.shape[0]):
+        s = x[t]
+        for a in range(k):
+            if z[a] != 0.0:
+                s -= mu[a, t]
+        r[t] = s
+        rr += s * s
+    return rr
+
+
+@numba.njit(cache=True)
+def row_update(Sig, mu, z, x, k, sx2, sign, v, e):
+    """Add (``sign=+1``) or remove (``sign=-1``) observation row ``(z, x)`` from the feature
+    posterior ``(Σ, μ)`` by a rank-one Sherman–Morrison update (spec §4.4, corrected E1–E3):
+
+    remove: ``Σ₋ = Σ + v vᵀ/(σx² - zᵀv)``, ``μ₋ = μ - v (x - zμ)ᵀ/(σx² - zᵀv)``;
+    add:    ``Σ = Σ₋ - v vᵀ/(σx² + zᵀv)``, ``μ = μ₋ + v (x - zμ₋)ᵀ/(σx² + zᵀv)``; ``v = Σz``.
+    """
+    q = _sig_z(Sig, z, k, v)
+    c = sx2 + sign * q
+    _residual(x, z, mu, k, e)
+    for a in range(k):
+        va = v[a] / c
+        for b in range(k):
+            Sig[a, b] -= sign * va * v[b]
+        for t in range(mu.shape[1]):
+            mu[a, t] += sign * va * e[t]
+
+
+@numba.njit(cache=True)
+def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v, order, greedy):
+    """Gibbs-sample ``z[a]`` for ``a < k`` with ``skip[a] == False`` (random order), given the
+    posterior ``(Σ, μ)`` of the *other* rows (spec §4.4, [000 eq 4.2] with W = 1):
+
+    ``log P(z_a=1)/P(z_a=0) = prior_lo[a] + log N(x; z¹μ, s²₁ I) - log N(x; z⁰μ, s²₀ I)``,
+    ``s² = zΣzᵀ + σx²``.  ``prior_lo`` carries each entry's own prior log-odds (the IBP's
+    ``log m/(N-1-m+β)`` here; a per-entry probability for a dependent IBP).  Each test costs
+    ``O(D)`` and each flip ``O(K + D)``.  On return ``r = x - zμ``, ``v = Σz``; returns
+    ``(‖r‖², s², flips)``.
+    """
+    d = x.shape[0]
+    s2 = sx2 + _sig_z(Sig, z, k, v)
+    rr = _residual(x, z, mu, k, r)
+    for a in range(k):
+        order[a] = a
+    partial_shuffle(rng, order[:k], k)
+    flips = 0
+    for oi in range(k):
+        a = order[oi]
+        if skip[a]:
+            continue
+        delta = 1.0 - 2.0 * z[a]
+        s2n = s2 + 2.0 * delta * v[a] + Sig[a, a]
+        rmu = 0.0
+        mm = 0.0
+        for t in range(d):
+            rmu += r[t] * mu[a, t]
+            mm += mu[a, t] * mu[a, t]
+        rrn = rr - 2.0 * delta * rmu + mm
+        ll_cur = -0.5 * d * math.log(s2) - 0.5 * rr / s2
+        ll_new = -0.5 * d * math.log(s2n) - 0.5 * rrn / s2n
+        lo = prior_lo[a] + (ll_cur - ll_new if z[a] != 0.0 else ll_new - ll_cur)
+        newz = (1 if lo > 0 else 0) if greedy else bernoulli_logodds(rng, lo)
+        if newz != int(z[a]):
+            flips += 1
+            for t in range(d):
+                r[t] -= delta * mu[a, t]
+            rr = rrn
+            s2 = s2n
+            for b in range(k):
+                v[b] += delta * Sig[b, a]
+            z[a] = float(newz)
+    return rr, s2, flips
+
+
+@numba.njit(cache=True)
+def birth_count(rng, navail, log_lam, s2, rr, d, sa2, logpj, greedy):
+    """Draw the number ``j`` of row-``n`` singleton features (spec §4.3 eq 3.7 with E5):
+    ``p(j) ∝ Poisson(j; λ) N(x; zμ, (s² + jσa²) I)`` over ``j = 0..navail``."""
+    for j in range(navail + 1):
+        sj = s2 + j * sa2
+        logpj[j] = j * log_lam - math.lgamma(j + 1.0) - 0.5 * d * math.log(sj) - 0.5 * rr / sj
+    if greedy:
+        best = 0
+        for j in range(navail + 1):
+            if logpj[j] > logpj[best]:
+                best = j
+        return best
+    return categorical_logp(rng, logpj, navail + 1)
+
+
 # ---------------------------------------------------------------------------------------------
 # the accelerated collapsed Gibbs sweep (W = 1)
 # ---------------------------------------------------------------------------------------------
@@ -175,20 +314,20 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy):
     """One sweep of the accelerated collapsed Gibbs sampler (spec §4.4, errata E1–E5).
 
     Maintains the full-data feature posterior ``(Σ, μ)`` and updates it by rank-one
-    Sherman–Morrison down/up-dates as each row is removed and re-added, so each element costs
-    ``O(K + D)`` and a sweep ``O(N(K² + KD))``.  ``Σ, μ`` are recomputed from the exact
-    statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` every ``refresh`` rows (drift control).
+    Sherman–Morrison down/up-dates (:func:`row_update`) as each row is removed and re-added,
+    so each element costs ``O(K + D)`` and a sweep ``O(N(K² + KD))``.  ``Σ, μ`` are
+    recomputed from the exact statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` every ``refresh`` rows
+    (drift control).
 
     Per row ``n`` (visited in random order):
 
-    1. remove row ``n``: ``Σ₋ = Σ + v vᵀ/(σx² - zᵀv)``, ``μ₋ = μ - v (x - zμ)ᵀ/(σx² - zᵀv)``,
-       ``v = Σz`` (the corrected E1 form);
-    2. Gibbs each ``z_nk`` with ``m₋ₙₖ > 0`` from
-       ``log m/(N-1-m+β) + log N(x; zμ₋, (zΣ₋zᵀ+σx²) I)`` ratios, row-``n`` singletons kept
-       in the likelihood (they contribute ``σa²`` to the predictive variance);
-    3. block-Gibbs row ``n``'s singleton set: ``j ~ Poisson(j; αβ/(N-1+β)) ·
-       N(x; zμ₋, (s² + jσa²) I)``, ``j = 0..(free slots)`` (exact for the truncated prior of
-       :class:`pymc_ibp.IBP`), placed in uniformly random empty slots;
+    1. remove row ``n`` from ``(Σ, μ)``, ``G``, ``RX`` and ``m``;
+    2. Gibbs each ``z_nk`` with ``m₋ₙₖ > 0`` (:func:`gibbs_row_entries`, prior log-odds
+       ``log m/(N-1-m+β)``), row-``n`` singletons kept in the likelihood (their posterior is
+       the prior, so they add ``σa²`` to the predictive variance and nothing to the mean);
+    3. block-Gibbs row ``n``'s singleton set: drop it, then draw ``j`` (:func:`birth_count`,
+       ``λ = αβ/(N-1+β)``, ``j`` up to the free slots — exact for the truncated prior of
+       :class:`pymc_ibp.IBP`) and place the ``j`` features in uniformly random empty slots;
     4. re-add row ``n``.
 
     ``m`` (column sums, length K_max) is updated in place, as is ``Z``.
@@ -196,33 +335,23 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy):
     """
     n, d = X.shape
     k_max = Z.shape[1]
-    # active set, statistics, posterior
-    act = np.empty(k_max, dtype=np.int64)
-    k = 0
-    for c in range(k_max):
-        if m[c] > 0:
-            act[k] = c
-            k += 1
-    G0, RX0 = suff_stats(Z, X, act[:k])
+    act, k = active_slots(m)
     G = np.zeros((k_max, k_max))
     RX = np.zeros((k_max, d))
     Sig = np.zeros((k_max, k_max))
     mu = np.zeros((k_max, d))
+    G0, RX0 = suff_stats(Z, X, act[:k])
     G[:k, :k] = G0
     RX[:k] = RX0
-    S0, mu0, _ = posterior_from_stats(G0, RX0, sx2, sa2)
-    Sig[:k, :k] = S0
-    mu[:k] = mu0
 
     log_lam = math.log(alpha * beta / (n - 1.0 + beta))
-    flips = 0
-    births = 0
-    deaths = 0
-    kmax_hit = 0
+    flips = births = deaths = kmax_hit = 0
     z = np.zeros(k_max)
     v = np.zeros(k_max)
     r = np.zeros(d)
     e = np.zeros(d)
+    prior_lo = np.zeros(k_max)
+    skip = np.zeros(k_max, dtype=np.bool_)
     order = np.arange(k_max)
     logpj = np.zeros(k_max + 1)
     free = np.empty(k_max, dtype=np.int64)
@@ -230,239 +359,84 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy):
 
     for it in range(n):
         i = rows[it]
-        if refresh > 0 and it > 0 and it % refresh == 0 and k > 0:
+        if k > 0 and (it == 0 or (refresh > 0 and it % refresh == 0)):
             S1, mu1, _ = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), sx2, sa2)
             Sig[:k, :k] = S1
             mu[:k] = mu1
         x = X[i]
-        # ---- 1. remove row i -------------------------------------------------------------
+        # ---- 1. remove row i ---------------------------------------------------------------
         for a in range(k):
             z[a] = 1.0 if Z[i, act[a]] != 0 else 0.0
-        q = 0.0
-        for a in range(k):
-            s = 0.0
-            for b in range(k):
-                if z[b] != 0.0:
-                    s += Sig[a, b]
-            v[a] = s
-            q += z[a] * s
-        c = sx2 - q
-        for t in range(d):
-            s = x[t]
-            for a in range(k):
-                if z[a] != 0.0:
-                    s -= mu[a, t]
-            e[t] = s
-        for a in range(k):
-            va = v[a] / c
-            for b in range(k):
-                Sig[a, b] += va * v[b]
-            for t in range(d):
-                mu[a, t] -= va * e[t]
+        row_update(Sig, mu, z, x, k, sx2, -1.0, v, e)
+        _stats_with_row(G, RX, z, x, k, -1.0)
         for a in range(k):
             if z[a] != 0.0:
                 m[act[a]] -= 1
-                for t in range(d):
-                    RX[a, t] -= x[t]
-                for b in range(k):
-                    if z[b] != 0.0:
-                        G[a, b] -= 1.0
-        # singletons of row i: exact prior posterior (no data left on them)
         for a in range(k):
-            if z[a] != 0.0 and m[act[a]] == 0:
+            ma = m[act[a]]
+            skip[a] = ma == 0
+            if ma == 0 and z[a] != 0.0:  # singleton of row i: exactly the prior posterior
                 for b in range(k):
                     Sig[a, b] = 0.0
                     Sig[b, a] = 0.0
                 Sig[a, a] = sa2
                 for t in range(d):
                     mu[a, t] = 0.0
-        # ---- 2. predictive of row i and element-wise Gibbs ----------------------------------
-        s2 = sx2
-        for a in range(k):
-            s = 0.0
-            for b in range(k):
-                if z[b] != 0.0:
-                    s += Sig[a, b]
-            v[a] = s  # u = Σ₋ z
-            s2 += z[a] * s
-        rr = 0.0
-        for t in range(d):
-            s = x[t]
-            for a in range(k):
-                if z[a] != 0.0:
-                    s -= mu[a, t]
-            r[t] = s
-            rr += s * s
-        for a in range(k):
-            order[a] = a
-        for a in range(k - 1, 0, -1):  # random visiting order
-            j = int(rng.random() * (a + 1))
-            if j > a:
-                j = a
-            order[a], order[j] = order[j], order[a]
-        for oi in range(k):
-            a = order[oi]
-            ma = m[act[a]]
-            if ma == 0:
-                continue  # singleton: handled by the birth step
-            delta = 1.0 - 2.0 * z[a]
-            s2n = s2 + 2.0 * delta * v[a] + Sig[a, a]
-            rmu = 0.0
-            mm = 0.0
-            for t in range(d):
-                rmu += r[t] * mu[a, t]
-                mm += mu[a, t] * mu[a, t]
-            rrn = rr - 2.0 * delta * rmu + mm
-            ll_cur = -0.5 * d * math.log(s2) - 0.5 * rr / s2
-            ll_new = -0.5 * d * math.log(s2n) - 0.5 * rrn / s2n
-            if z[a] != 0.0:
-                ll1, ll0 = ll_cur, ll_new
             else:
-                ll1, ll0 = ll_new, ll_cur
-            lo = math.log(ma) - math.log(n - 1.0 - ma + beta) + ll1 - ll0
-            if greedy:
-                newz = 1 if lo > 0 else 0
-            else:
-                newz = bernoulli_logodds(rng, lo)
-            if newz != int(z[a]):
-                flips += 1
-                for t in range(d):
-                    r[t] -= delta * mu[a, t]
-                rr = rrn
-                s2 = s2n
-                for b in range(k):
-                    v[b] += delta * Sig[b, a]
-                z[a] = float(newz)
-                Z[i, act[a]] = newz
+                prior_lo[a] = math.log(ma) - math.log(n - 1.0 - ma + beta)
+        # ---- 2. element-wise Gibbs of the shared features ----------------------------------
+        rr, s2, nfl = gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v,
+                                        order, greedy)
+        flips += nfl
         # ---- 3. singletons of row i: drop, then block-Gibbs the new count ------------------
         a = 0
         while a < k:
             if z[a] != 0.0 and m[act[a]] == 0:
                 s2 -= sa2
-                Z[i, act[a]] = 0
                 deaths += 1
                 z[a] = z[k - 1]
                 k = _swap_remove(a, k, act, Sig, mu, G, RX)
             else:
                 a += 1
-        navail = k_max - k
-        for j in range(navail + 1):
-            sj = s2 + j * sa2
-            logpj[j] = j * log_lam - math.lgamma(j + 1.0) - 0.5 * d * math.log(sj) - 0.5 * rr / sj
-        if greedy:
-            jnew = 0
-            for j in range(navail + 1):
-                if logpj[j] > logpj[jnew]:
-                    jnew = j
-        else:
-            jnew = categorical_logp(rng, logpj, navail + 1)
+        jnew = birth_count(rng, k_max - k, log_lam, s2, rr, d, sa2, logpj, greedy)
         if jnew > 0:
-            nf = 0
-            for cc in range(k_max):
-                if m[cc] == 0 and Z[i, cc] == 0:
-                    is_act = False
-                    for b in range(k):
-                        if act[b] == cc:
-                            is_act = True
-                            break
-                    if not is_act:
-                        free[nf] = cc
-                        nf += 1
-            for j in range(jnew):  # uniform random distinct free slots
-                t = j + int(rng.random() * (nf - j))
-                if t >= nf:
-                    t = nf - 1
-                free[j], free[t] = free[t], free[j]
-                slot = free[j]
-                act[k] = slot
-                for b in range(k + 1):
-                    Sig[k, b] = 0.0
-                    Sig[b, k] = 0.0
-                    G[k, b] = 0.0
-                    G[b, k] = 0.0
-                Sig[k, k] = sa2
-                for tt in range(d):
-                    mu[k, tt] = 0.0
-                    RX[k, tt] = 0.0
+            _random_free_slots(rng, act, k, k_max, jnew, free)
+            for j in range(jnew):
                 z[k] = 1.0
-                Z[i, slot] = 1
-                k += 1
+                k = _append_empty(k, act, free[j], Sig, mu, G, RX, sa2)
             births += jnew
         if k == k_max:
             kmax_hit = 1
         # ---- 4. re-add row i ---------------------------------------------------------------
-        q = 0.0
-        for a in range(k):
-            s = 0.0
-            for b in range(k):
-                if z[b] != 0.0:
-                    s += Sig[a, b]
-            v[a] = s
-            q += z[a] * s
-        c = sx2 + q
-        for t in range(d):
-            s = x[t]
-            for a in range(k):
-                if z[a] != 0.0:
-                    s -= mu[a, t]
-            e[t] = s
-        for a in range(k):
-            va = v[a] / c
-            for b in range(k):
-                Sig[a, b] -= va * v[b]
-            for t in range(d):
-                mu[a, t] += va * e[t]
+        for c in range(k_max):
+            Z[i, c] = 0
         for a in range(k):
             if z[a] != 0.0:
+                Z[i, act[a]] = 1
                 m[act[a]] += 1
-                for t in range(d):
-                    RX[a, t] += x[t]
-                for b in range(k):
-                    if z[b] != 0.0:
-                        G[a, b] += 1.0
+        row_update(Sig, mu, z, x, k, sx2, 1.0, v, e)
+        _stats_with_row(G, RX, z, x, k, 1.0)
     return flips, births, deaths, kmax_hit
 
 
 @numba.njit(cache=True)
 def accelerated_state_after_rows(Z, X, rows, sx2, sa2):
-    """Testing hook: ``(Σ, μ)`` maintained by rank-one down/up-dates of ``rows`` (in order).
-
-    Each listed row is removed and re-added with unchanged ``z``; the result must equal the
-    from-scratch posterior (drift test, spec §4.4 "Numerical stability").
-    """
-    n, d = X.shape
+    """Testing hook: ``(Σ, μ)`` maintained by :func:`row_update` while each of ``rows`` is
+    removed and re-added (``z`` unchanged), with no refresh.  Must equal the from-scratch
+    posterior (drift test, spec §4.4 "Numerical stability")."""
     k = Z.shape[1]
-    act = np.arange(k)
-    G, RX = suff_stats(Z, X, act)
+    d = X.shape[1]
+    G, RX = suff_stats(Z, X, np.arange(k))
     Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
     v = np.zeros(k)
     e = np.zeros(d)
+    z = np.zeros(k)
     for it in range(rows.shape[0]):
         i = rows[it]
-        x = X[i]
-        for sign in (-1.0, 1.0):
-            q = 0.0
-            for a in range(k):
-                s = 0.0
-                for b in range(k):
-                    if Z[i, b] != 0:
-                        s += Sig[a, b]
-                v[a] = s
-                if Z[i, a] != 0:
-                    q += s
-            c = sx2 + sign * q
-            for t in range(d):
-                s = x[t]
-                for a in range(k):
-                    if Z[i, a] != 0:
-                        s -= mu[a, t]
-                e[t] = s
-            for a in range(k):
-                va = v[a] / c
-                for b in range(k):
-                    Sig[a, b] -= sign * va * v[b]
-                for t in range(d):
-                    mu[a, t] += sign * va * e[t]
+        for a in range(k):
+            z[a] = float(Z[i, a])
+        row_update(Sig, mu, z, X[i], k, sx2, -1.0, v, e)
+        row_update(Sig, mu, z, X[i], k, sx2, 1.0, v, e)
     return Sig, mu
 
 
@@ -470,41 +444,49 @@ def accelerated_state_after_rows(Z, X, rows, sx2, sa2):
 # the classic collapsed Gibbs sweep (reference sampler, spec §4.3)
 # ---------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def _stats_with_row(G, RX, zrow, x, k, sign):
-    for a in range(k):
-        if zrow[a] != 0.0:
-            for t in range(x.shape[0]):
-                RX[a, t] += sign * x[t]
-            for b in range(k):
-                if zrow[b] != 0.0:
-                    G[a, b] += sign
+def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2):
+    """``log p(X | Z)`` after appending ``j`` new columns that are 1 in row ``x``'s row only
+    (``G``, ``RX`` already include that row with pattern ``z``)."""
+    kj = k + j
+    Gj = np.zeros((kj, kj))
+    RXj = np.zeros((kj, d))
+    Gj[:k, :k] = G[:k, :k]
+    RXj[:k] = RX[:k]
+    for b in range(k, kj):
+        RXj[b] = x
+        for b2 in range(k, kj):
+            Gj[b, b2] = 1.0
+        for a in range(k):
+            if z[a] != 0.0:
+                Gj[a, b] = 1.0
+                Gj[b, a] = 1.0
+    return collapsed_loglik(Gj, RXj, trXX, n, d, sx2, sa2)
 
 
 @numba.njit(cache=True)
 def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
     """One sweep of the collapsed Gibbs sampler (spec §4.3, errata E4, E5, E35).
 
-    Each ``z_nk`` (``m₋ₙₖ > 0``) is drawn from ``m/(N-1-m+β) · p(X | Z)`` evaluated in full by
-    :func:`collapsed_loglik` (``O(K³ + K²D)`` each, from cached ``ZᵀZ``, ``ZᵀX``); row ``n``'s
-    singleton set is then block-Gibbs sampled over ``j = 0..(free slots)`` new features with
-    ``Poisson(j; αβ/(N-1+β)) p(X | Z⁽ʲ⁾)``.  The reference for the accelerated sampler.
+    Each ``z_nk`` (``m₋ₙₖ > 0``) is drawn from ``m/(N-1-m+β) · p(X | Z)`` with ``p(X | Z)``
+    evaluated in full by :func:`collapsed_loglik` (``O(K³ + K²D)`` each, from cached ``ZᵀZ``,
+    ``ZᵀX``); row ``n``'s singleton set is then block-Gibbs sampled over ``j = 0..(free
+    slots)`` new features with ``Poisson(j; αβ/(N-1+β)) p(X | Z⁽ʲ⁾)``.  It shares no
+    likelihood code with :func:`accelerated_sweep`, which makes it the reference.
     """
     n, d = X.shape
     k_max = Z.shape[1]
-    act = np.empty(k_max, dtype=np.int64)
-    k = 0
-    for c in range(k_max):
-        if m[c] > 0:
-            act[k] = c
-            k += 1
+    act, k = active_slots(m)
     G = np.zeros((k_max, k_max))
     RX = np.zeros((k_max, d))
     G0, RX0 = suff_stats(Z, X, act[:k])
     G[:k, :k] = G0
     RX[:k] = RX0
+    no_sig = np.zeros((k_max, k_max))  # _swap_remove also permutes a posterior; none here
+    no_mu = np.zeros((k_max, d))
     log_lam = math.log(alpha * beta / (n - 1.0 + beta))
     flips = births = deaths = kmax_hit = 0
     z = np.zeros(k_max)
+    ll = np.zeros(2)
     logpj = np.zeros(k_max + 1)
     free = np.empty(k_max, dtype=np.int64)
     rows = rng.permutation(n)
@@ -513,7 +495,6 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
         x = X[i]
         for a in range(k):
             z[a] = 1.0 if Z[i, act[a]] != 0 else 0.0
-        for a in range(k):
             if z[a] != 0.0:
                 m[act[a]] -= 1
         perm = rng.permutation(k)
@@ -522,90 +503,54 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
             ma = m[act[a]]
             if ma == 0:
                 continue
-            ll = np.zeros(2)
             old = z[a]
             for val in range(2):
-                _stats_with_row(G, RX, z[:k], x, k, -1.0)
+                _stats_with_row(G, RX, z, x, k, -1.0)
                 z[a] = float(val)
-                _stats_with_row(G, RX, z[:k], x, k, 1.0)
+                _stats_with_row(G, RX, z, x, k, 1.0)
                 ll[val] = collapsed_loglik(G[:k, :k], RX[:k], trXX, n, d, sx2, sa2)
-                _stats_with_row(G, RX, z[:k], x, k, -1.0)
+                _stats_with_row(G, RX, z, x, k, -1.0)
                 z[a] = old
-                _stats_with_row(G, RX, z[:k], x, k, 1.0)
+                _stats_with_row(G, RX, z, x, k, 1.0)
             lo = math.log(ma) - math.log(n - 1.0 - ma + beta) + ll[1] - ll[0]
             newz = bernoulli_logodds(rng, lo)
             if newz != int(old):
                 flips += 1
-                _stats_with_row(G, RX, z[:k], x, k, -1.0)
+                _stats_with_row(G, RX, z, x, k, -1.0)
                 z[a] = float(newz)
-                _stats_with_row(G, RX, z[:k], x, k, 1.0)
-                Z[i, act[a]] = newz
-        # singletons: remove from Z and from the stats
+                _stats_with_row(G, RX, z, x, k, 1.0)
+        # singletons: remove from the stats and the active set
         a = 0
         while a < k:
             if z[a] != 0.0 and m[act[a]] == 0:
-                _stats_with_row(G, RX, z[:k], x, k, -1.0)
-                Z[i, act[a]] = 0
+                _stats_with_row(G, RX, z, x, k, -1.0)
                 z[a] = 0.0
-                _stats_with_row(G, RX, z[:k], x, k, 1.0)
+                _stats_with_row(G, RX, z, x, k, 1.0)
                 deaths += 1
-                Sig_dummy = np.zeros((k_max, k_max))
-                mu_dummy = np.zeros((k_max, d))
                 z[a] = z[k - 1]
-                k = _swap_remove(a, k, act, Sig_dummy, mu_dummy, G, RX)
+                k = _swap_remove(a, k, act, no_sig, no_mu, G, RX)
             else:
                 a += 1
         navail = k_max - k
         for j in range(navail + 1):
-            kj = k + j
-            Gj = np.zeros((kj, kj))
-            RXj = np.zeros((kj, d))
-            Gj[:k, :k] = G[:k, :k]
-            RXj[:k] = RX[:k]
-            for b in range(k, kj):
-                for t in range(d):
-                    RXj[b, t] = x[t]
-                for b2 in range(k, kj):
-                    Gj[b, b2] = 1.0
-                for a2 in range(k):
-                    if z[a2] != 0.0:
-                        Gj[a2, b] = 1.0
-                        Gj[b, a2] = 1.0
             logpj[j] = (j * log_lam - math.lgamma(j + 1.0)
-                        + collapsed_loglik(Gj, RXj, trXX, n, d, sx2, sa2))
+                        + _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2))
         jnew = categorical_logp(rng, logpj, navail + 1)
         if jnew > 0:
-            _stats_with_row(G, RX, z[:k], x, k, -1.0)
-            nf = 0
-            for cc in range(k_max):
-                is_act = False
-                for b in range(k):
-                    if act[b] == cc:
-                        is_act = True
-                        break
-                if not is_act:
-                    free[nf] = cc
-                    nf += 1
+            _stats_with_row(G, RX, z, x, k, -1.0)
+            _random_free_slots(rng, act, k, k_max, jnew, free)
             for j in range(jnew):
-                t = j + int(rng.random() * (nf - j))
-                if t >= nf:
-                    t = nf - 1
-                free[j], free[t] = free[t], free[j]
-                act[k] = free[j]
-                for b in range(k + 1):
-                    G[k, b] = 0.0
-                    G[b, k] = 0.0
-                for tt in range(d):
-                    RX[k, tt] = 0.0
                 z[k] = 1.0
-                Z[i, free[j]] = 1
-                k += 1
+                k = _append_empty(k, act, free[j], no_sig, no_mu, G, RX, sa2)
             births += jnew
-            _stats_with_row(G, RX, z[:k], x, k, 1.0)
+            _stats_with_row(G, RX, z, x, k, 1.0)
         if k == k_max:
             kmax_hit = 1
+        for c in range(k_max):
+            Z[i, c] = 0
         for a in range(k):
             if z[a] != 0.0:
+                Z[i, act[a]] = 1
                 m[act[a]] += 1
     return flips, births, deaths, kmax_hit
 
