@@ -5,12 +5,23 @@ Import as ``import pymc_ibp as pmi``.  Importing registers the step methods so t
 """
 
 from pymc_ibp import datasets
-from pymc_ibp.diagnostics import cusum, hairiness, hairiness_index, heldout_metrics, holdout_mask
+from pymc_ibp.diagnostics import (
+    cusum,
+    hairiness,
+    hairiness_index,
+    heldout_metrics,
+    holdout_mask,
+    plot_assignments,
+    plot_features,
+    relabel,
+    summary,
+)
 from pymc_ibp.distributions import IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     CollapsedGibbs,
     IBPAlphaGibbs,
+    IBPScaleSlice,
     ModelPatternError,
     TruncationWarning,
 )
@@ -23,6 +34,7 @@ __all__ = [
     "AcceleratedGibbs",
     "CollapsedGibbs",
     "IBPAlphaGibbs",
+    "IBPScaleSlice",
     "IBPStickBreaking",
     "IBPStickBreakingRV",
     "ModelPatternError",
@@ -33,6 +45,10 @@ __all__ = [
     "hairiness_index",
     "heldout_metrics",
     "holdout_mask",
+    "plot_assignments",
+    "plot_features",
+    "relabel",
+    "summary",
     "plot_cusum",
 ]
 

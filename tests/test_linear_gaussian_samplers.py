@@ -125,6 +125,19 @@ def test_accelerated_and_collapsed_conditionals_agree(seed):
             np.testing.assert_allclose(lls[1] - lls[0], llc[1] - llc[0], rtol=1e-9, atol=1e-9)
 
 
+def test_feature_draw_moments():
+    """A | Z, X draws have the posterior mean and covariance of spec §3.1."""
+    rng = np.random.default_rng(0)
+    Z, X = rand_state(rng, 50, 5, 3)
+    G, RX = kernels.suff_stats(Z, X, np.arange(5))
+    Sig, mu, _ = kernels.posterior_from_stats(G, RX, 0.3, 2.0)
+    draws = np.array([kernels.draw_active_features(rng, G, RX, 0.3, 2.0) for _ in range(20000)])
+    se = np.sqrt(np.diag(Sig))[:, None] / np.sqrt(len(draws))
+    assert np.all(np.abs(draws.mean(axis=0) - mu) < 5 * se)
+    for j in range(3):
+        np.testing.assert_allclose(np.cov(draws[:, :, j].T), Sig, atol=0.1 * np.abs(Sig).max())
+
+
 def test_rank_one_drift_ill_conditioned():
     """10^4 rank-one down/up-dates on data whose dimensions' variances differ 100x: the
     maintained posterior matches a from-scratch Cholesky to 1e-8 relative."""
@@ -209,7 +222,7 @@ def test_auto_assignment_and_stats():
                           compute_convergence_checks=False)
     ss = idata["sample_stats"]
     for name in ("ibp_n_active", "ibp_log_joint", "ibp_flips", "ibp_births", "ibp_deaths",
-                 "ibp_kmax_hit", "ibp_alpha_accept"):
+                 "ibp_kmax_hit", "ibp_alpha_accept", "ibp_scale_evals"):
         assert name in ss, name
         assert ss[name].dims == ("chain", "draw")
     assert ss["ibp_n_active"].dtype == np.int64
@@ -218,6 +231,8 @@ def test_auto_assignment_and_stats():
     names = {cls.__name__: [v.name for v in vs] for cls, vs in selected.items()}
     assert names["AcceleratedGibbs"] == ["Z", "A"]
     assert names["IBPAlphaGibbs"] == ["alpha_log__"]
+    assert sorted(names["IBPScaleSlice"]) == ["sigma_a_log__", "sigma_x_log__"]
+    assert "NUTS" not in names
     # A is consistent with Z: empty slots drawn from the prior, active rows near the data
     Z = idata["posterior"]["Z"].values[0, -1]
     assert Z.sum(axis=0)[Z.sum(axis=0) > 0].min() >= 1

@@ -4,7 +4,10 @@ CUSUM paths and the Brooks–Roberts hairiness index (spec §9.1, seed [000 §5.
 """
 
 from pymc_ibp.diagnostics.cusum import cusum, hairiness, hairiness_index
+from pymc_ibp.diagnostics.feature_plots import plot_assignments, plot_features, posterior_features
 from pymc_ibp.diagnostics.heldout import heldout_metrics, holdout_mask
+from pymc_ibp.diagnostics.relabel import relabel, relabel_permutations
+from pymc_ibp.diagnostics.summary import feature_sizes, sorted_feature_sizes, summary
 
 
 def __getattr__(name):
@@ -17,4 +20,19 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["cusum", "hairiness", "hairiness_index", "heldout_metrics", "holdout_mask", "plot_cusum"]
+__all__ = [
+    "cusum",
+    "feature_sizes",
+    "hairiness",
+    "hairiness_index",
+    "heldout_metrics",
+    "holdout_mask",
+    "plot_assignments",
+    "plot_cusum",
+    "plot_features",
+    "posterior_features",
+    "relabel",
+    "relabel_permutations",
+    "sorted_feature_sizes",
+    "summary",
+]

@@ -5,11 +5,12 @@ from pymc.step_methods import STEP_METHODS
 from pymc_ibp.step_methods.hyperparameters import IBPAlphaGibbs
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, CollapsedGibbs, TruncationWarning
 from pymc_ibp.step_methods.model_matching import ModelPatternError
+from pymc_ibp.step_methods.scales import IBPScaleSlice
 
-__all__ = ["AcceleratedGibbs", "CollapsedGibbs", "IBPAlphaGibbs", "ModelPatternError",
+__all__ = ["AcceleratedGibbs", "CollapsedGibbs", "IBPAlphaGibbs", "IBPScaleSlice", "ModelPatternError",
            "TruncationWarning"]
 
 # Competence is IDEAL only for the plugin's own patterns, so appending is safe.
-for _cls in (AcceleratedGibbs, IBPAlphaGibbs):
+for _cls in (AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice):
     if _cls not in STEP_METHODS:
         STEP_METHODS.append(_cls)

@@ -14,7 +14,6 @@ import math
 
 import numba
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
 
 from pymc_ibp._numba_utils import bernoulli_logodds, categorical_logp, partial_shuffle
 
@@ -558,19 +557,53 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
 # ---------------------------------------------------------------------------------------------
 # draws given Z
 # ---------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _forward_sub(L, B):
+    """Solve ``L Y = B`` for lower-triangular ``L`` (columns of ``B`` at once)."""
+    k = L.shape[0]
+    Y = B.copy()
+    for i in range(k):
+        for j in range(i):
+            Y[i] -= L[i, j] * Y[j]
+        Y[i] /= L[i, i]
+    return Y
+
+
+@numba.njit(cache=True)
+def _backward_sub_t(L, B):
+    """Solve ``Lᵀ Y = B`` for lower-triangular ``L``."""
+    k = L.shape[0]
+    Y = B.copy()
+    for i in range(k - 1, -1, -1):
+        for j in range(i + 1, k):
+            Y[i] -= L[j, i] * Y[j]
+        Y[i] /= L[i, i]
+    return Y
+
+
+@numba.njit(cache=True)
+def draw_active_features(rng, G, RX, sx2, sa2):
+    """``A_act ~ N(μ, Σ)`` column-wise (spec §3.1, §4.1): one Cholesky ``P = L Lᵀ`` of
+    ``P = G/σx² + I/σa²``; ``μ = L⁻ᵀ L⁻¹ RX/σx²``, ``A = μ + L⁻ᵀ ε``."""
+    k, d = RX.shape
+    P = G / sx2
+    for i in range(k):
+        P[i, i] += 1.0 / sa2
+    L = np.linalg.cholesky(P)
+    eps = np.empty((k, d))
+    for i in range(k):
+        for t in range(d):
+            eps[i, t] = rng.standard_normal()
+    return _backward_sub_t(L, _forward_sub(L, RX / sx2) + eps)
+
+
 def draw_features(rng, Z, X, sx2, sa2):
-    """``A | Z, X`` (spec §3.1/§4.1): active rows from ``N(μ, Σ)`` column-wise via one Cholesky
-    of ``P = ZᵀZ/σx² + I/σa²``; empty slots from the prior ``N(0, σa²)``."""
+    """``A | Z, X`` for all ``K_max`` slots: active rows from :func:`draw_active_features`,
+    empty slots from the prior ``N(0, σa²)``."""
     k_max = Z.shape[1]
-    d = X.shape[1]
-    A = rng.normal(0.0, math.sqrt(sa2), size=(k_max, d))
+    A = rng.normal(0.0, math.sqrt(sa2), size=(k_max, X.shape[1]))
     act = np.flatnonzero(Z.sum(axis=0) > 0)
     if act.size:
-        Za = Z[:, act].astype(np.float64)
-        P = Za.T @ Za / sx2 + np.eye(act.size) / sa2
-        L = np.linalg.cholesky(P)
-        h = Za.T @ X / sx2
-        mu = cho_solve((L, True), h)
-        eps = rng.standard_normal(size=(act.size, d))
-        A[act] = mu + solve_triangular(L.T, eps, lower=False)
+        G, RX = suff_stats(Z, X, act)
+        A[act] = draw_active_features(rng, G, RX, sx2, sa2)
     return A

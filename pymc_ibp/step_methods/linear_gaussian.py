@@ -123,7 +123,12 @@ class _LinearGaussianIBPStep(BlockedStep):
         X = self._complete_data(point)
         m = Z.sum(axis=0).astype(np.int64)
         flips, births, deaths, hit = self._sweep(Z, X, m, sx2, sa2, alpha, beta)
-        A = kernels.draw_features(self.rng, Z, X, sx2, sa2)
+        # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
+        act = np.flatnonzero(m > 0)
+        G, RX = kernels.suff_stats(Z, X, act)
+        A = self.rng.normal(0.0, math.sqrt(sa2), size=(self.k_max, self.d))
+        if act.size:
+            A[act] = kernels.draw_active_features(self.rng, G, RX, sx2, sa2)
         new = dict(point)
         new[self.z_name] = Z
         new[self.a_name] = A
@@ -131,8 +136,6 @@ class _LinearGaussianIBPStep(BlockedStep):
             mean = (Z @ A)[self._mask]
             new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
         # label-invariant statistics
-        act = np.flatnonzero(m > 0)
-        G, RX = kernels.suff_stats(Z, X, act)
         loglik = kernels.collapsed_loglik(G, RX, float((X * X).sum()), self.n, self.d, sx2, sa2)
         kf = self.k_max
         mass = alpha * float(np.sum(beta / (beta + np.arange(self.n))))

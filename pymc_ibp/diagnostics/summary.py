@@ -1,0 +1,230 @@
+"""Label-invariant posterior summary for IBP latent feature models (spec §9).
+
+The feature slots of an IBP posterior are exchangeable: the likelihood and the prior are
+unchanged when the columns of ``Z`` (and the rows of ``A``) are permuted, so a sampler visits all
+``K!`` relabellings of a mode, and different chains settle on different labellings ("label
+switching").  Per-slot statistics such as the R-hat of ``A[k, d]`` or ``Z[n, k]`` are then
+meaningless (notes §3: R-hat of 1.6–2.4 for ``A`` and up to 1e16 for ``Z`` on a perfectly mixed
+run).  :func:`summary` therefore reports ArviZ's summary (mean, sd, interval, ESS bulk/tail,
+R-hat, MCSE) only for quantities that do not depend on the labelling:
+
+* the sampler's scalar statistics ``ibp_n_active`` (the number of active features
+  :math:`K_+`) and ``ibp_log_joint`` (:math:`\\log p(X, Z, \\ldots)`), when present;
+* the scalar posterior variables (``alpha``, ``sigma_x``, ``sigma_a``, ...);
+* the sorted feature sizes :math:`m_{(1)} \\ge m_{(2)} \\ge \\dots`, where
+  :math:`m_k = \\sum_n z_{nk}` is the number of observations that own feature ``k``.
+
+For per-feature summaries, relabel the draws first (:func:`pymc_ibp.diagnostics.relabel.relabel`)
+and pass ``var_names=["A"]``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["feature_sizes", "sorted_feature_sizes", "summary"]
+
+_SAMPLE_DIMS = ("chain", "draw")
+DEFAULT_STATS = ("ibp_n_active", "ibp_log_joint")
+#: name of the rank dimension of the sorted feature sizes (row labels ``m_sorted[0]``, ...)
+RANK_DIM = "m_sorted_dim_0"
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers shared with relabel.py / feature_plots.py
+# ------------------------------------------------------------------------------------------------
+def _posterior(idata) -> xr.Dataset:
+    """The posterior group of `idata` as an :class:`xarray.Dataset` (ValueError if missing)."""
+    if isinstance(idata, xr.Dataset):
+        return idata
+    if isinstance(idata, xr.DataTree):
+        if "posterior" not in idata.children:
+            raise ValueError(
+                "idata has no 'posterior' group (groups present: "
+                f"{sorted(idata.children)}); pass the DataTree returned by pm.sample."
+            )
+        return idata["posterior"].to_dataset()
+    raise TypeError(f"expected an xarray.DataTree (from pm.sample) or Dataset, got {type(idata)!r}")
+
+
+def _sample_stats(idata) -> xr.Dataset | None:
+    if isinstance(idata, xr.DataTree) and "sample_stats" in idata.children:
+        return idata["sample_stats"].to_dataset()
+    return None
+
+
+def _get_z(post: xr.Dataset, z_name: str) -> xr.DataArray:
+    """Z as (chain, draw, obs, feature); ValueError if missing or of the wrong rank."""
+    if z_name not in post:
+        raise ValueError(
+            f"the posterior has no variable {z_name!r} (variables: {sorted(post.data_vars)}); "
+            "pass z_name= to name the binary feature-assignment matrix."
+        )
+    Z = post[z_name]
+    if Z.dims[:2] != _SAMPLE_DIMS or Z.ndim != 4:
+        raise ValueError(
+            f"{z_name!r} must have dims (chain, draw, obs, feature); got {Z.dims}."
+        )
+    return Z
+
+
+def feature_sizes(idata, z_name: str = "Z") -> xr.DataArray:
+    """Feature sizes :math:`m_k = \\sum_n z_{nk}` per draw, shape (chain, draw, feature).
+
+    The values depend on the labelling of the slots; see :func:`sorted_feature_sizes` for the
+    label-invariant version.
+    """
+    Z = _get_z(_posterior(idata), z_name)
+    return Z.sum(Z.dims[2]).rename("m")
+
+
+def sorted_feature_sizes(idata, z_name: str = "Z", k: int | None = None) -> xr.DataArray:
+    """Feature sizes sorted in decreasing order in every draw, shape (chain, draw, K).
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        Output of ``pm.sample`` (or a posterior Dataset) containing `z_name`.
+    z_name : str, default "Z"
+    k : int, optional
+        Number of ranks to keep.  Default: the largest number of active features :math:`K_+`
+        over all draws, so that every kept rank is non-zero in at least one draw.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``m_sorted`` with dims (chain, draw, ``m_sorted_dim_0``); entry ``r`` is the
+        ``r``-th largest column sum of Z, :math:`m_{(r+1)}`.  Invariant to permutations of the
+        feature slots, so its R-hat/ESS are meaningful under label switching.
+    """
+    m = feature_sizes(idata, z_name).values
+    m_sorted = -np.sort(-m, axis=-1)
+    if k is None:
+        k = int((m > 0).sum(axis=-1).max()) if m.size else 0
+    m_sorted = m_sorted[..., :k]
+    post = _posterior(idata)
+    return xr.DataArray(
+        m_sorted,
+        dims=(*_SAMPLE_DIMS, RANK_DIM),
+        coords={"chain": post["chain"].values, "draw": post["draw"].values,
+                RANK_DIM: np.arange(m_sorted.shape[-1])},
+        name="m_sorted",
+    )
+
+
+def _scalar_stat(da: xr.DataArray) -> xr.DataArray:
+    """A (chain, draw) version of a sample stat.  When several steps emitted the same stat it is
+    stacked along ``<stat>_dim_0``; take the last entry (the state after the last step)."""
+    extra = [d for d in da.dims if d not in _SAMPLE_DIMS]
+    if extra:
+        da = da.isel({d: -1 for d in extra})
+    return da
+
+
+# ------------------------------------------------------------------------------------------------
+# public
+# ------------------------------------------------------------------------------------------------
+def summary(
+    idata,
+    var_names: Sequence[str] | None = None,
+    z_name: str = "Z",
+    *,
+    stat_names: Sequence[str] = DEFAULT_STATS,
+    **summary_kwargs,
+):
+    """ArviZ summary of the label-invariant quantities of an IBP posterior (spec §9).
+
+    Because IBP feature slots are exchangeable, samplers switch labels between draws and
+    chains, and the per-slot R-hat/ESS of ``Z`` and ``A`` are meaningless.  This function
+    collects quantities that are invariant to permutations of the slots and passes them to
+    :func:`arviz.summary` (mean, sd, credible interval, ``ess_bulk``, ``ess_tail``, ``r_hat``,
+    ``mcse_mean``, ``mcse_sd``):
+
+    1. the sample stats in `stat_names` that exist in ``idata["sample_stats"]`` (by default
+       ``ibp_n_active`` = :math:`K_+` and ``ibp_log_joint``).  If ``ibp_n_active`` is requested
+       but absent it is computed from Z as the number of non-empty columns;
+    2. the posterior variables with no dims besides (chain, draw), e.g. ``alpha``,
+       ``sigma_x``, ``sigma_a`` — or exactly `var_names` when given (these may have extra dims,
+       e.g. ``var_names=["A"]`` after :func:`~pymc_ibp.diagnostics.relabel.relabel`);
+    3. the sorted feature sizes ``m_sorted[r]`` :math:`= m_{(r+1)}`, the column sums of Z
+       sorted in decreasing order within each draw, for ranks ``r < K`` with
+       :math:`K = \\max_{\\text{draws}} K_+` (see :func:`sorted_feature_sizes`).
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        Output of ``pm.sample`` with a ``posterior`` group holding `z_name` with dims
+        (chain, draw, obs, feature).  A ``sample_stats`` group is optional.
+    var_names : sequence of str, optional
+        Posterior variables to include instead of the automatically selected scalars.
+    z_name : str, default "Z"
+        Name of the binary feature-assignment matrix.
+    stat_names : sequence of str, default ("ibp_n_active", "ibp_log_joint")
+        Sample stats to include when present.
+    **summary_kwargs
+        Passed to :func:`arviz.summary` (e.g. ``kind=``, ``ci_prob=``, ``round_to="none"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ArviZ's summary table; rows are ``ibp_n_active``, ``ibp_log_joint``, the scalar
+        variables, then ``m_sorted[0]``, ``m_sorted[1]``, ...
+
+    Raises
+    ------
+    ValueError
+        If `idata` has no posterior group, the posterior has no `z_name`, or a name in
+        `var_names` is not in the posterior.
+
+    Notes
+    -----
+    Quantities that are constant over all draws (e.g. :math:`K_+` in a short, stuck run) get
+    ``r_hat = NaN``; ArviZ's 0/0 RuntimeWarnings for them are suppressed here.
+    """
+    post = _posterior(idata)
+    Z = _get_z(post, z_name)
+    stats = _sample_stats(idata)
+
+    out: dict[str, xr.DataArray] = {}
+    for name in stat_names:
+        if stats is not None and name in stats:
+            out[name] = _scalar_stat(stats[name])
+        elif name == "ibp_n_active":
+            out[name] = (Z.sum(Z.dims[2]) > 0).sum(Z.dims[3]).astype(np.int64)
+
+    if var_names is None:
+        var_names = [
+            v for v, da in post.data_vars.items() if v != z_name and da.dims == _SAMPLE_DIMS
+        ]
+    else:
+        var_names = [var_names] if isinstance(var_names, str) else list(var_names)
+        missing = [v for v in var_names if v not in post]
+        if missing:
+            raise ValueError(
+                f"var_names {missing} not in the posterior (variables: {sorted(post.data_vars)})."
+            )
+    for v in var_names:
+        if v in out:
+            raise ValueError(f"posterior variable {v!r} clashes with the sample stat of that name.")
+        out[v] = post[v]
+
+    m_sorted = sorted_feature_sizes(post, z_name)
+    if m_sorted.sizes[RANK_DIM] > 0:
+        out["m_sorted"] = m_sorted
+
+    ds = xr.Dataset(
+        {k: v.reset_coords(drop=True) for k, v in out.items()},
+        coords={"chain": post["chain"].values, "draw": post["draw"].values},
+    )
+    import arviz as az
+
+    with warnings.catch_warnings():
+        # constant quantities: 0/0 in R-hat / MCSE (documented above)
+        warnings.filterwarnings("ignore", message="invalid value encountered", category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message="divide by zero encountered", category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message="Degrees of freedom", category=RuntimeWarning)
+        return az.summary(ds, **summary_kwargs)
