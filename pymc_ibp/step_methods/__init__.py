@@ -6,11 +6,12 @@ from pymc_ibp.step_methods.hyperparameters import IBPAlphaGibbs
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, CollapsedGibbs, TruncationWarning
 from pymc_ibp.step_methods.model_matching import ModelPatternError
 from pymc_ibp.step_methods.scales import IBPScaleSlice
+from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
-__all__ = ["AcceleratedGibbs", "CollapsedGibbs", "IBPAlphaGibbs", "IBPScaleSlice", "ModelPatternError",
-           "TruncationWarning"]
+__all__ = ["AcceleratedGibbs", "CollapsedGibbs", "IBPAlphaGibbs", "IBPGibbs", "IBPScaleSlice",
+           "ModelPatternError", "TruncationWarning"]
 
 # Competence is IDEAL only for the plugin's own patterns, so appending is safe.
-for _cls in (AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice):
+for _cls in (AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPGibbs):
     if _cls not in STEP_METHODS:
         STEP_METHODS.append(_cls)

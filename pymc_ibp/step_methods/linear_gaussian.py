@@ -175,21 +175,22 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     @staticmethod
     def competence(var, has_grad):
-        if isinstance(var.owner.op, IBPRV):
-            return Competence.IDEAL
-        if isinstance(var.owner.op, NormalRV):
-            try:
-                model = pm.modelcontext(None)
-            except TypeError:
-                return Competence.INCOMPATIBLE
-            for z_rv in model.free_RVs:
-                if isinstance(z_rv.owner.op, IBPRV):
-                    try:
-                        spec = find_linear_gaussian(model, z_rv)
-                    except (ModelPatternError, ValueError):
-                        continue
-                    if var is spec.a_rv or var is spec.missing_rv:
-                        return Competence.IDEAL
+        # IDEAL for the Z, A and imputed X of a model with the linear-Gaussian pattern; other
+        # IBP models go to IBPGibbs (any likelihood)
+        if not isinstance(var.owner.op, (IBPRV, NormalRV)):
+            return Competence.INCOMPATIBLE
+        try:
+            model = pm.modelcontext(None)
+        except TypeError:
+            return Competence.INCOMPATIBLE
+        for z_rv in model.free_RVs:
+            if isinstance(z_rv.owner.op, IBPRV):
+                try:
+                    spec = find_linear_gaussian(model, z_rv)
+                except (ModelPatternError, ValueError):
+                    continue
+                if var is spec.z_rv or var is spec.a_rv or var is spec.missing_rv:
+                    return Competence.IDEAL
         return Competence.INCOMPATIBLE
 
 
