@@ -2,11 +2,12 @@
 
 1000 noisy 6x6 images, each an overlay of some of four binary glyphs.  10% of the pixels are
 held out (NaN), PyMC imputes them, and `pmi.AcceleratedGibbs` (chosen automatically) samples
-the feature assignments Z and the features A; NUTS samples the noise scales.
+the feature assignments Z and the features A; IBPAlphaGibbs and IBPScaleSlice update alpha and
+the two scales exactly.
 
 Outputs (in --out, default demo_output/):
-  features.png   posterior features (largest first) beside the four true glyphs
-  n_active.png   the number of active features K+ per chain
+  features.png   posterior-mean features after relabelling, above the true glyphs
+  n_active.png   trace of the number of active features K+ per chain (ArviZ)
   cusum.png      CUSUM paths and hairiness index of K+, alpha and sigma_x
 """
 
@@ -61,13 +62,9 @@ def main():
     t_fit = time.perf_counter() - t0
 
     # ---- label-invariant summary ----------------------------------------------------------
-    post = idata["posterior"]
-    ss = idata["sample_stats"]
-    inv = post.to_dataset()[["alpha", "sigma_x", "sigma_a"]]
-    inv = inv.assign(n_active=ss["ibp_n_active"], log_joint=ss["ibp_log_joint"])
-    summary = az.summary(inv)
-    print("\nLabel-invariant posterior summary (K+ = n_active, log p(X, Z) = log_joint):")
-    print(summary.to_string())
+    print("\nLabel-invariant posterior summary (ibp_n_active = K+, ibp_log_joint = log p(X, Z),")
+    print("m_sorted[i] = size of the i-th largest feature):")
+    print(pmi.summary(idata, var_names=["alpha", "sigma_x", "sigma_a"]).head(9).to_string())
 
     metrics = pmi.heldout_metrics(idata, data.X, mask, last=50)
     print("\nHeld-out pixels (10%, last 50 draws per chain):")
@@ -76,38 +73,13 @@ def main():
     print(f"  log mean predictive       {metrics['log_mean_pred']:.4f}")
 
     # ---- pictures --------------------------------------------------------------------------
-    Zl = post["Z"].values[0, -1]
-    Al = post["A"].values[0, -1]
-    order = np.argsort(-Zl.sum(axis=0))
-    active = [k for k in order if Zl[:, k].sum() > 0][:8]
-    ncol = max(len(active), 4)
-    fig, axes = plt.subplots(2, ncol, figsize=(1.6 * ncol, 3.6))
-    for j in range(ncol):
-        ax = axes[0, j]
-        if j < len(active):
-            k = active[j]
-            ax.imshow(Al[k].reshape(6, 6), cmap="gray")
-            ax.set_title(f"m={int(Zl[:, k].sum())}", fontsize=8)
-        ax.axis("off")
-        ax = axes[1, j]
-        if j < 4:
-            ax.imshow(data.A[j].reshape(6, 6), cmap="gray")
-            ax.set_title(f"true {j}", fontsize=8)
-        ax.axis("off")
-    fig.suptitle("Posterior features (last draw, chain 0; top) and true glyphs (bottom)")
-    fig.tight_layout()
+    fig = pmi.plot_features(idata, image_shape=(6, 6), true_features=data.A)
     fig.savefig(out / "features.png", dpi=100)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 3))
-    for c in ss["chain"].values:
-        ax.plot(ss["ibp_n_active"].sel(chain=c).values, label=f"chain {c}", lw=1)
-    ax.set_xlabel("draw")
-    ax.set_ylabel("K+ (active features)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "n_active.png", dpi=100)
-    plt.close(fig)
+    pc = az.plot_trace(idata, group="sample_stats", var_names=["ibp_n_active"])
+    pc.savefig(out / "n_active.png")
+    plt.close("all")
 
     pc = pmi.plot_cusum(idata, ["ibp_n_active", "alpha", "sigma_x"])
     pc.savefig(out / "cusum.png")

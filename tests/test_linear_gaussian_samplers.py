@@ -214,6 +214,7 @@ def full_model(X, k_max=8):
     return model
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # small K_max on purpose
 def test_auto_assignment_and_stats():
     data = pmi.datasets.block_images(40, seed=0)
     model = full_model(data.X)
@@ -222,7 +223,8 @@ def test_auto_assignment_and_stats():
                           compute_convergence_checks=False)
     ss = idata["sample_stats"]
     for name in ("ibp_n_active", "ibp_log_joint", "ibp_flips", "ibp_births", "ibp_deaths",
-                 "ibp_kmax_hit", "ibp_alpha_accept", "ibp_scale_evals"):
+                 "ibp_kmax_hit", "ibp_alpha_accept", "ibp_scale_evals",
+                 "ibp_split_merge_accepted"):
         assert name in ss, name
         assert ss[name].dims == ("chain", "draw")
     assert ss["ibp_n_active"].dtype == np.int64
@@ -296,3 +298,29 @@ def test_truncation_warning_names_kmax():
     with pytest.warns(pmi.TruncationWarning, match="K_max=2"):
         _, st = run_chain(step, model, 5, seed=0)
     assert any(s["ibp_kmax_hit"] for s in st)
+
+
+# ---------------------------------------------------------------------------------------------
+# split-merge moves
+# ---------------------------------------------------------------------------------------------
+def test_split_merge_kernel_leaves_posterior_invariant():
+    """i.i.d. exact-posterior draws pushed through one split–merge proposal each must still
+    follow the exact posterior (χ² on independent samples: a direct test of the MH ratio)."""
+    X = ENUM_X.copy()
+    k_max, alpha, sx, sa = 3, 2.0, 0.5, 1.0
+    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
+    rng = np.random.default_rng(5)
+    n = 40000
+    idx = rng.choice(len(mats), size=n, p=post)
+    out = np.empty(n, dtype=np.int64)
+    trXX = float((X**2).sum())
+    accepted = 0
+    for j, i in enumerate(idx):
+        Z = mats[i].copy()
+        m = Z.sum(axis=0).astype(np.int64)
+        accepted += kernels.split_merge(rng, Z, X, m, sx**2, sa**2, alpha, 1.0, 1, trXX)
+        out[j] = codes(Z[None])[0]
+    assert accepted > 0.05 * n  # the moves do move
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * n)
+    assert res.pvalue > 1e-3, res

@@ -555,6 +555,125 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
 
 
 # ---------------------------------------------------------------------------------------------
+# split-merge Metropolis-Hastings moves (spec §4.6)
+# ---------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _loglik_of(Z, X, m, trXX, sx2, sa2):
+    act, k = active_slots(m)
+    G, RX = suff_stats(Z, X, act[:k])
+    return collapsed_loglik(G, RX, trXX, X.shape[0], X.shape[1], sx2, sa2)
+
+
+@numba.njit(cache=True)
+def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, beta):
+    """log of π(Z_split) q(merge) / (π(Z_merged) q(split)) for the :class:`pymc_ibp.IBP` pmf.
+
+    ``= Δ log p(X|Z) + log αβ + log B(m1,N-m1+β) + log B(m2,N-m2+β) - log B(m,N-m+β)
+    - log(K+ + 1) - log a_m``, ``a_m = 3^{-m}/(1 - 2·3^{-m})``, where ``K+`` counts the merged
+    state's active columns; the empty-slot choice of the split cancels the ``(K_max-K+)!`` of
+    the prior (spec §4.6, adapted to slot placement).
+    """
+    lb1 = math.lgamma(m1) + math.lgamma(n - m1 + beta) - math.lgamma(n + beta)
+    lb2 = math.lgamma(m2) + math.lgamma(n - m2 + beta) - math.lgamma(n + beta)
+    lbm = math.lgamma(mm) + math.lgamma(n - mm + beta) - math.lgamma(n + beta)
+    log_am = -mm * math.log(3.0) - math.log1p(-2.0 * math.exp(-mm * math.log(3.0)))
+    return (ll_split - ll_merged + math.log(alpha * beta) + lb1 + lb2 - lbm
+            - math.log(kplus_merged + 1.0) - log_am)
+
+
+@numba.njit(cache=True)
+def split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
+    """``n_proposals`` split–merge Metropolis–Hastings moves on labelled columns (spec §4.6).
+
+    Split (probability ½): an active column ``k`` chosen uniformly, an empty slot ``e`` chosen
+    uniformly; each owner of ``k`` goes to ``(k)``, ``(e)`` or both uniformly, redrawn until both
+    are non-empty.  Merge (probability ½): an ordered pair ``(keep, remove)`` of distinct active
+    columns chosen uniformly; ``keep`` becomes their OR and ``remove`` is emptied.  The two are
+    each other's reverse, accepted with :func:`_log_split_ratio` (collapsed likelihood, ``A``
+    integrated).  A split with no empty slot, or a merge with fewer than two active columns,
+    leaves the state unchanged.  Returns the number of accepted moves.
+    """
+    n, k_max = Z.shape
+    accepted = 0
+    ll = _loglik_of(Z, X, m, trXX, sx2, sa2)
+    col1 = np.empty(n, dtype=np.int64)
+    col2 = np.empty(n, dtype=np.int64)
+    for _ in range(n_proposals):
+        act, k = active_slots(m)
+        if rng.random() < 0.5:  # ---- split
+            if k == 0 or k == k_max:
+                continue
+            a = act[int(rng.random() * k)]
+            free = np.empty(k_max, dtype=np.int64)
+            _random_free_slots(rng, act, k, k_max, 1, free)
+            e = free[0]
+            mm = m[a]
+            while True:
+                m1 = 0
+                m2 = 0
+                for i in range(n):
+                    col1[i] = 0
+                    col2[i] = 0
+                    if Z[i, a] != 0:
+                        u = int(rng.random() * 3.0)
+                        if u != 1:
+                            col1[i] = 1
+                            m1 += 1
+                        if u != 0:
+                            col2[i] = 1
+                            m2 += 1
+                if m1 > 0 and m2 > 0:
+                    break
+            old = Z[:, a].copy()
+            Z[:, a] = col1
+            Z[:, e] = col2
+            m[a] = m1
+            m[e] = m2
+            ll_new = _loglik_of(Z, X, m, trXX, sx2, sa2)
+            log_acc = _log_split_ratio(ll_new, ll, m1, m2, mm, k, n, alpha, beta)
+            if math.log(rng.random()) < log_acc:
+                ll = ll_new
+                accepted += 1
+            else:
+                Z[:, a] = old
+                Z[:, e] = 0
+                m[a] = mm
+                m[e] = 0
+        else:  # ---- merge
+            if k < 2:
+                continue
+            i1 = int(rng.random() * k)
+            i2 = int(rng.random() * (k - 1))
+            if i2 >= i1:
+                i2 += 1
+            keep = act[i1]
+            rem = act[i2]
+            m1 = m[keep]
+            m2 = m[rem]
+            old_keep = Z[:, keep].copy()
+            old_rem = Z[:, rem].copy()
+            mm = 0
+            for i in range(n):
+                v = 1 if (old_keep[i] != 0 or old_rem[i] != 0) else 0
+                Z[i, keep] = v
+                Z[i, rem] = 0
+                mm += v
+            m[keep] = mm
+            m[rem] = 0
+            ll_new = _loglik_of(Z, X, m, trXX, sx2, sa2)
+            log_acc = -_log_split_ratio(ll, ll_new, m1, m2, mm, k - 1, n, alpha, beta)
+            if math.log(rng.random()) < log_acc:
+                ll = ll_new
+                accepted += 1
+            else:
+                Z[:, keep] = old_keep
+                Z[:, rem] = old_rem
+                m[keep] = m1
+                m[rem] = m2
+    return accepted
+
+
+# ---------------------------------------------------------------------------------------------
 # draws given Z
 # ---------------------------------------------------------------------------------------------
 @numba.njit(cache=True)

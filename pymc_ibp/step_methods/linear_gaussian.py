@@ -54,11 +54,12 @@ class _LinearGaussianIBPStep(BlockedStep):
         "ibp_births": (np.int64, []),
         "ibp_deaths": (np.int64, []),
         "ibp_kmax_hit": (bool, []),
+        "ibp_split_merge_accepted": (np.int64, []),
     }
     _state_class = LinearGaussianIBPState
 
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, init_z="prior"):
+                 blocked=True, init_z="prior", split_merge=5):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [rv for rv in model.free_RVs if isinstance(rv.owner.op, IBPRV)]
@@ -93,6 +94,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._X = np.where(np.isnan(spec.X), 0.0, spec.X)
         self._mask = spec.missing_mask
         self.init_z = init_z
+        self.split_merge = int(split_merge)
         self.refresh = None
         self.sweeps, self.started, self.warned = 0, False, False
         self.rng = get_random_generator(rng)
@@ -123,6 +125,11 @@ class _LinearGaussianIBPStep(BlockedStep):
         X = self._complete_data(point)
         m = Z.sum(axis=0).astype(np.int64)
         flips, births, deaths, hit = self._sweep(Z, X, m, sx2, sa2, alpha, beta)
+        trXX = float(np.sum(X * X))
+        sm_acc = 0
+        if self.split_merge > 0:
+            sm_acc = kernels.split_merge(self.rng, Z, X, m, sx2, sa2, alpha, beta,
+                                         self.split_merge, trXX)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
         act = np.flatnonzero(m > 0)
         G, RX = kernels.suff_stats(Z, X, act)
@@ -136,7 +143,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             mean = (Z @ A)[self._mask]
             new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
         # label-invariant statistics
-        loglik = kernels.collapsed_loglik(G, RX, float((X * X).sum()), self.n, self.d, sx2, sa2)
+        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, self.d, sx2, sa2)
         kf = self.k_max
         mass = alpha * float(np.sum(beta / (beta + np.arange(self.n))))
         log_norm = float(stats.poisson.logcdf(kf, mass))
@@ -161,6 +168,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             "ibp_births": int(births),
             "ibp_deaths": int(deaths),
             "ibp_kmax_hit": bool(hit),
+            "ibp_split_merge_accepted": int(sm_acc),
         }
         return new, [stats_]
 
@@ -224,6 +232,10 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
     init_z : {"prior", "point"}
         Start each chain from a draw of the IBP prior (default; custom-step runs are not
         jittered by PyMC) or from the given initial point.
+    split_merge : int
+        Split–merge Metropolis–Hastings proposals after each sweep (spec §4.6; default 5, 0 to
+        disable).  They move between modes that single-site Gibbs cannot, e.g. two halves of
+        one feature merging.
     """
 
     name = "accelerated_gibbs"
