@@ -36,5 +36,14 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) benchmarks/sweep_scaling.py --quick
 
+# docs: installs the docs extra once (re-installed when pyproject.toml changes), then builds the
+# HTML offline with warnings as errors (see docs/README.md)
+docs: $(STAMP)
+	@if [ ! -f $(VENV)/.pymc_ibp-docs-installed ] || [ pyproject.toml -nt $(VENV)/.pymc_ibp-docs-installed ]; then \
+	  echo "installing the docs extra into $(VENV)"; \
+	  $(PY) -m pip install --quiet -e ".[docs]" && touch $(VENV)/.pymc_ibp-docs-installed || exit 1; \
+	fi
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache

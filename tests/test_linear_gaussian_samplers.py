@@ -161,9 +161,13 @@ ENUM_X = np.array([[1.2, -0.3], [1.0, 0.9], [0.1, 1.1]])
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 binds by design
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
-@pytest.mark.parametrize("step_cls", [pmi.AcceleratedGibbs, pmi.CollapsedGibbs])
+@pytest.mark.parametrize(
+    "step_cls,kwargs",
+    [(pmi.AcceleratedGibbs, {}), (pmi.CollapsedGibbs, {}), (pmi.AcceleratedGibbs, {"window": 2})],
+    ids=["accelerated", "collapsed", "accelerated-W2"],
+)
 @pytest.mark.parametrize("missing", [False, True])
-def test_exact_posterior_enumeration(step_cls, missing):
+def test_exact_posterior_enumeration(step_cls, kwargs, missing):
     X = ENUM_X.copy()
     if missing:
         X[1, 0] = np.nan
@@ -171,7 +175,7 @@ def test_exact_posterior_enumeration(step_cls, missing):
     mats, post = exact_posterior(X, k_max, alpha, sx, sa)
     model = lg_model(X, k_max, alpha, sx, sa)
     with model:
-        step = step_cls([model["Z"]])
+        step = step_cls([model["Z"]], **kwargs)
     n_sweeps, thin = 40000, 4
     draws, _ = run_chain(step, model, n_sweeps, seed=2, thin=thin)
     counts = np.bincount(codes(draws), minlength=len(mats))[codes(mats)]

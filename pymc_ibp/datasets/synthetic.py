@@ -128,8 +128,8 @@ def _make_block_glyphs() -> np.ndarray:
 
 
 BLOCK_GLYPHS = _make_block_glyphs()
-BLOCK_GLYPHS.setflags(write=False)
 """The four true block-image features, shape (4, 36), 0/1 valued (rows reshape to 6×6)."""
+BLOCK_GLYPHS.setflags(write=False)
 
 
 def block_images(n, noise=0.5, seed=None, p=0.5) -> IBPData:

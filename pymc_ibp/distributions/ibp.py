@@ -186,8 +186,10 @@ class IBP(Discrete):
         Mass parameter, ``alpha > 0``; ``E[K+] = α H_N`` for ``beta = 1``.
     beta : tensor_like of float, default 1
         Concentration of the two-parameter IBP, ``beta > 0``.
-    shape / dims
-        ``(N, K_max)``; the last two dimensions are the observations and the feature slots.
+    shape : tuple of int, optional
+        ``(N, K_max)``: the observations and the feature slots (the last two dimensions).
+    dims : tuple of str, optional
+        E.g. ``("obs", "feature")``; the model's coords give ``N`` and ``K_max``.
 
     Examples
     --------

@@ -120,8 +120,10 @@ class IBPStickBreaking(Continuous):
     ----------
     alpha : tensor_like of float
         IBP mass, ``alpha > 0``.
-    shape / dims
-        ``(K,)`` the number of represented sticks (the last dimension).
+    shape : tuple of int, optional
+        ``(K,)``: the number of represented sticks (the last dimension).
+    dims : str or tuple of str, optional
+        E.g. ``"feature"``; the model's coords give ``K``.
 
     Examples
     --------

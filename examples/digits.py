@@ -1,0 +1,107 @@
+"""Binary latent features of handwritten digits (scikit-learn's bundled 8x8 digits).
+
+About 300 images are binarised (pixel > 7) and explained by an IBP feature matrix Z with a
+Bernoulli likelihood on the logit scale:
+
+    Z ~ IBP(alpha)                          N x K_max binary feature assignments
+    A[k, d] ~ Normal(0, 2)                  each feature adds to the pixel log-odds
+    b[d] ~ Normal(-1, 2)                    per-pixel background log-odds
+    X[n, d] ~ Bernoulli(logit_p = (Z @ A + b)[n, d])
+
+This is not linear-Gaussian, so `pmi.AcceleratedGibbs` does not apply.  Z is sampled by
+`pmi.IBPGibbs` (uncollapsed Gibbs for any likelihood) when this version of pymc_ibp has it,
+otherwise by PyMC's own `BinaryGibbsMetropolis` (element-wise flips, no births or deaths
+beyond the K_max slots it is given, and much slower); NUTS samples A and b.
+
+Output (in --out, default digits_output/): features.png, the posterior-mean features
+(relabelled across draws) as 8x8 log-odds images, and the mean image.
+
+The data ship with scikit-learn (no download).  The defaults take about 1.5 minutes on two
+cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="digits_output", help="folder for the PNG file")
+    parser.add_argument("--n", type=int, default=300, help="number of images")
+    parser.add_argument("--k-max", type=int, default=16, help="feature slots K_max")
+    parser.add_argument("--draws", type=int, default=60)
+    parser.add_argument("--tune", type=int, default=60)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+
+    t0 = time.perf_counter()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pymc as pm
+    from sklearn.datasets import load_digits
+
+    import pymc_ibp as pmi
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    digits = load_digits()
+    rng = np.random.default_rng(args.seed)
+    rows = rng.choice(len(digits.data), size=args.n, replace=False)
+    X = (digits.data[rows] > 7).astype("int64")  # (N, 64) binary pixels
+    n, d = X.shape
+
+    # start with half of the slots in use (random 30% of rows each): a random new feature with
+    # prior log-odds is rarely accepted as a birth, so a chain that starts empty can stay empty
+    z0 = np.zeros((n, args.k_max), dtype="int64")
+    k0 = args.k_max // 2
+    z0[:, :k0] = rng.random((n, k0)) < 0.3
+
+    coords = {"obs": range(n), "feature": range(args.k_max), "dim": range(d)}
+    with pm.Model(coords=coords) as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))
+        A = pm.Normal("A", 0.0, 2.0, dims=("feature", "dim"))
+        b = pm.Normal("b", -1.0, 2.0, dims="dim")
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X, dims=("obs", "dim"))
+
+        if hasattr(pmi, "IBPGibbs"):
+            z_step = pmi.IBPGibbs([Z])
+        else:
+            print("pmi.IBPGibbs is not available in this version; using pm.BinaryGibbsMetropolis for Z")
+            z_step = pm.BinaryGibbsMetropolis([Z])
+        idata = pm.sample(
+            draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
+            step=[z_step], initvals={"Z": z0}, random_seed=args.seed, compute_convergence_checks=False,
+            progressbar=False,
+        )
+    t_fit = time.perf_counter() - t0
+
+    # ---- label-invariant summary ------------------------------------------------------------
+    print("\nLabel-invariant summary (K+ = ibp_n_active, m_sorted = feature sizes):")
+    print(pmi.summary(idata).head(8).to_string())
+    hit = float(idata["sample_stats"]["ibp_kmax_hit"].mean())
+    if hit > 0:
+        print(f"\nAll K_max={args.k_max} slots were in use in {100 * hit:.0f}% of the draws: the "
+              "truncation binds, so rerun with a larger --k-max for the untruncated posterior "
+              "(each extra slot costs two more likelihood evaluations per sweep).")
+
+    # ---- features picture --------------------------------------------------------------------
+    fig = pmi.plot_features(idata, image_shape=(8, 8), n_features=10, cmap="RdBu_r")
+    fig.suptitle("Digits: posterior-mean features (pixel log-odds added by each feature)")
+    fig.savefig(out / "features.png", dpi=100)
+    plt.close(fig)
+    print(f"\nWrote {out / 'features.png'}")
+    print(f"Total time {time.perf_counter() - t0:.1f} s (model + sampling {t_fit:.1f} s).")
+
+
+if __name__ == "__main__":
+    main()
