@@ -328,3 +328,23 @@ def test_split_merge_kernel_leaves_posterior_invariant():
     counts = np.bincount(out, minlength=len(mats))[codes(mats)]
     res = chi2_pooled(counts, post * n)
     assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_two_parameter_ibp_with_free_beta():
+    """beta ~ Gamma is sampled by NUTS through pmi.IBP's differentiable logp; alpha's exact step
+    reads the current beta."""
+    data = pmi.datasets.block_images(30, seed=0)
+    with pm.Model(coords={"obs": range(30), "feature": range(8), "dim": range(36)}) as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        beta = pm.Gamma("beta", 2.0, 2.0)
+        Z = pmi.IBP("Z", alpha, beta, dims=("obs", "feature"))
+        A = pm.Normal("A", 0.0, 1.0, dims=("feature", "dim"))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=data.X, dims=("obs", "dim"))
+        _, selected = pm.sampling.mcmc.assign_step_methods(model, None)
+        names = {cls.__name__: [v.name for v in vs] for cls, vs in selected.items()}
+        assert names["NUTS"] == ["beta_log__"] and names["IBPAlphaGibbs"] == ["alpha_log__"]
+        idata = pm.sample(20, tune=20, chains=1, random_seed=4, progressbar=False,
+                          compute_convergence_checks=False)
+    assert np.isfinite(idata["posterior"]["beta"].values).all()
+    assert np.isfinite(idata["sample_stats"]["ibp_log_joint"].values).all()

@@ -89,13 +89,15 @@ class _LinearGaussianIBPStep(BlockedStep):
         hyper = model.replace_rvs_by_values([spec.sigma_x, spec.sigma_a, spec.alpha, spec.beta])
         self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                           point_fn=True, **(compile_kwargs or {}))
-        self.n, self.k_max = (int(s) for s in model.initial_point()[self.z_name].shape)
-        self.d = spec.X.shape[1]
+        self.n, self.d = spec.X.shape
+        self.k_max = spec.k_max
         self._X = np.where(np.isnan(spec.X), 0.0, spec.X)
         self._mask = spec.missing_mask
+        self._trXX = float(np.sum(self._X**2)) if self._mask is None else None
+        if init_z not in ("prior", "point"):
+            raise ValueError(f"init_z must be 'prior' or 'point'; got {init_z!r}.")
         self.init_z = init_z
         self.split_merge = int(split_merge)
-        self.refresh = None
         self.sweeps, self.started, self.warned = 0, False, False
         self.rng = get_random_generator(rng)
         self.tune = False
@@ -125,7 +127,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         X = self._complete_data(point)
         m = Z.sum(axis=0).astype(np.int64)
         flips, births, deaths, hit = self._sweep(Z, X, m, sx2, sa2, alpha, beta)
-        trXX = float(np.sum(X * X))
+        trXX = self._trXX if self._trXX is not None else float(np.sum(X * X))
         sm_acc = 0
         if self.split_merge > 0:
             sm_acc = kernels.split_merge(self.rng, Z, X, m, sx2, sa2, alpha, beta,

@@ -13,7 +13,7 @@ transform; they are read from the current point at every step.  Observed arrays 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytensor.tensor as pt
@@ -55,7 +55,7 @@ class LinearGaussianIBP:
     X: np.ndarray  # N x D with NaN at missing entries
     missing_rv: object = None  # X_unobserved free RV, or None
     missing_mask: np.ndarray | None = None  # N x D bool, True where missing
-    extras: dict = field(default_factory=dict)
+    k_max: int = 0
 
 
 def _strip(var):
@@ -229,5 +229,5 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
     return LinearGaussianIBP(
         z_rv=z_rv, a_rv=a_rv, like_rvs=[obs_rv], sigma_x=sigma_x, sigma_a=_scalar_of(a_sigma),
         alpha=alpha, beta=beta, X=X, missing_rv=None if missing_rv is None else missing_rv[0],
-        missing_mask=missing_mask,
+        missing_mask=missing_mask, k_max=k_max,
     )
