@@ -48,7 +48,7 @@ def main():
     X_obs = np.where(mask, np.nan, data.X)
     k_max = 20
     coords = {"obs": range(args.n), "feature": range(k_max), "dim": range(36)}
-    with pm.Model(coords=coords) as model:
+    with pm.Model(coords=coords):
         alpha = pm.Gamma("alpha", 1.0, 1.0)
         Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))
         sigma_a = pm.HalfNormal("sigma_a", 2.0, initval=1.0)

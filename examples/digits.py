@@ -66,7 +66,7 @@ def main():
     z0[:, :k0] = rng.random((n, k0)) < 0.3
 
     coords = {"obs": range(n), "feature": range(args.k_max), "dim": range(d)}
-    with pm.Model(coords=coords) as model:
+    with pm.Model(coords=coords):
         alpha = pm.Gamma("alpha", 2.0, 1.0)
         Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))
         A = pm.Normal("A", 0.0, 2.0, dims=("feature", "dim"))

@@ -1,7 +1,5 @@
 """Tests of the IBP priors (issue: foundation; spec §2)."""
 
-import itertools
-
 import numpy as np
 import pymc as pm
 import pytensor
@@ -10,12 +8,8 @@ import pytest
 from scipy import special, stats
 
 import pymc_ibp as pmi
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
 from pymc_ibp.distributions.ibp import IBPRV
-
-
-def all_binary_matrices(n, k):
-    bits = np.array(list(itertools.product([0, 1], repeat=n * k)), dtype=np.int64)
-    return bits.reshape(-1, n, k)
 
 
 def batched_logp_fn(n, k, alpha, beta):
@@ -27,19 +21,6 @@ def batched_logp_fn(n, k, alpha, beta):
     lp = pm.logp(rv, value)
     fn = pytensor.function([value, a, b], lp)
     return lambda mats: fn(mats, alpha, beta)
-
-
-def chi2_gof(observed, expected, min_expected=5.0):
-    """Pearson χ² after pooling cells with small expectation into one."""
-    observed = np.asarray(observed, float)
-    expected = np.asarray(expected, float)
-    small = expected < min_expected
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    obs, exp = obs[keep], exp[keep]
-    exp = exp * obs.sum() / exp.sum()
-    return stats.chisquare(obs, exp)
 
 
 CASES = [(1, 3, 1.5, 1.0), (2, 2, 2.0, 1.0), (3, 2, 0.7, 1.0), (2, 3, 3.0, 0.5), (3, 3, 1.2, 2.5),
@@ -85,12 +66,6 @@ def test_logp_differentiable_in_alpha_beta():
     np.testing.assert_allclose(gb, (f(1.7, 0.8 + eps)[0] - f(1.7, 0.8 - eps)[0]) / (2 * eps), rtol=1e-5)
 
 
-def _matrix_codes(draws):
-    """Integer code of each binary matrix in a batch (row-major bits)."""
-    flat = draws.reshape(draws.shape[0], -1)
-    return flat @ (1 << np.arange(flat.shape[1])[::-1])
-
-
 @pytest.mark.parametrize("n,k,alpha,beta", [(2, 2, 2.0, 1.0), (3, 2, 1.0, 1.0), (2, 3, 1.5, 2.0)])
 @pytest.mark.parametrize("path", ["numba", "python"])
 def test_draws_match_pmf(n, k, alpha, beta, path):
@@ -102,8 +77,8 @@ def test_draws_match_pmf(n, k, alpha, beta, path):
         draws = IBPRV.rng_fn(np.random.default_rng(11), alpha, beta, n, k, size=(n_draws,))
     mats = all_binary_matrices(n, k)
     pmf = np.exp(batched_logp_fn(n, k, alpha, beta)(mats))
-    counts = np.bincount(_matrix_codes(draws), minlength=len(mats))
-    res = chi2_gof(counts[_matrix_codes(mats)], n_draws * pmf)
+    counts = np.bincount(codes(draws), minlength=len(mats))
+    res = chi2_pooled(counts[codes(mats)], n_draws * pmf)
     assert res.pvalue > 1e-3, res
 
 
@@ -116,11 +91,11 @@ def test_prior_moments_untruncated():
     z = (kplus.mean() - lam) / np.sqrt(lam / len(kplus))
     assert abs(z) < 4
     vals = np.arange(kplus.max() + 1)
-    res = chi2_gof(np.bincount(kplus), len(kplus) * stats.poisson.pmf(vals, lam))
+    res = chi2_pooled(np.bincount(kplus), len(kplus) * stats.poisson.pmf(vals, lam))
     assert res.pvalue > 1e-3
     rows = draws.sum(axis=2)[:, 0]  # one row per draw (rows within a draw are dependent)
     vals = np.arange(rows.max() + 1)
-    res = chi2_gof(np.bincount(rows), len(rows) * stats.poisson.pmf(vals, alpha))
+    res = chi2_pooled(np.bincount(rows), len(rows) * stats.poisson.pmf(vals, alpha))
     assert res.pvalue > 1e-3
     assert abs(draws.sum(axis=(1, 2)).mean() / n - alpha) < 4 * np.sqrt(alpha / n / len(draws)) * 3
 
@@ -133,7 +108,7 @@ def test_truncated_kplus_law():
     lam = alpha * sum(1 / i for i in range(1, n + 1))
     pmf = stats.poisson.pmf(np.arange(k_max + 1), lam)
     pmf /= pmf.sum()
-    res = chi2_gof(np.bincount(kplus, minlength=k_max + 1), len(kplus) * pmf)
+    res = chi2_pooled(np.bincount(kplus, minlength=k_max + 1), len(kplus) * pmf)
     assert res.pvalue > 1e-3
 
 

@@ -1,7 +1,5 @@
 """Correctness of the collapsed and accelerated samplers (issue: samplers; spec §4.3, §4.4)."""
 
-import itertools
-
 import numpy as np
 import pymc as pm
 import pytensor
@@ -11,6 +9,7 @@ from scipy import special, stats
 
 import pymc_ibp as pmi
 from pymc_ibp.step_methods import kernels
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -34,8 +33,7 @@ def ibp_logp_fn(n, k, alpha, beta=1.0):
 def exact_posterior(X, k_max, alpha, sigma_x, sigma_a, beta=1.0):
     """p(Z | X_obs) for every labelled Z by enumeration; A integrated out column by column."""
     n, d = X.shape
-    mats = np.array(list(itertools.product([0, 1], repeat=n * k_max)), dtype=np.int64)
-    mats = mats.reshape(-1, n, k_max)
+    mats = all_binary_matrices(n, k_max)
     lp = ibp_logp_fn(n, k_max, alpha, beta)(mats)
     for i, Z in enumerate(mats):
         for j in range(d):
@@ -44,11 +42,6 @@ def exact_posterior(X, k_max, alpha, sigma_x, sigma_a, beta=1.0):
             cov = sigma_a**2 * Zo @ Zo.T + sigma_x**2 * np.eye(obs.sum())
             lp[i] += stats.multivariate_normal.logpdf(X[obs, j], np.zeros(obs.sum()), cov)
     return mats, np.exp(lp - special.logsumexp(lp))
-
-
-def codes(Zs):
-    flat = Zs.reshape(Zs.shape[0], -1)
-    return flat @ (1 << np.arange(flat.shape[1])[::-1])
 
 
 def run_chain(step, model, n_sweeps, seed, thin=1):
@@ -61,14 +54,6 @@ def run_chain(step, model, n_sweeps, seed, thin=1):
             out.append(point["Z"].copy())
             stats_.append(st[0])
     return np.array(out), stats_
-
-
-def chi2_pooled(counts, expected, min_expected=5.0):
-    small = expected < min_expected
-    obs = np.append(counts[~small], counts[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum())
 
 
 def rand_state(rng, n, k, d, p=0.4):

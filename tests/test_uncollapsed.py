@@ -1,15 +1,14 @@
 """IBPGibbs: uncollapsed Gibbs under any likelihood (issue: samplers §2; spec §4.1)."""
 
-import itertools
-
 import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from scipy import special, stats
+from scipy import special
 
 import pymc_ibp as pmi
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
 
 N, K = 3, 3
 A_FIXED = np.array([[2.0, -1.0], [-1.5, 2.0], [1.0, 1.0]])
@@ -18,25 +17,12 @@ X_BIN = np.array([[1, 0], [0, 1], [1, 1]])
 
 
 def all_z():
-    return np.array(list(itertools.product([0, 1], repeat=N * K)), dtype=np.int64).reshape(-1, N, K)
-
-
-def codes(Zs):
-    flat = Zs.reshape(Zs.shape[0], -1)
-    return flat @ (1 << np.arange(flat.shape[1])[::-1])
+    return all_binary_matrices(N, K)
 
 
 def bernoulli_loglik(Z):
     logits = Z @ A_FIXED + B_FIXED
     return float(np.sum(X_BIN * logits - np.logaddexp(0, logits)))
-
-
-def chi2_pooled(counts, expected, min_expected=5.0):
-    small = expected < min_expected
-    obs = np.append(counts[~small], counts[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum())
 
 
 def run(step, model, n_sweeps, seed, thin):

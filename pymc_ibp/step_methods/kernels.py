@@ -132,6 +132,21 @@ def active_slots(m):
 
 
 @numba.njit(cache=True)
+def _sweep_state(Z, X, m):
+    """Capacity-sized sweep state: active slots, ``G = ZᵀZ``, ``RX = ZᵀX`` (compact order)
+    and room for the posterior ``(Σ, μ)``."""
+    k_max = Z.shape[1]
+    d = X.shape[1]
+    act, k = active_slots(m)
+    G = np.zeros((k_max, k_max))
+    RX = np.zeros((k_max, d))
+    G0, RX0 = suff_stats(Z, X, act[:k])
+    G[:k, :k] = G0
+    RX[:k] = RX0
+    return act, k, G, RX, np.zeros((k_max, k_max)), np.zeros((k_max, d))
+
+
+@numba.njit(cache=True)
 def _swap_remove(idx, k, act, Sig, mu, G, RX):
     """Remove compact index ``idx`` (of ``k`` active) by swapping in the last one."""
     last = k - 1
@@ -334,14 +349,7 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy):
     """
     n, d = X.shape
     k_max = Z.shape[1]
-    act, k = active_slots(m)
-    G = np.zeros((k_max, k_max))
-    RX = np.zeros((k_max, d))
-    Sig = np.zeros((k_max, k_max))
-    mu = np.zeros((k_max, d))
-    G0, RX0 = suff_stats(Z, X, act[:k])
-    G[:k, :k] = G0
-    RX[:k] = RX0
+    act, k, G, RX, Sig, mu = _sweep_state(Z, X, m)
 
     log_lam = math.log(alpha * beta / (n - 1.0 + beta))
     flips = births = deaths = kmax_hit = 0
@@ -480,14 +488,7 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
     """
     n, d = X.shape
     k_max = Z.shape[1]
-    act, k = active_slots(m)
-    G = np.zeros((k_max, k_max))
-    RX = np.zeros((k_max, d))
-    Sig = np.zeros((k_max, k_max))
-    mu = np.zeros((k_max, d))
-    G0, RX0 = suff_stats(Z, X, act[:k])
-    G[:k, :k] = G0
-    RX[:k] = RX0
+    act, k, G, RX, Sig, mu = _sweep_state(Z, X, m)
     log_lam = math.log(alpha * beta / (n - 1.0 + beta))
     flips = births = deaths = kmax_hit = 0
     v = np.zeros(k_max)
@@ -632,14 +633,8 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
     """
     n, d = X.shape
     k_max = Z.shape[1]
-    act, k = active_slots(m)
-    G = np.zeros((k_max, k_max))
-    RX = np.zeros((k_max, d))
-    G0, RX0 = suff_stats(Z, X, act[:k])
-    G[:k, :k] = G0
-    RX[:k] = RX0
-    no_sig = np.zeros((k_max, k_max))  # _swap_remove also permutes a posterior; none here
-    no_mu = np.zeros((k_max, d))
+    # no posterior is kept here; no_sig / no_mu only satisfy the shared slot helpers
+    act, k, G, RX, no_sig, no_mu = _sweep_state(Z, X, m)
     log_lam = math.log(alpha * beta / (n - 1.0 + beta))
     flips = births = deaths = kmax_hit = 0
     z = np.zeros(k_max)
