@@ -144,7 +144,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         if self._mask is not None:
             mean = (Z @ A)[self._mask]
             new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
-        # label-invariant statistics
+        # label-invariant statistics, with the hyperparameters this sweep used
         loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, self.d, sx2, sa2)
         kf = self.k_max
         mass = alpha * float(np.sum(beta / (beta + np.arange(self.n))))
