@@ -31,10 +31,10 @@ test-all: $(STAMP)
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(PY) benchmarks/sweep_scaling.py
+	$(PY) benchmarks/run_all.py
 
 bench-quick: $(STAMP)
-	$(PY) benchmarks/sweep_scaling.py --quick
+	$(PY) benchmarks/run_all.py --quick
 
 # docs: installs the docs extra once (re-installed when pyproject.toml changes), then builds the
 # HTML offline with warnings as errors (see docs/README.md)

@@ -106,3 +106,43 @@ def test_not_a_binary_matrix_is_an_error():
         x = pm.Normal("x", shape=(3, 2))
         with pytest.raises(pmi.ModelPatternError, match="2-D binary matrix"):
             pmi.IBPGibbs([x])
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_ibpgibbs_with_exact_feature_draws_matches_collapsed_posterior():
+    """IBPGibbs on Z alternating with the exact A | Z, X draw (AcceleratedGibbs given only A)
+    targets p(Z, A | X): the Z-marginal must match the enumerated collapsed posterior."""
+    from tests.test_linear_gaussian_samplers import ENUM_X, exact_posterior, lg_model
+
+    k_max, alpha, sx, sa = 3, 1.5, 0.5, 1.0
+    mats, post = exact_posterior(ENUM_X, k_max, alpha, sx, sa)
+    model = lg_model(ENUM_X, k_max, alpha, sx, sa)
+    with model:
+        z_step = pmi.IBPGibbs([model["Z"]])
+        a_step = pmi.AcceleratedGibbs([model["A"]])
+    assert [v.name for v in a_step.vars] == ["A"]
+    rng = np.random.default_rng(3)
+    z_step.setup_chain(rng, tune=0, draws=1)
+    a_step.setup_chain(np.random.default_rng(4), tune=0, draws=1)
+    point = model.initial_point()
+    out = []
+    for it in range(40000):
+        point, _ = z_step.step(point)
+        point, _ = a_step.step(point)
+        if it % 4 == 0:
+            out.append(point["Z"].copy())
+    counts = np.bincount(codes(np.array(out)), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(out))
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_explicit_ibpgibbs_in_a_linear_gaussian_model():
+    data = pmi.datasets.block_images(30, seed=0)
+    with pm.Model(coords={"obs": range(30), "feature": range(8), "dim": range(36)}):
+        Z = pmi.IBP("Z", 1.0, dims=("obs", "feature"))
+        A = pm.Normal("A", 0.0, 1.0, dims=("feature", "dim"))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=data.X, dims=("obs", "dim"))
+        idata = pm.sample(10, tune=10, chains=1, step=[pmi.IBPGibbs([Z])], random_seed=1,
+                          progressbar=False, compute_convergence_checks=False)
+    assert idata["posterior"]["A"].shape == (1, 10, 8, 36)

@@ -65,14 +65,20 @@ class _LinearGaussianIBPStep(BlockedStep):
             vars = [rv for rv in model.free_RVs if isinstance(rv.owner.op, IBPRV)]
         value_vars = get_value_vars_from_user_vars(vars, model)
         z_vals = [v for v in value_vars if isinstance(model.values_to_rvs[v].owner.op, IBPRV)]
-        if len(z_vals) != 1:
+        if len(z_vals) > 1:
             raise ModelPatternError(
                 f"{type(self).__name__} updates exactly one pmi.IBP matrix; got "
                 f"{[v.name for v in z_vals]}. Needed pattern: {PATTERN}."
             )
-        z_rv = model.values_to_rvs[z_vals[0]]
-        self.spec = spec = find_linear_gaussian(model, z_rv)
-        owned = [spec.z_rv, spec.a_rv] + ([spec.missing_rv] if spec.missing_rv is not None else [])
+        if z_vals:
+            spec = find_linear_gaussian(model, model.values_to_rvs[z_vals[0]])
+        else:
+            # Z is updated by another step (e.g. IBPGibbs): draw only A (and imputed X) exactly
+            spec = self._spec_owning(model, value_vars)
+        self.spec = spec
+        self.update_z = bool(z_vals)
+        owned = ([spec.z_rv] if self.update_z else []) + [spec.a_rv] + (
+            [spec.missing_rv] if spec.missing_rv is not None else [])
         owned_vals = [model.rvs_to_values[rv] for rv in owned]
         for v in value_vars:
             if v not in owned_vals:
@@ -81,10 +87,12 @@ class _LinearGaussianIBPStep(BlockedStep):
                     f"update {v.name!r}. Assign {v.name!r} to another step."
                 )
         self.vars = owned_vals
-        self.z_name, self.a_name = owned_vals[0].name, owned_vals[1].name
-        self.miss_name = owned_vals[2].name if spec.missing_rv is not None else None
-        for rv in owned[1:]:
-            if model.rvs_to_transforms.get(rv) is not None:
+        self.z_name = model.rvs_to_values[spec.z_rv].name
+        self.a_name = model.rvs_to_values[spec.a_rv].name
+        self.miss_name = (model.rvs_to_values[spec.missing_rv].name
+                          if spec.missing_rv is not None else None)
+        for rv in [spec.a_rv, spec.missing_rv]:
+            if rv is not None and model.rvs_to_transforms.get(rv) is not None:
                 raise ModelPatternError(f"{rv.name!r} must not be transformed.")
         hyper = model.replace_rvs_by_values([spec.sigma_x, spec.sigma_a, spec.alpha, spec.beta])
         self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
@@ -103,6 +111,24 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.tune = False
 
     # --- helpers --------------------------------------------------------------------------
+    @staticmethod
+    def _spec_owning(model, value_vars):
+        """The matched model whose A (or imputed X) is among ``value_vars``."""
+        for z_rv in model.free_RVs:
+            if not isinstance(z_rv.owner.op, IBPRV):
+                continue
+            try:
+                spec = find_linear_gaussian(model, z_rv)
+            except (ModelPatternError, ValueError):
+                continue
+            mine = {model.rvs_to_values[rv] for rv in (spec.a_rv, spec.missing_rv) if rv is not None}
+            if mine & set(value_vars):
+                return spec
+        raise ModelPatternError(
+            f"No pmi.IBP matrix among {[v.name for v in value_vars]} and none of them is the "
+            f"feature matrix of a linear-Gaussian IBP model. Needed pattern: {PATTERN}."
+        )
+
     def _hyper(self, point):
         sx, sa, alpha, beta = (float(np.asarray(v)) for v in self._hyper_fn(point))
         return sx * sx, sa * sa, alpha, beta
@@ -120,18 +146,21 @@ class _LinearGaussianIBPStep(BlockedStep):
     def step(self, point):
         sx2, sa2, alpha, beta = self._hyper(point)
         Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
-        if not self.started:
-            self.started = True
-            if self.init_z == "prior":
-                Z = ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
         X = self._complete_data(point)
-        m = Z.sum(axis=0).astype(np.int64)
-        flips, births, deaths, hit = self._sweep(Z, X, m, sx2, sa2, alpha, beta)
         trXX = self._trXX if self._trXX is not None else float(np.sum(X * X))
-        sm_acc = 0
-        if self.split_merge > 0:
-            sm_acc = kernels.split_merge(self.rng, Z, X, m, sx2, sa2, alpha, beta,
-                                         self.split_merge, trXX)
+        flips = births = deaths = hit = sm_acc = 0
+        if self.update_z:
+            if not self.started:
+                self.started = True
+                if self.init_z == "prior":
+                    Z = ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
+            m = Z.sum(axis=0).astype(np.int64)
+            flips, births, deaths, hit = self._sweep(Z, X, m, sx2, sa2, alpha, beta)
+            if self.split_merge > 0:
+                sm_acc = kernels.split_merge(self.rng, Z, X, m, sx2, sa2, alpha, beta,
+                                             self.split_merge, trXX)
+        else:
+            m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
         act = np.flatnonzero(m > 0)
         G, RX = kernels.suff_stats(Z, X, act)
@@ -139,7 +168,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         if act.size:
             A[act] = kernels.draw_active_features(self.rng, G, RX, sx2, sa2)
         new = dict(point)
-        new[self.z_name] = Z
+        if self.update_z:
+            new[self.z_name] = Z
         new[self.a_name] = A
         if self._mask is not None:
             mean = (Z @ A)[self._mask]

@@ -1,0 +1,78 @@
+"""Run every benchmark script in sequence and refresh the tables in benchmarks/README.md.
+
+    python benchmarks/run_all.py            # make bench        (< 30 min on a 2-core sandbox)
+    python benchmarks/run_all.py --quick    # make bench-quick  (< 3 min)
+    python benchmarks/run_all.py --only mixing scaling
+
+Each script runs in its own process (``--quick`` is passed through), prints its table and
+writes ``results/<name>[_quick].{csv,md}``.  Afterwards the README's generated sections
+(between ``<!-- results:NAME -->`` markers) are replaced by the latest full-run markdown
+(or the quick one when no full run exists yet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml"]
+
+
+def update_readme():
+    readme = HERE / "README.md"
+    if not readme.exists():
+        return
+    text = readme.read_text()
+    for name in SCRIPTS:
+        start, end = f"<!-- results:{name} -->", f"<!-- /results:{name} -->"
+        if start not in text or end not in text:
+            continue
+        full, quick = HERE / "results" / f"{name}.md", HERE / "results" / f"{name}_quick.md"
+        src = full if full.exists() else quick if quick.exists() else None
+        if src is None:
+            continue
+        body = src.read_text().strip().splitlines()
+        if body and body[0].startswith("# "):  # the README has its own heading
+            body = body[1:]
+        label = f"_From `results/{src.name}`{' (quick run)' if src is quick else ''}:_"
+        block = "\n".join([start, label, *body, end])
+        i, j = text.index(start), text.index(end) + len(end)
+        text = text[:i] + block + text[j:]
+    readme.write_text(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="*", choices=SCRIPTS)
+    ap.add_argument("--readme-only", action="store_true",
+                    help="only refresh README.md from results/*.md")
+    args = ap.parse_args()
+    if args.readme_only:
+        update_readme()
+        return
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               PYTHONWARNINGS="ignore")
+    t0 = time.perf_counter()
+    failed = []
+    for name in args.only or SCRIPTS:
+        cmd = [sys.executable, str(HERE / f"{name}.py")] + (["--quick"] if args.quick else [])
+        print(f"\n=== {' '.join(cmd[1:])}", flush=True)
+        t = time.perf_counter()
+        rc = subprocess.call(cmd, env=env)
+        print(f"=== {name}: {time.perf_counter() - t:.0f} s (exit {rc})", flush=True)
+        if rc:
+            failed.append(name)
+    update_readme()
+    print(f"\nall benchmarks: {time.perf_counter() - t0:.0f} s"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
