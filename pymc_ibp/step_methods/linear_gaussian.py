@@ -26,6 +26,7 @@ from pymc_ibp.step_methods.model_matching import (
     PATTERN,
     ModelPatternError,
     find_linear_gaussian,
+    matched_models,
 )
 
 __all__ = ["AcceleratedGibbs", "CollapsedGibbs", "TruncationWarning"]
@@ -114,13 +115,7 @@ class _LinearGaussianIBPStep(BlockedStep):
     @staticmethod
     def _spec_owning(model, value_vars):
         """The matched model whose A (or imputed X) is among ``value_vars``."""
-        for z_rv in model.free_RVs:
-            if not isinstance(z_rv.owner.op, IBPRV):
-                continue
-            try:
-                spec = find_linear_gaussian(model, z_rv)
-            except (ModelPatternError, ValueError):
-                continue
+        for spec in matched_models(model):
             mine = {model.rvs_to_values[rv] for rv in (spec.a_rv, spec.missing_rv) if rv is not None}
             if mine & set(value_vars):
                 return spec
@@ -223,14 +218,9 @@ class _LinearGaussianIBPStep(BlockedStep):
             model = pm.modelcontext(None)
         except TypeError:
             return Competence.INCOMPATIBLE
-        for z_rv in model.free_RVs:
-            if isinstance(z_rv.owner.op, IBPRV):
-                try:
-                    spec = find_linear_gaussian(model, z_rv)
-                except (ModelPatternError, ValueError):
-                    continue
-                if var is spec.z_rv or var is spec.a_rv or var is spec.missing_rv:
-                    return Competence.IDEAL
+        for spec in matched_models(model):
+            if var is spec.z_rv or var is spec.a_rv or var is spec.missing_rv:
+                return Competence.IDEAL
         return Competence.INCOMPATIBLE
 
 

@@ -28,7 +28,7 @@ from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_ibp.distributions.ibp import IBPRV
 
-__all__ = ["LinearGaussianIBP", "ModelPatternError", "find_linear_gaussian"]
+__all__ = ["LinearGaussianIBP", "ModelPatternError", "find_linear_gaussian", "matched_models"]
 
 PATTERN = (
     "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')); "
@@ -231,3 +231,15 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
         alpha=alpha, beta=beta, X=X, missing_rv=None if missing_rv is None else missing_rv[0],
         missing_mask=missing_mask, k_max=k_max,
     )
+
+
+def matched_models(model):
+    """Yield a :class:`LinearGaussianIBP` for every ``pmi.IBP`` variable of ``model`` that has
+    the linear-Gaussian pattern (the others are skipped)."""
+    for z_rv in model.free_RVs:
+        if not isinstance(z_rv.owner.op, IBPRV):
+            continue
+        try:
+            yield find_linear_gaussian(model, z_rv)
+        except (ModelPatternError, ValueError):
+            continue

@@ -29,8 +29,7 @@ from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 
-from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.step_methods.model_matching import ModelPatternError, find_linear_gaussian
+from pymc_ibp.step_methods.model_matching import ModelPatternError, matched_models
 
 __all__ = ["IBPScaleSlice"]
 
@@ -38,13 +37,7 @@ __all__ = ["IBPScaleSlice"]
 def _match_scale(model, rv):
     """Return ``(spec, role)`` with role ``"sigma_x"`` or ``"sigma_a"`` if ``rv`` is one of the
     scales of a linear-Gaussian IBP model and enters the model nowhere else."""
-    for z_rv in model.free_RVs:
-        if not isinstance(z_rv.owner.op, IBPRV):
-            continue
-        try:
-            spec = find_linear_gaussian(model, z_rv)
-        except (ModelPatternError, ValueError):
-            continue
+    for spec in matched_models(model):
         if rv is spec.sigma_x:
             role, allowed = "sigma_x", {*spec.like_rvs, spec.missing_rv}
         elif rv is spec.sigma_a:
