@@ -8,7 +8,7 @@ import pytest
 from scipy import special, stats
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods import kernels
+from pymc_ibp.step_methods import kernels, split_merge
 from tests._helpers import all_binary_matrices, chi2_pooled, codes
 
 
@@ -147,16 +147,17 @@ ENUM_X = np.array([[1.2, -0.3], [1.0, 0.9], [0.1, 1.1]])
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 binds by design
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
 @pytest.mark.parametrize(
-    "step_cls,kwargs",
-    [(pmi.AcceleratedGibbs, {}), (pmi.CollapsedGibbs, {}), (pmi.AcceleratedGibbs, {"window": 2})],
+    "step_cls,kwargs,alpha",
+    [(pmi.AcceleratedGibbs, {}, 1.5), (pmi.CollapsedGibbs, {}, 1.5),
+     (pmi.AcceleratedGibbs, {"window": 2}, 1.5)],
     ids=["accelerated", "collapsed", "accelerated-W2"],
 )
 @pytest.mark.parametrize("missing", [False, True])
-def test_exact_posterior_enumeration(step_cls, kwargs, missing):
+def test_exact_posterior_enumeration(step_cls, kwargs, alpha, missing):
     X = ENUM_X.copy()
     if missing:
         X[1, 0] = np.nan
-    k_max, alpha, sx, sa = 3, 1.5, 0.5, 1.0
+    k_max, sx, sa = 3, 0.5, 1.0
     mats, post = exact_posterior(X, k_max, alpha, sx, sa)
     model = lg_model(X, k_max, alpha, sx, sa)
     with model:
@@ -229,6 +230,7 @@ def test_auto_assignment_and_stats():
     assert Z.sum(axis=0)[Z.sum(axis=0) > 0].min() >= 1
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 6 may bind at N = 30
 @pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
 def test_parallel_chains_reproducible(mp_ctx):
     data = pmi.datasets.block_images(30, seed=0)
@@ -292,11 +294,23 @@ def test_truncation_warning_names_kmax():
 # ---------------------------------------------------------------------------------------------
 # split-merge moves
 # ---------------------------------------------------------------------------------------------
-def test_split_merge_kernel_leaves_posterior_invariant():
-    """i.i.d. exact-posterior draws pushed through one split–merge proposal each must still
-    follow the exact posterior (χ² on independent samples: a direct test of the MH ratio)."""
-    X = ENUM_X.copy()
-    k_max, alpha, sx, sa = 3, 2.0, 0.5, 1.0
+@pytest.mark.parametrize(
+    "kernel,X,k_max,n_props,min_acc",
+    [
+        ("random", ENUM_X, 3, 1, 0.05),
+        ("sequential", ENUM_X, 3, 1, 0.05),
+        # N = 4, K_max = 3 (4096 states): columns of size 3-4 and one proposal chain of 3 moves
+        ("sequential", np.vstack([ENUM_X, [[1.1, 0.8]]]), 3, 3, 0.05),
+    ],
+    ids=["random-3x3", "sequential-3x3", "sequential-4x3"],
+)
+def test_split_merge_kernel_leaves_posterior_invariant(kernel, X, k_max, n_props, min_acc):
+    """i.i.d. exact-posterior draws pushed through split–merge proposals must still follow the
+    exact posterior (χ² on independent samples: a direct test of the MH ratio)."""
+    fn = {"random": split_merge.random_split_merge,
+          "sequential": split_merge.sequential_split_merge}[kernel]
+    X = np.asarray(X, dtype=float).copy()
+    alpha, sx, sa = 2.0, 0.5, 1.0
     mats, post = exact_posterior(X, k_max, alpha, sx, sa)
     rng = np.random.default_rng(5)
     n = 40000
@@ -307,9 +321,10 @@ def test_split_merge_kernel_leaves_posterior_invariant():
     for j, i in enumerate(idx):
         Z = mats[i].copy()
         m = Z.sum(axis=0).astype(np.int64)
-        accepted += kernels.split_merge(rng, Z, X, m, sx**2, sa**2, alpha, 1.0, 1, trXX)
+        accepted += fn(rng, Z, X, m, sx**2, sa**2, alpha, 1.0, n_props, trXX)
+        assert np.array_equal(m, Z.sum(axis=0))
         out[j] = codes(Z[None])[0]
-    assert accepted > 0.05 * n  # the moves do move
+    assert accepted > min_acc * n  # the moves do move
     counts = np.bincount(out, minlength=len(mats))[codes(mats)]
     res = chi2_pooled(counts, post * n)
     assert res.pvalue > 1e-3, res
@@ -333,3 +348,39 @@ def test_two_parameter_ibp_with_free_beta():
                           compute_convergence_checks=False)
     assert np.isfinite(idata["posterior"]["beta"].values).all()
     assert np.isfinite(idata["sample_stats"]["ibp_log_joint"].values).all()
+
+
+def test_multi_start_burn_in_schedule_keeps_the_best_segment():
+    """init_restarts: R segments of L tuning sweeps from fresh prior draws, then the segment end
+    with the highest collapsed log joint; nothing happens outside the first R·L sweeps."""
+    data = pmi.datasets.block_images(60, seed=3)
+    model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4)
+    step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    assert (step._restarts, step._segment) == (4, 10)
+    step.setup_chain(np.random.default_rng(0), tune=40, draws=10)  # too short for 4 x 10
+    assert (step._restarts, step._segment) == (2, 10)
+    step.setup_chain(np.random.default_rng(0), tune=15, draws=10)
+    assert step._segment == 0
+    step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    X, trXX = step._X, float((step._X**2).sum())
+    hyper = (0.25, 1.0, 1.0, 1.0)
+    rng = np.random.default_rng(1)
+    segment_ends = [rng.integers(0, 2, size=(60, 8)) for _ in range(4)]
+    segment_ends[2] = np.zeros((60, 8), dtype=np.int64)
+    segment_ends[2][:, :4] = data.Z  # the truth: by far the best
+    scores = [step._log_joint(z, X, trXX, *hyper)[0] for z in segment_ends]
+    assert int(np.argmax(scores)) == 2
+    Z0 = segment_ends[0]
+    for s in range(0, 60):
+        step.sweeps = s
+        given = segment_ends[s // 10 - 1] if s in (10, 20, 30, 40) else Z0
+        out = step._restart(given, X, trXX, *hyper)
+        if s in (10, 20, 30):  # a fresh prior draw starts the next segment
+            assert not np.array_equal(out, given) and out.shape == given.shape
+        elif s == 40:  # the best segment end
+            assert np.array_equal(out, segment_ends[2])
+        else:
+            assert out is given
+    assert step._candidates == []

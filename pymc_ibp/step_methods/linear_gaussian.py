@@ -22,6 +22,7 @@ from scipy import stats
 
 from pymc_ibp.distributions.ibp import IBPRV, ibp_draw_core
 from pymc_ibp.step_methods import kernels
+from pymc_ibp.step_methods import split_merge as sm_kernels
 from pymc_ibp.step_methods.model_matching import (
     PATTERN,
     ModelPatternError,
@@ -60,7 +61,8 @@ class _LinearGaussianIBPStep(BlockedStep):
     _state_class = LinearGaussianIBPState
 
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, init_z="prior", split_merge=5):
+                 blocked=True, init_z="prior", split_merge=5,
+                 split_merge_proposal="sequential", init_restarts=4):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [rv for rv in model.free_RVs if isinstance(rv.owner.op, IBPRV)]
@@ -106,7 +108,17 @@ class _LinearGaussianIBPStep(BlockedStep):
         if init_z not in ("prior", "point"):
             raise ValueError(f"init_z must be 'prior' or 'point'; got {init_z!r}.")
         self.init_z = init_z
+        self.init_restarts = int(init_restarts)
+        if self.init_restarts < 1:
+            raise ValueError(f"init_restarts must be >= 1; got {init_restarts!r}.")
+        self._restarts, self._segment, self._candidates = 1, 0, []
         self.split_merge = int(split_merge)
+        kinds = {"sequential": sm_kernels.sequential_split_merge,
+                 "random": sm_kernels.random_split_merge}
+        if split_merge_proposal not in kinds:
+            raise ValueError(f"split_merge_proposal must be one of {sorted(kinds)}; got "
+                             f"{split_merge_proposal!r}.")
+        self._split_merge_fn = kinds[split_merge_proposal]
         self.sweeps, self.started, self.warned = 0, False, False
         self.rng = get_random_generator(rng)
         self.tune = False
@@ -138,6 +150,39 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _sweep(self, Z, X, m, sx2, sa2, alpha, beta):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _log_joint(self, Z, X, trXX, sx2, sa2, alpha, beta):
+        """Collapsed ``log p(X | Z, σ) + log P(Z | α, β)`` and ``log p(X | Z, σ)``."""
+        m = Z.sum(axis=0)
+        act = np.flatnonzero(m > 0)
+        G, RX = kernels.suff_stats(Z, X, act)
+        return self._log_joint_stats(G, RX, m[act], trXX, sx2, sa2, alpha, beta)
+
+    def _log_joint_stats(self, G, RX, m_act, trXX, sx2, sa2, alpha, beta):
+        """:meth:`_log_joint` from the active columns' ``ZᵀZ``, ``ZᵀX`` and sizes."""
+        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, self.d, sx2, sa2)
+        mass = alpha * float(np.sum(beta / (beta + np.arange(self.n))))
+        log_norm = float(stats.poisson.logcdf(self.k_max, mass))
+        logprior = kernels.ibp_log_prior_compact(np.asarray(m_act, dtype=np.float64), self.n,
+                                                 self.k_max, alpha, beta, log_norm)
+        return loglik + logprior, loglik
+
+    def _restart(self, Z, X, trXX, sx2, sa2, alpha, beta):
+        """Multi-start burn-in (tuning only): the first ``R·L`` tuning sweeps are ``R``
+        segments of ``L`` sweeps, each from its own prior draw of ``Z``; after the last one the
+        chain continues from the segment end with the highest collapsed log joint (evaluated
+        at the current hyperparameters).  Only the starting point of the post-tuning chain is
+        chosen this way; every sweep is the same invariant kernel."""
+        s, L, R = self.sweeps, self._segment, self._restarts
+        if not L or s == 0 or s > R * L or s % L:
+            return Z
+        self._candidates.append(Z.copy())
+        if s < R * L:
+            return ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
+        scores = [self._log_joint(c, X, trXX, sx2, sa2, alpha, beta)[0] for c in self._candidates]
+        best = self._candidates[int(np.argmax(scores))]
+        self._candidates = []
+        return best.copy()
+
     def step(self, point):
         sx2, sa2, alpha, beta = self._hyper(point)
         Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
@@ -149,11 +194,12 @@ class _LinearGaussianIBPStep(BlockedStep):
                 self.started = True
                 if self.init_z == "prior":
                     Z = ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
+            Z = self._restart(Z, X, trXX, sx2, sa2, alpha, beta)
             m = Z.sum(axis=0).astype(np.int64)
             flips, births, deaths, hit = self._sweep(Z, X, m, sx2, sa2, alpha, beta)
             if self.split_merge > 0:
-                sm_acc = kernels.split_merge(self.rng, Z, X, m, sx2, sa2, alpha, beta,
-                                             self.split_merge, trXX)
+                sm_acc = self._split_merge_fn(self.rng, Z, X, m, sx2, sa2, alpha, beta,
+                                              self.split_merge, trXX)
         else:
             m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
@@ -170,12 +216,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             mean = (Z @ A)[self._mask]
             new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
         # label-invariant statistics, with the hyperparameters this sweep used
-        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, self.d, sx2, sa2)
-        kf = self.k_max
-        mass = alpha * float(np.sum(beta / (beta + np.arange(self.n))))
-        log_norm = float(stats.poisson.logcdf(kf, mass))
-        logprior = kernels.ibp_log_prior_compact(m[act].astype(np.float64), self.n, kf, alpha,
-                                                 beta, log_norm)
+        log_joint, loglik = self._log_joint_stats(G, RX, m[act], trXX, sx2, sa2, alpha, beta)
         if hit and not self.warned:
             self.warned = True
             warnings.warn(
@@ -189,7 +230,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.sweeps += 1
         stats_ = {
             "ibp_n_active": int(act.size),
-            "ibp_log_joint": float(loglik + logprior),
+            "ibp_log_joint": float(log_joint),
             "ibp_log_lik": float(loglik),
             "ibp_flips": int(flips),
             "ibp_births": int(births),
@@ -204,6 +245,12 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.started = False
         self.warned = False
         self.sweeps = 0
+        # multi-start burn-in schedule: R segments of L >= 10 sweeps in the first half of tuning
+        R = self.init_restarts if (self.update_z and self.init_z == "prior") else 1
+        while R > 1 and tune // (2 * R) < 10:
+            R -= 1
+        self._restarts, self._segment = R, (tune // (2 * R) if R > 1 else 0)
+        self._candidates = []
 
     def reset_tuning(self):
         pass
@@ -261,6 +308,18 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         Split–merge Metropolis–Hastings proposals after each sweep (spec §4.6; default 5, 0 to
         disable).  They move between modes that single-site Gibbs cannot, e.g. two halves of
         one feature merging.
+    split_merge_proposal : {"sequential", "random"}
+        ``"sequential"`` (default): anchored, sequentially-allocated proposals whose owners
+        are allocated by their collapsed predictive (:mod:`pymc_ibp.step_methods.split_merge`);
+        they split and merge features of any size.  ``"random"``: the spec's uniform
+        allocation, whose acceptance decays like ``3^{-m}`` in the feature size ``m``.
+    init_restarts : int
+        Multi-start burn-in (default 4; 1 disables it): with ``init_z="prior"``, the first half
+        of the tuning sweeps is split into ``init_restarts`` segments of at least 10 sweeps,
+        each from its own prior draw of ``Z``, and the chain continues from the segment end with
+        the highest collapsed log joint.  It only chooses the starting point of the kept chain
+        (poor local modes, e.g. a union feature plus "negative" features, are otherwise
+        practically never left); fewer segments are used when tuning is short.
     """
 
     name = "accelerated_gibbs"

@@ -1,0 +1,470 @@
+"""Split–merge Metropolis–Hastings moves for the collapsed linear-Gaussian IBP (spec §4.6).
+
+Two proposal families, both on labelled columns of the ``N x K_max`` slot matrix and both exact
+Metropolis–Hastings moves for the :class:`pymc_ibp.IBP` pmf times the collapsed likelihood
+``p(X | Z)`` (``A`` integrated out, spec §3.1):
+
+* :func:`random_split_merge` — the spec's concrete design: a split gives each owner of a column
+  one of ``(1,0), (0,1), (1,1)`` uniformly.  Its acceptance falls like ``3^{-m}`` in the column
+  size ``m``, so it only moves small features.
+* :func:`sequential_split_merge` — a sequentially-allocated (SAMS-style, Dahl 2005; adapted to
+  feature allocations as in Meeds et al. 2007) proposal with two *anchor* rows.  The owners of
+  the split column are allocated one at a time in random order, each choosing among
+  ``(1,0), (0,1), (1,1)`` with probability proportional to its collapsed predictive density given
+  the rows already allocated (and all rows outside the column).  The proposal probability is the
+  product of those choice probabilities; a merge scores the reverse allocation by replaying it.
+  It splits and merges features of any size, which the random proposal cannot.
+
+Selection of the sequential move.  An ordered pair of distinct rows ``(i, j)`` is drawn
+uniformly, then a column ``c_i`` uniformly among row ``i``'s active columns and ``c_j`` among row
+``j``'s.  If ``c_i = c_j = s``: *split* ``s``; ``i`` keeps slot ``s`` alone, ``j`` takes a
+uniformly chosen empty slot ``t`` alone, the other owners of ``s`` are allocated sequentially.
+If ``c_i ≠ c_j`` with ``z_{i,c_j} = z_{j,c_i} = 0``: *merge* them into slot ``c_i`` (their OR);
+otherwise nothing happens.  The split from the merged state with the same anchors leads back to
+the same labelled matrix with the same selection probability ``1/(N(N-1)|a_i||a_j|)`` (the
+anchors' numbers of active columns ``|a_i|, |a_j|`` are the same in both states), and the
+empty-slot choice ``1/(K_max-K_+)`` cancels the ``(K_max-K_+)!`` of the pmf, so a split
+``Z → Z'`` (``K_+ → K_+ + 1``) is accepted with probability
+
+    ``min{1, p(X|Z')/p(X|Z) · αβ · B(m_1, N-m_1+β) B(m_2, N-m_2+β) / B(m, N-m+β) / q(Z'|Z)}``
+
+(``q`` = product of the sequential choice probabilities; ``B`` the Beta function) and a merge
+with the reciprocal, ``q`` replayed.  The row order is a uniform permutation drawn afresh in
+either direction, an auxiliary variable that cancels.  Exactness is tested by pushing i.i.d.
+exact-posterior draws through the move (tests/test_linear_gaussian_samplers.py).
+
+Cost per proposal: ``O(m (K² + KD) + K³ + K²D)`` for a column of size ``m`` — rank-one
+updates of the feature posterior (:func:`kernels.row_update`), never a full pass over the data
+except after an accepted move (statistics rebuilt from ``Z``, ``O(N(K² + KD))``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from pymc_ibp.step_methods.kernels import (
+    active_slots,
+    collapsed_loglik,
+    posterior_from_stats,
+    row_update,
+    suff_stats,
+)
+
+_LOG3 = math.log(3.0)
+
+
+@numba.njit(cache=True)
+def _log_beta_term(c, n, beta):
+    """``log B(c, N - c + β) - log(…)`` part of the IBP pmf for one column of size ``c``."""
+    return math.lgamma(c) + math.lgamma(n - c + beta) - math.lgamma(n + beta)
+
+
+@numba.njit(cache=True)
+def _loglik_of(Z, X, m, trXX, sx2, sa2):
+    act, k = active_slots(m)
+    G, RX = suff_stats(Z, X, act[:k])
+    return collapsed_loglik(G, RX, trXX, X.shape[0], X.shape[1], sx2, sa2)
+
+
+# ---------------------------------------------------------------------------------------------
+# random allocation (spec §4.6 as written)
+# ---------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, beta):
+    """log of π(Z_split) q(merge) / (π(Z_merged) q(split)) for the random proposal.
+
+    ``= Δ log p(X|Z) + log αβ + log B(m1,N-m1+β) + log B(m2,N-m2+β) - log B(m,N-m+β)
+    - log(K+ + 1) - log a_m``, ``a_m = 3^{-m}/(1 - 2·3^{-m})``, where ``K+`` counts the merged
+    state's active columns; the empty-slot choice of the split cancels the ``(K_max-K+)!`` of
+    the prior (spec §4.6, adapted to slot placement).
+    """
+    log_am = -mm * _LOG3 - math.log1p(-2.0 * math.exp(-mm * _LOG3))
+    return (ll_split - ll_merged + math.log(alpha * beta) + _log_beta_term(m1, n, beta)
+            + _log_beta_term(m2, n, beta) - _log_beta_term(mm, n, beta)
+            - math.log(kplus_merged + 1.0) - log_am)
+
+
+@numba.njit(cache=True)
+def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
+    """``n_proposals`` split–merge moves with uniformly random allocation (spec §4.6).
+
+    Split (probability ½): an active column ``k`` chosen uniformly, an empty slot ``e`` chosen
+    uniformly; each owner of ``k`` goes to ``(k)``, ``(e)`` or both uniformly, redrawn until both
+    are non-empty.  Merge (probability ½): an ordered pair ``(keep, remove)`` of distinct active
+    columns chosen uniformly; ``keep`` becomes their OR and ``remove`` is emptied.  The two are
+    each other's reverse, accepted with :func:`_log_split_ratio`.  A split with no empty slot, or
+    a merge with fewer than two active columns, leaves the state unchanged.  Returns the number
+    of accepted moves.
+    """
+    n, k_max = Z.shape
+    accepted = 0
+    ll = _loglik_of(Z, X, m, trXX, sx2, sa2)
+    col1 = np.empty(n, dtype=np.int64)
+    col2 = np.empty(n, dtype=np.int64)
+    free = np.empty(k_max, dtype=np.int64)
+    for _ in range(n_proposals):
+        act, k = active_slots(m)
+        if rng.random() < 0.5:  # ---- split
+            if k == 0 or k == k_max:
+                continue
+            a = act[int(rng.random() * k)]
+            e = _random_free_slot(rng, m, k_max, free)
+            mm = m[a]
+            while True:
+                m1 = 0
+                m2 = 0
+                for i in range(n):
+                    col1[i] = 0
+                    col2[i] = 0
+                    if Z[i, a] != 0:
+                        u = int(rng.random() * 3.0)
+                        if u != 1:
+                            col1[i] = 1
+                            m1 += 1
+                        if u != 0:
+                            col2[i] = 1
+                            m2 += 1
+                if m1 > 0 and m2 > 0:
+                    break
+            old = Z[:, a].copy()
+            Z[:, a] = col1
+            Z[:, e] = col2
+            m[a] = m1
+            m[e] = m2
+            ll_new = _loglik_of(Z, X, m, trXX, sx2, sa2)
+            log_acc = _log_split_ratio(ll_new, ll, m1, m2, mm, k, n, alpha, beta)
+            if math.log(rng.random()) < log_acc:
+                ll = ll_new
+                accepted += 1
+            else:
+                Z[:, a] = old
+                Z[:, e] = 0
+                m[a] = mm
+                m[e] = 0
+        else:  # ---- merge
+            if k < 2:
+                continue
+            i1 = int(rng.random() * k)
+            i2 = int(rng.random() * (k - 1))
+            if i2 >= i1:
+                i2 += 1
+            keep = act[i1]
+            rem = act[i2]
+            m1 = m[keep]
+            m2 = m[rem]
+            old_keep = Z[:, keep].copy()
+            old_rem = Z[:, rem].copy()
+            mm = 0
+            for i in range(n):
+                v = 1 if (old_keep[i] != 0 or old_rem[i] != 0) else 0
+                Z[i, keep] = v
+                Z[i, rem] = 0
+                mm += v
+            m[keep] = mm
+            m[rem] = 0
+            ll_new = _loglik_of(Z, X, m, trXX, sx2, sa2)
+            log_acc = -_log_split_ratio(ll, ll_new, m1, m2, mm, k - 1, n, alpha, beta)
+            if math.log(rng.random()) < log_acc:
+                ll = ll_new
+                accepted += 1
+            else:
+                Z[:, keep] = old_keep
+                Z[:, rem] = old_rem
+                m[keep] = m1
+                m[rem] = m2
+    return accepted
+
+
+@numba.njit(cache=True)
+def _random_free_slot(rng, m, k_max, free):
+    """A uniformly chosen slot with ``m == 0`` (the caller ensures one exists)."""
+    nf = 0
+    for c in range(k_max):
+        if m[c] == 0:
+            free[nf] = c
+            nf += 1
+    return free[int(rng.random() * nf)]
+
+
+# ---------------------------------------------------------------------------------------------
+# sequential allocation with anchors
+# ---------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _random_active(rng, Z, i, k_max):
+    """``(c, |a_i|)``: a uniformly chosen active slot of row ``i`` (``-1`` if none)."""
+    cnt = 0
+    for c in range(k_max):
+        if Z[i, c] != 0:
+            cnt += 1
+    if cnt == 0:
+        return -1, 0
+    pick = int(rng.random() * cnt)
+    for c in range(k_max):
+        if Z[i, c] != 0:
+            if pick == 0:
+                return c, cnt
+            pick -= 1
+    return -1, cnt
+
+
+@numba.njit(cache=True)
+def _compact_row(Z, r, lay, kk, z):
+    for a in range(kk):
+        z[a] = 1.0 if Z[r, lay[a]] != 0 else 0.0
+
+
+@numba.njit(cache=True)
+def _add_row(G, RX, z, x, kk, sign):
+    for a in range(kk):
+        if z[a] != 0.0:
+            for t in range(x.shape[0]):
+                RX[a, t] += sign * x[t]
+            for b in range(kk):
+                if z[b] != 0.0:
+                    G[a, b] += sign
+
+
+@numba.njit(cache=True)
+def _slot_row(Gs, RXs, Z, r, x, sign):
+    """Add (``sign=+1``) or remove (``-1``) row ``r`` of ``Z`` from slot-indexed ``ZᵀZ``, ``ZᵀX``."""
+    k_max = Z.shape[1]
+    for a in range(k_max):
+        if Z[r, a] != 0:
+            for t in range(x.shape[0]):
+                RXs[a, t] += sign * x[t]
+            for b in range(k_max):
+                if Z[r, b] != 0:
+                    Gs[a, b] += sign
+
+
+@numba.njit(cache=True)
+def _compact_stats(Gs, RXs, lay, kk):
+    G = np.empty((kk, kk))
+    RX = np.empty((kk, RXs.shape[1]))
+    for a in range(kk):
+        for b in range(kk):
+            G[a, b] = Gs[lay[a], lay[b]]
+        RX[a] = RXs[lay[a]]
+    return G, RX
+
+
+@numba.njit(cache=True)
+def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx2, sa2,
+                           replay, alloc):
+    """Allocate ``rows[:nr]`` between compact columns ``ia`` and ``ib`` of layout ``lay``.
+
+    ``G``, ``RX`` (modified in place) are the current state's statistics in layout ``lay``.
+    The owners of ``ia``/``ib`` (the anchors ``i``, ``j`` and ``rows[:nr]``) are taken out;
+    anchor ``i`` goes back with ``ia`` only and ``j`` with ``ib`` only, then every row of
+    ``rows[:nr]`` in turn with the option ``(1,0)``, ``(0,1)`` or ``(1,1)`` drawn from its
+    collapsed predictive given the rows already in (or, with ``replay``, the option it has in
+    ``Z``); the feature posterior takes one rank-one step per row (spec §4.4).  Returns
+    ``log q``, the log probability of the allocation; ``G``, ``RX`` end as the statistics of the
+    allocated state and ``alloc[:nr]`` holds the options.
+    """
+    d = X.shape[1]
+    z = np.empty(kk)
+    for q in range(nr + 2):
+        r = rows[q] if q < nr else (i if q == nr else j)
+        _compact_row(Z, r, lay, kk, z)
+        _add_row(G, RX, z, X[r], kk, -1.0)
+    for anchor in range(2):
+        r = i if anchor == 0 else j
+        _compact_row(Z, r, lay, kk, z)
+        z[ia] = 1.0 if anchor == 0 else 0.0
+        z[ib] = 0.0 if anchor == 0 else 1.0
+        _add_row(G, RX, z, X[r], kk, 1.0)
+    Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
+    v = np.empty(kk)
+    e = np.empty(d)
+    lp = np.empty(3)
+    logq = 0.0
+    for q in range(nr):
+        r = rows[q]
+        x = X[r]
+        _compact_row(Z, r, lay, kk, z)
+        for o in range(3):
+            z[ia] = 1.0 if o != 1 else 0.0
+            z[ib] = 1.0 if o != 0 else 0.0
+            s = sx2 + _quad(Sig, z, kk)
+            rr = 0.0
+            for t in range(d):
+                res = x[t]
+                for a in range(kk):
+                    if z[a] != 0.0:
+                        res -= mu[a, t]
+                rr += res * res
+            lp[o] = -0.5 * d * math.log(s) - 0.5 * rr / s
+        mx = max(lp[0], max(lp[1], lp[2]))
+        lse = mx + math.log(math.exp(lp[0] - mx) + math.exp(lp[1] - mx) + math.exp(lp[2] - mx))
+        if replay:
+            if Z[r, lay[ib]] == 0:
+                o = 0
+            elif Z[r, lay[ia]] == 0:
+                o = 1
+            else:
+                o = 2
+        else:
+            u = rng.random()
+            o = 2
+            acc = 0.0
+            for c in range(2):
+                acc += math.exp(lp[c] - lse)
+                if u < acc:
+                    o = c
+                    break
+        alloc[q] = o
+        logq += lp[o] - lse
+        z[ia] = 1.0 if o != 1 else 0.0
+        z[ib] = 1.0 if o != 0 else 0.0
+        row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
+        _add_row(G, RX, z, x, kk, 1.0)
+    return logq
+
+
+@numba.njit(cache=True)
+def _quad(Sig, z, kk):
+    s = 0.0
+    for a in range(kk):
+        if z[a] != 0.0:
+            for b in range(kk):
+                if z[b] != 0.0:
+                    s += Sig[a, b]
+    return s
+
+
+@numba.njit(cache=True)
+def _shuffle(rng, arr, nr):
+    for q in range(nr - 1, 0, -1):
+        p = int(rng.random() * (q + 1))
+        arr[q], arr[p] = arr[p], arr[q]
+
+
+@numba.njit(cache=True)
+def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
+    """``n_proposals`` anchored, sequentially-allocated split–merge moves (module docstring).
+
+    ``Z`` (``N x K_max`` int64) and its column sums ``m`` are updated in place.  Returns the
+    number of accepted moves.
+    """
+    n, k_max = Z.shape
+    d = X.shape[1]
+    accepted = 0
+    if n < 2:
+        return 0
+    all_slots = np.arange(k_max)
+    Gs, RXs = suff_stats(Z, X, all_slots)  # slot-indexed, kept current across moves
+    act, k = active_slots(m)
+    G, RX = _compact_stats(Gs, RXs, act, k)
+    ll = collapsed_loglik(G, RX, trXX, n, d, sx2, sa2)
+    rows = np.empty(n, dtype=np.int64)
+    alloc = np.empty(n, dtype=np.int64)
+    free = np.empty(k_max, dtype=np.int64)
+    lay = np.empty(k_max, dtype=np.int64)
+    log_ab = math.log(alpha * beta)
+    for _ in range(n_proposals):
+        i = int(rng.random() * n)
+        j = int(rng.random() * (n - 1))
+        if j >= i:
+            j += 1
+        ci, _ni = _random_active(rng, Z, i, k_max)
+        cj, _nj = _random_active(rng, Z, j, k_max)
+        if ci < 0 or cj < 0:
+            continue
+        act, k = active_slots(m)
+        split = ci == cj
+        if split:  # ---------------- split ci into (ci: anchor i) and (t: anchor j)
+            if k == k_max:
+                continue
+            t = _random_free_slot(rng, m, k_max, free)
+            kk = k + 1
+            for a in range(k):
+                lay[a] = act[a]
+            lay[k] = t
+            s1, s2 = ci, t
+        else:  # ------------------------ merge ci (anchor i) and cj (anchor j) into ci
+            if Z[i, cj] != 0 or Z[j, ci] != 0:
+                continue
+            kk = k
+            for a in range(k):
+                lay[a] = act[a]
+            s1, s2 = ci, cj
+        ia = -1
+        ib = -1
+        for a in range(kk):
+            if lay[a] == s1:
+                ia = a
+            if lay[a] == s2:
+                ib = a
+        nr = 0
+        for r in range(n):
+            if (Z[r, s1] != 0 or Z[r, s2] != 0) and r != i and r != j:
+                rows[nr] = r
+                nr += 1
+        _shuffle(rng, rows, nr)
+        Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
+        if split:
+            logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
+                                          sx2, sa2, False, alloc)
+            ll_split = collapsed_loglik(Gc, RXc, trXX, n, d, sx2, sa2)
+            m1 = 1
+            m2 = 1
+            for q in range(nr):
+                if alloc[q] != 1:
+                    m1 += 1
+                if alloc[q] != 0:
+                    m2 += 1
+            mm = m[s1]
+            log_acc = (ll_split - ll + log_ab + _log_beta_term(m1, n, beta)
+                       + _log_beta_term(m2, n, beta) - _log_beta_term(mm, n, beta) - logq)
+            ll_new = ll_split
+        else:
+            Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
+            logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
+                                          sx2, sa2, True, alloc)
+            # merged state's statistics: every owner carries ia only, then drop ib
+            z = np.empty(kk)
+            for q in range(nr + 2):
+                r = rows[q] if q < nr else (i if q == nr else j)
+                _compact_row(Z, r, lay, kk, z)
+                _add_row(Gm, RXm, z, X[r], kk, -1.0)
+                z[ia] = 1.0
+                z[ib] = 0.0
+                _add_row(Gm, RXm, z, X[r], kk, 1.0)
+            keep = np.empty(kk - 1, dtype=np.int64)
+            c = 0
+            for a in range(kk):
+                if a != ib:
+                    keep[c] = a
+                    c += 1
+            Gm2, RXm2 = _compact_stats(Gm, RXm, keep, kk - 1)
+            ll_new = collapsed_loglik(Gm2, RXm2, trXX, n, d, sx2, sa2)
+            m1 = m[s1]
+            m2 = m[s2]
+            mm = nr + 2
+            log_acc = (ll_new - ll - log_ab - _log_beta_term(m1, n, beta)
+                       - _log_beta_term(m2, n, beta) + _log_beta_term(mm, n, beta) + logq)
+        if math.log(rng.random()) < log_acc:
+            for q in range(nr + 2):
+                r = rows[q] if q < nr else (i if q == nr else j)
+                _slot_row(Gs, RXs, Z, r, X[r], -1.0)
+                if split:
+                    o = alloc[q] if q < nr else (0 if q == nr else 1)
+                    Z[r, s1] = 1 if o != 1 else 0
+                    Z[r, s2] = 1 if o != 0 else 0
+                else:
+                    Z[r, s1] = 1
+                    Z[r, s2] = 0
+                _slot_row(Gs, RXs, Z, r, X[r], 1.0)
+            if split:
+                m[s1] = m1
+                m[s2] = m2
+            else:
+                m[s1] = mm
+                m[s2] = 0
+            ll = ll_new
+            accepted += 1
+    return accepted
