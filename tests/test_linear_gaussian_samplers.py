@@ -289,6 +289,17 @@ def test_truncation_warning_names_kmax():
     with pytest.warns(pmi.TruncationWarning, match="K_max=2"):
         _, st = run_chain(step, model, 5, seed=0)
     assert any(s["ibp_kmax_hit"] for s in st)
+    # hits during tuning are recorded in the stat but not warned about (warnings are errors here)
+    step.setup_chain(np.random.default_rng(1), tune=5, draws=1)
+    point = model.initial_point()
+    hits = []
+    for _ in range(5):
+        point, st = step.step(point)
+        hits.append(st[0]["ibp_kmax_hit"])
+    assert any(hits)
+    with pytest.warns(pmi.TruncationWarning, match="K_max=2"):
+        for _ in range(5):
+            point, st = step.step(point)
 
 
 # ---------------------------------------------------------------------------------------------

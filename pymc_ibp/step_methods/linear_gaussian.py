@@ -111,7 +111,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.init_restarts = int(init_restarts)
         if self.init_restarts < 1:
             raise ValueError(f"init_restarts must be >= 1; got {init_restarts!r}.")
-        self._restarts, self._segment, self._candidates = 1, 0, []
+        self._restarts, self._segment, self._candidates, self._n_tune = 1, 0, [], 0
         self.split_merge = int(split_merge)
         kinds = {"sequential": sm_kernels.sequential_split_merge,
                  "random": sm_kernels.random_split_merge}
@@ -217,7 +217,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
         # label-invariant statistics, with the hyperparameters this sweep used
         log_joint, loglik = self._log_joint_stats(G, RX, m[act], trXX, sx2, sa2, alpha, beta)
-        if hit and not self.warned:
+        if hit and not self.warned and self.sweeps >= self._n_tune:  # kept draws only
             self.warned = True
             warnings.warn(
                 f"{type(self).__name__}: all K_max={self.k_max} feature slots of "
@@ -245,6 +245,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.started = False
         self.warned = False
         self.sweeps = 0
+        self._n_tune = int(tune)
         # multi-start burn-in schedule: R segments of L >= 10 sweeps in the first half of tuning
         R = self.init_restarts if (self.update_z and self.init_z == "prior") else 1
         while R > 1 and tune // (2 * R) < 10:

@@ -286,18 +286,37 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         r = rows[q]
         x = X[r]
         _compact_row(Z, r, lay, kk, z)
-        for o in range(3):
-            z[ia] = 1.0 if o != 1 else 0.0
-            z[ib] = 1.0 if o != 0 else 0.0
-            s = sx2 + _quad(Sig, z, kk)
-            rr = 0.0
-            for t in range(d):
-                res = x[t]
-                for a in range(kk):
-                    if z[a] != 0.0:
-                        res -= mu[a, t]
-                rr += res * res
-            lp[o] = -0.5 * d * math.log(s) - 0.5 * rr / s
+        z[ia] = 0.0
+        z[ib] = 0.0
+        # the three options differ from the base row z (neither column) by e_ia, e_ib or both:
+        # predictive variance s = σx² + zᵀΣz and residual x - zμ updated in O(K + D)
+        q0 = _quad(Sig, z, kk)
+        ca = 0.0
+        cb = 0.0
+        for a in range(kk):
+            if z[a] != 0.0:
+                ca += Sig[a, ia]
+                cb += Sig[a, ib]
+        rr_a = 0.0
+        rr_b = 0.0
+        rr_ab = 0.0
+        for t in range(d):
+            res = x[t]
+            for a in range(kk):
+                if z[a] != 0.0:
+                    res -= mu[a, t]
+            ua = res - mu[ia, t]
+            ub = res - mu[ib, t]
+            uab = ua - mu[ib, t]
+            rr_a += ua * ua
+            rr_b += ub * ub
+            rr_ab += uab * uab
+        s_a = sx2 + q0 + 2.0 * ca + Sig[ia, ia]
+        s_b = sx2 + q0 + 2.0 * cb + Sig[ib, ib]
+        s_ab = s_a + 2.0 * cb + Sig[ib, ib] + 2.0 * Sig[ia, ib]
+        lp[0] = -0.5 * d * math.log(s_a) - 0.5 * rr_a / s_a
+        lp[1] = -0.5 * d * math.log(s_b) - 0.5 * rr_b / s_b
+        lp[2] = -0.5 * d * math.log(s_ab) - 0.5 * rr_ab / s_ab
         mx = max(lp[0], max(lp[1], lp[2]))
         lse = mx + math.log(math.exp(lp[0] - mx) + math.exp(lp[1] - mx) + math.exp(lp[2] - mx))
         if replay:
