@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.pymc_ibp-installed
 OUT     ?= demo_output
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow test-all bench bench-quick docs clean venv
+.PHONY: demo test test-slow test-all bench bench-quick bench-long docs clean venv
 
 venv: $(STAMP)
 
@@ -35,6 +35,10 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(PY) benchmarks/run_all.py --quick
+
+# about an hour: long chains of PyMC's default sampler for the ESS/s comparison
+bench-long: $(STAMP)
+	$(PY) benchmarks/run_all.py --only mixing_long
 
 # docs: installs the docs extra once (re-installed when pyproject.toml changes), then builds the
 # HTML offline with warnings as errors (see docs/README.md)

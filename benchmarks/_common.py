@@ -353,3 +353,57 @@ class Timer:
 
     def __exit__(self, *exc):
         self.s = time.perf_counter() - self.t
+
+
+# ---------------------------------------------------------------------------------------------
+# timing callback and the block-images runs of mixing.py / mixing_long.py
+# ---------------------------------------------------------------------------------------------
+class IterationClock:
+    """pm.sample callback recording the wall time, chain and tuning flag of every iteration."""
+
+    def __init__(self):
+        self.t, self.chain, self.tuning = [], [], []
+
+    def __call__(self, trace, draw):
+        self.t.append(time.perf_counter())
+        self.chain.append(draw.chain)
+        self.tuning.append(bool(draw.tuning))
+
+    def per_iteration(self) -> float:
+        """Median duration of the post-tuning iterations (the interval since the previous
+        iteration of the same chain)."""
+        t, c, tu = np.array(self.t), np.array(self.chain), np.array(self.tuning)
+        ok = (c[1:] == c[:-1]) & ~tu[1:]
+        d = np.diff(t)[ok]
+        return float(np.median(d)) if d.size else float("nan")
+
+
+def sample_block_model(sampler, X, k_max, tune, draws, chains, seed, callback=None, quiet=False):
+    """``pm.sample`` of the mixing benchmarks' model on block images ``X`` (initial values
+    ``sigma_x = 0.5 std(X)``, ``sigma_a = 1``): ``"pymc_default"`` is :func:`finite_model`, every
+    other sampler :func:`ibp_model`; ``step`` per sampler name (``"accelerated"`` and
+    ``"pymc_default"``: pm.sample's own assignment)."""
+    import pymc as pm
+
+    import pymc_ibp as pmi
+
+    sx0 = 0.5 * float(np.std(X))
+    if sampler == "pymc_default":
+        model = finite_model(X, k_max, sx_init=sx0, sa_init=1.0)
+    else:
+        model = ibp_model(X, k_max, sx_init=sx0, sa_init=1.0)
+    with model:
+        Z, A = model["Z"], model["A"]
+        if sampler == "collapsed":
+            step = [pmi.CollapsedGibbs([Z])]
+        elif sampler == "ibpgibbs+nuts":
+            # NUTS must be named: with A free, pm.sample would offer A to AcceleratedGibbs
+            step = [pmi.IBPGibbs([Z]), pm.NUTS([A])]
+        elif sampler == "ibpgibbs+conjA":
+            step = [pmi.IBPGibbs([Z]), ConjugateA([A], X=X)]
+        else:
+            step = None
+        return pm.sample(draws=draws, tune=tune, chains=chains, cores=1, step=step,
+                         random_seed=seed, progressbar=False, quiet=quiet,
+                         compute_convergence_checks=False,
+                         var_names=["alpha", "sigma_x", "sigma_a", "Z"], callback=callback)

@@ -50,13 +50,12 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    ConjugateA,
+    IterationClock,
     collapsed_log_joint,
     ess_bulk,
-    finite_model,
-    ibp_model,
     machine_info,
     print_table,
+    sample_block_model,
     sampling_time,
     write_results,
 )
@@ -66,44 +65,8 @@ CHAINS = 4
 SAMPLERS = ["accelerated", "collapsed", "ibpgibbs+nuts", "ibpgibbs+conjA", "pymc_default"]
 
 
-class IterationClock:
-    """pm.sample callback recording the wall time of every iteration."""
-
-    def __init__(self):
-        self.t = [time.perf_counter()]
-
-    def __call__(self, trace, draw):
-        self.t.append(time.perf_counter())
-
-    def per_iteration(self, last):
-        return float(np.median(np.diff(self.t)[-last:]))
-
-
 def sample(sampler, X, tune, draws, chains, seed, callback=None):
-    import pymc as pm
-
-    import pymc_ibp as pmi
-
-    sx0 = 0.5 * float(np.std(X))
-    if sampler == "pymc_default":
-        model = finite_model(X, K_MAX, sx_init=sx0, sa_init=1.0)
-    else:
-        model = ibp_model(X, K_MAX, sx_init=sx0, sa_init=1.0)
-    with model:
-        Z, A = model["Z"], model["A"]
-        if sampler == "collapsed":
-            step = [pmi.CollapsedGibbs([Z])]
-        elif sampler == "ibpgibbs+nuts":
-            # NUTS must be named: with A free, pm.sample would offer A to AcceleratedGibbs
-            step = [pmi.IBPGibbs([Z]), pm.NUTS([A])]
-        elif sampler == "ibpgibbs+conjA":
-            step = [pmi.IBPGibbs([Z]), ConjugateA([A], X=X)]
-        else:  # accelerated and pymc_default: pm.sample's own assignment
-            step = None
-        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1, step=step,
-                          random_seed=seed, progressbar=False, compute_convergence_checks=False,
-                          var_names=["alpha", "sigma_x", "sigma_a", "Z"], callback=callback)
-    return idata
+    return sample_block_model(sampler, X, K_MAX, tune, draws, chains, seed, callback=callback)
 
 
 def statistics(idata, X):
@@ -172,12 +135,12 @@ def main():
                 # per-iteration cost from the last iterations of a short run (the first NUTS
                 # tuning iterations are much slower)
                 warm = sample(sampler, X, tune=3, draws=3, chains=1, seed=99, callback=clock)
-                t_it = clock.per_iteration(3)
+                t_it = clock.per_iteration()
                 its = int(np.clip(default_budget[n] / (CHAINS * t_it), 10, tune + draws))
                 s_tune, s_draws = its // 2, its - its // 2
             else:
                 warm = sample(sampler, X, tune=3, draws=3, chains=1, seed=99, callback=clock)
-                t_it = clock.per_iteration(3)
+                t_it = clock.per_iteration()
                 s_tune, s_draws = tune, draws
             print(f"N={n} {sampler}: warm-up {time.perf_counter() - t:.1f} s "
                   f"({t_it * 1e3:.1f} ms/iteration); sampling {CHAINS} x ({s_tune} + {s_draws})",

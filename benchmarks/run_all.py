@@ -3,6 +3,7 @@
     python benchmarks/run_all.py            # make bench        (< 30 min on a 2-core sandbox)
     python benchmarks/run_all.py --quick    # make bench-quick  (< 3 min)
     python benchmarks/run_all.py --only mixing scaling
+    python benchmarks/run_all.py --only mixing_long     # make bench-long  (~1 h: PyMC's default)
 
 Each script runs in its own process (``--quick`` is passed through), prints its table and
 writes ``results/<name>[_quick].{csv,md}``.  Afterwards the README's generated sections
@@ -21,6 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml"]
+LONG = ["mixing_long"]  # run only when named with --only (about an hour)
 
 
 def update_readme():
@@ -28,7 +30,7 @@ def update_readme():
     if not readme.exists():
         return
     text = readme.read_text()
-    for name in SCRIPTS:
+    for name in SCRIPTS + LONG:
         start, end = f"<!-- results:{name} -->", f"<!-- /results:{name} -->"
         if start not in text or end not in text:
             continue
@@ -49,7 +51,7 @@ def update_readme():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", nargs="*", choices=SCRIPTS)
+    ap.add_argument("--only", nargs="*", choices=SCRIPTS + LONG)
     ap.add_argument("--readme-only", action="store_true",
                     help="only refresh README.md from results/*.md")
     args = ap.parse_args()
@@ -61,7 +63,8 @@ def main():
     t0 = time.perf_counter()
     failed = []
     for name in args.only or SCRIPTS:
-        cmd = [sys.executable, str(HERE / f"{name}.py")] + (["--quick"] if args.quick else [])
+        quick = ["--quick"] if args.quick and name not in LONG else []
+        cmd = [sys.executable, str(HERE / f"{name}.py")] + quick
         print(f"\n=== {' '.join(cmd[1:])}", flush=True)
         t = time.perf_counter()
         rc = subprocess.call(cmd, env=env)

@@ -395,3 +395,29 @@ def test_multi_start_burn_in_schedule_keeps_the_best_segment():
         else:
             assert out is given
     assert step._candidates == []
+
+
+def test_annealed_noise_schedule_within_restart_segments():
+    """init_anneal: inside each multi-start segment the Z moves see a noise variance falling
+    geometrically from the data's variance to σx² over 60% of the segment, σx² elsewhere."""
+    data = pmi.datasets.block_images(60, seed=3)
+    model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4)
+        flat = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4, init_anneal=False)
+    step.setup_chain(np.random.default_rng(0), tune=80, draws=10)  # 4 segments of 10 sweeps
+    flat.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    v0, sx2 = float(np.var(data.X)), 0.01
+    seen = []
+    for s in range(60):
+        step.sweeps = flat.sweeps = s
+        seen.append(step._annealed(sx2))
+        assert flat._annealed(sx2) == sx2
+    seen = np.array(seen)
+    for r in range(4):
+        seg = seen[10 * r:10 * r + 10]
+        np.testing.assert_allclose(seg[0], v0)
+        assert np.all(np.diff(seg[:7]) < 0)  # falls over ceil(0.6 * 10) = 6 steps ...
+        np.testing.assert_allclose(seg[6:], sx2)  # ... then σx²
+        np.testing.assert_allclose(seg[3], v0 ** 0.5 * sx2 ** 0.5)  # geometric midpoint
+    np.testing.assert_allclose(seen[40:], sx2)  # after the restarts: the real σx²

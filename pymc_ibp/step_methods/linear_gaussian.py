@@ -62,7 +62,7 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, init_z="prior", split_merge=5,
-                 split_merge_proposal="sequential", init_restarts=4):
+                 split_merge_proposal="sequential", init_restarts=4, init_anneal=True):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [rv for rv in model.free_RVs if isinstance(rv.owner.op, IBPRV)]
@@ -112,6 +112,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         if self.init_restarts < 1:
             raise ValueError(f"init_restarts must be >= 1; got {init_restarts!r}.")
         self._restarts, self._segment, self._candidates, self._n_tune = 1, 0, [], 0
+        self.init_anneal = bool(init_anneal)
+        self._data_var = float(np.nanvar(spec.X))
         self.split_merge = int(split_merge)
         kinds = {"sequential": sm_kernels.sequential_split_merge,
                  "random": sm_kernels.random_split_merge}
@@ -183,6 +185,20 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._candidates = []
         return best.copy()
 
+    def _annealed(self, sx2):
+        """Noise variance for the Z moves.  Inside a multi-start segment (tuning only, with
+        ``init_anneal``) it falls geometrically from the data's variance to ``σx²`` over the
+        first 60% of the segment's sweeps, so that features appear largest first instead of
+        all slots filling with noise in the first sweep; ``σx²`` itself everywhere else."""
+        L = self._segment
+        if not (L and self.init_anneal) or self.sweeps >= self._restarts * L:
+            return sx2
+        t, span = self.sweeps % L, max(1, int(math.ceil(0.6 * L)))
+        if t >= span or self._data_var <= sx2:
+            return sx2
+        w = t / span
+        return math.exp(w * math.log(sx2) + (1.0 - w) * math.log(self._data_var))
+
     def step(self, point):
         sx2, sa2, alpha, beta = self._hyper(point)
         Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
@@ -196,9 +212,10 @@ class _LinearGaussianIBPStep(BlockedStep):
                     Z = ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
             Z = self._restart(Z, X, trXX, sx2, sa2, alpha, beta)
             m = Z.sum(axis=0).astype(np.int64)
-            flips, births, deaths, hit = self._sweep(Z, X, m, sx2, sa2, alpha, beta)
+            sx2_z = self._annealed(sx2)
+            flips, births, deaths, hit = self._sweep(Z, X, m, sx2_z, sa2, alpha, beta)
             if self.split_merge > 0:
-                sm_acc = self._split_merge_fn(self.rng, Z, X, m, sx2, sa2, alpha, beta,
+                sm_acc = self._split_merge_fn(self.rng, Z, X, m, sx2_z, sa2, alpha, beta,
                                               self.split_merge, trXX)
         else:
             m = Z.sum(axis=0).astype(np.int64)
@@ -321,6 +338,11 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         the highest collapsed log joint.  It only chooses the starting point of the kept chain
         (poor local modes, e.g. a union feature plus "negative" features, are otherwise
         practically never left); fewer segments are used when tuning is short.
+    init_anneal : bool
+        Within each multi-start segment, anneal the noise variance used by the ``Z`` moves
+        from the data's variance down to the current ``σx²`` over the segment's first 60%
+        (default True): features then emerge largest first, instead of the first sweep from a
+        prior draw filling every slot when ``σx`` is small.  Tuning only, like the restarts.
     """
 
     name = "accelerated_gibbs"

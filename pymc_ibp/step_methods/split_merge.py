@@ -46,6 +46,7 @@ import numba
 import numpy as np
 
 from pymc_ibp.step_methods.kernels import (
+    _stats_with_row,
     active_slots,
     collapsed_loglik,
     posterior_from_stats,
@@ -217,17 +218,6 @@ def _compact_row(Z, r, lay, kk, z):
 
 
 @numba.njit(cache=True)
-def _add_row(G, RX, z, x, kk, sign):
-    for a in range(kk):
-        if z[a] != 0.0:
-            for t in range(x.shape[0]):
-                RX[a, t] += sign * x[t]
-            for b in range(kk):
-                if z[b] != 0.0:
-                    G[a, b] += sign
-
-
-@numba.njit(cache=True)
 def _slot_row(Gs, RXs, Z, r, x, sign):
     """Add (``sign=+1``) or remove (``-1``) row ``r`` of ``Z`` from slot-indexed ``ZᵀZ``, ``ZᵀX``."""
     k_max = Z.shape[1]
@@ -270,13 +260,13 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
     for q in range(nr + 2):
         r = rows[q] if q < nr else (i if q == nr else j)
         _compact_row(Z, r, lay, kk, z)
-        _add_row(G, RX, z, X[r], kk, -1.0)
+        _stats_with_row(G, RX, z, X[r], kk, -1.0)
     for anchor in range(2):
         r = i if anchor == 0 else j
         _compact_row(Z, r, lay, kk, z)
         z[ia] = 1.0 if anchor == 0 else 0.0
         z[ib] = 0.0 if anchor == 0 else 1.0
-        _add_row(G, RX, z, X[r], kk, 1.0)
+        _stats_with_row(G, RX, z, X[r], kk, 1.0)
     Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
     v = np.empty(kk)
     e = np.empty(d)
@@ -340,7 +330,7 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         z[ia] = 1.0 if o != 1 else 0.0
         z[ib] = 1.0 if o != 0 else 0.0
         row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
-        _add_row(G, RX, z, x, kk, 1.0)
+        _stats_with_row(G, RX, z, x, kk, 1.0)
     return logq
 
 
@@ -449,10 +439,10 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
             for q in range(nr + 2):
                 r = rows[q] if q < nr else (i if q == nr else j)
                 _compact_row(Z, r, lay, kk, z)
-                _add_row(Gm, RXm, z, X[r], kk, -1.0)
+                _stats_with_row(Gm, RXm, z, X[r], kk, -1.0)
                 z[ia] = 1.0
                 z[ib] = 0.0
-                _add_row(Gm, RXm, z, X[r], kk, 1.0)
+                _stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
             keep = np.empty(kk - 1, dtype=np.int64)
             c = 0
             for a in range(kk):
