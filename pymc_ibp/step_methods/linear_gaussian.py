@@ -173,7 +173,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         segments of ``L`` sweeps, each from its own prior draw of ``Z``; after the last one the
         chain continues from the segment end with the highest collapsed log joint (evaluated
         at the current hyperparameters).  Only the starting point of the post-tuning chain is
-        chosen this way; every sweep is the same invariant kernel."""
+        chosen this way: after the ``R·L``-th sweep every sweep is the exact kernel."""
         s, L, R = self.sweeps, self._segment, self._restarts
         if not L or s == 0 or s > R * L or s % L:
             return Z
