@@ -407,3 +407,35 @@ def sample_block_model(sampler, X, k_max, tune, draws, chains, seed, callback=No
                          random_seed=seed, progressbar=False, quiet=quiet,
                          compute_convergence_checks=False,
                          var_names=["alpha", "sigma_x", "sigma_a", "Z"], callback=callback)
+
+
+def traces(idata, X):
+    """Label-invariant traces of every draw, each ``(chains, draws)``: K+, the collapsed log
+    joint and log-likelihood (:func:`collapsed_log_joint`, the same function for every sampler),
+    alpha and the scales."""
+    post = idata["posterior"]
+    Z = post["Z"].values
+    sx, sa, al = (post[v].values for v in ("sigma_x", "sigma_a", "alpha"))
+    c, d = Z.shape[:2]
+    kplus = (Z.sum(axis=2) > 0).sum(axis=-1)
+    lj = np.empty((c, d))
+    ll = np.empty((c, d))
+    for i in range(c):
+        for j in range(d):
+            lj[i, j] = collapsed_log_joint(Z[i, j], X, sx[i, j], sa[i, j], al[i, j])
+            ll[i, j] = collapsed_log_joint(Z[i, j], X, sx[i, j], sa[i, j], al[i, j],
+                                           prior=False)
+    return {"K_plus": kplus.astype(int), "log_joint": lj, "log_lik": ll,
+            "sigma_x": np.asarray(sx, float), "alpha": np.asarray(al, float),
+            "sigma_a": np.asarray(sa, float)}
+
+
+def rhat(x) -> float:
+    """``az.rhat`` over chains, nan for a constant statistic."""
+    import arviz as az
+
+    x = np.asarray(x, dtype=float)
+    if np.ptp(x) == 0:
+        return float("nan")
+    r = float(az.rhat(x))
+    return r if math.isfinite(r) else float("nan")

@@ -55,8 +55,10 @@ from _common import (  # noqa: E402
     ess_bulk,
     machine_info,
     print_table,
+    rhat,
     sample_block_model,
     sampling_time,
+    traces,
     write_results,
 )
 
@@ -74,18 +76,12 @@ def statistics(idata, X):
     difference between the recomputed log joint and the ``ibp_log_joint`` stat (which uses the
     hyperparameters current when the Z step ran: the scales of the previous draw, alpha of
     this or the previous draw depending on the step order)."""
+    tr = traces(idata, X)
+    kplus, lj, ll = tr["K_plus"], tr["log_joint"], tr["log_lik"]
     post = idata["posterior"]
     Z = post["Z"].values
     sx, sa, al = (post[v].values for v in ("sigma_x", "sigma_a", "alpha"))
-    c, d = Z.shape[:2]
-    kplus = (Z.sum(axis=2) > 0).sum(axis=-1)
-    lj = np.empty((c, d))
-    ll = np.empty((c, d))
-    for i in range(c):
-        for j in range(d):
-            lj[i, j] = collapsed_log_joint(Z[i, j], X, sx[i, j], sa[i, j], al[i, j])
-            ll[i, j] = collapsed_log_joint(Z[i, j], X, sx[i, j], sa[i, j], al[i, j],
-                                           prior=False)
+    d = Z.shape[1]
     check = None
     ss = idata["sample_stats"]
     if "ibp_log_joint" in ss:
@@ -98,15 +94,6 @@ def statistics(idata, X):
                 for j in range(1, min(d, 21))))
         check = float(min(diffs))
     return kplus, lj, ll, check
-
-
-def rhat(x):
-    import arviz as az
-
-    x = np.asarray(x, dtype=float)
-    if np.ptp(x) == 0:
-        return float("nan")
-    return float(az.rhat(x))
 
 
 def main():

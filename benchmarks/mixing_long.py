@@ -80,12 +80,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
     RESULTS,
     IterationClock,
-    collapsed_log_joint,
     ess_bulk,
     machine_info,
     print_table,
+    rhat,
     sample_block_model,
     sampling_time,
+    traces,
     write_results,
 )
 
@@ -107,36 +108,6 @@ def sample(sampler, X, tune, draws, chains, seed, callback=None):
 # ---------------------------------------------------------------------------------------------
 # statistics
 # ---------------------------------------------------------------------------------------------
-def traces(idata, X):
-    """K+, collapsed log joint, collapsed log-likelihood, alpha and the scales of every draw,
-    each (chains, draws)."""
-    post = idata["posterior"]
-    Z = post["Z"].values
-    sx, sa, al = (post[v].values for v in ("sigma_x", "sigma_a", "alpha"))
-    c, d = Z.shape[:2]
-    kplus = (Z.sum(axis=2) > 0).sum(axis=-1)
-    lj = np.empty((c, d))
-    ll = np.empty((c, d))
-    for i in range(c):
-        for j in range(d):
-            lj[i, j] = collapsed_log_joint(Z[i, j], X, sx[i, j], sa[i, j], al[i, j])
-            ll[i, j] = collapsed_log_joint(Z[i, j], X, sx[i, j], sa[i, j], al[i, j],
-                                           prior=False)
-    return {"K_plus": kplus.astype(int), "log_joint": lj, "log_lik": ll,
-            "sigma_x": np.asarray(sx, float), "alpha": np.asarray(al, float),
-            "sigma_a": np.asarray(sa, float)}
-
-
-def rhat(x) -> float:
-    import arviz as az
-
-    x = np.asarray(x, dtype=float)
-    if np.ptp(x) == 0:
-        return float("nan")
-    r = float(az.rhat(x))
-    return r if math.isfinite(r) else float("nan")
-
-
 def ess_summary(x) -> dict:
     """Bulk ESS over the chains, per-chain bulk ESS, their sum, the constant-chain upper bound
     and R-hat of a (chains, draws) array (see the module docstring for the convention)."""
