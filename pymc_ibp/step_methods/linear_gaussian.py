@@ -177,13 +177,13 @@ class _LinearGaussianIBPStep(BlockedStep):
         s, L, R = self.sweeps, self._segment, self._restarts
         if not L or s == 0 or s > R * L or s % L:
             return Z
-        self._candidates.append(Z.copy())
+        self._candidates.append(Z)  # Z is the step's own copy of the point's value
         if s < R * L:
             return ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
         scores = [self._log_joint(c, X, trXX, sx2, sa2, alpha, beta)[0] for c in self._candidates]
         best = self._candidates[int(np.argmax(scores))]
         self._candidates = []
-        return best.copy()
+        return best
 
     def _annealed(self, sx2):
         """Noise variance for the Z moves.  Inside a multi-start segment (tuning only, with

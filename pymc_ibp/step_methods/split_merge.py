@@ -45,7 +45,11 @@ import math
 import numba
 import numpy as np
 
+from pymc_ibp._numba_utils import categorical_logp
 from pymc_ibp.step_methods.kernels import (
+    _random_free_slots,
+    _residual,
+    _sig_z,
     _stats_with_row,
     active_slots,
     collapsed_loglik,
@@ -112,7 +116,8 @@ def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
             if k == 0 or k == k_max:
                 continue
             a = act[int(rng.random() * k)]
-            e = _random_free_slot(rng, m, k_max, free)
+            _random_free_slots(rng, act, k, k_max, 1, free)
+            e = free[0]
             mm = m[a]
             while True:
                 m1 = 0
@@ -180,35 +185,21 @@ def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
 
 
 @numba.njit(cache=True)
-def _random_free_slot(rng, m, k_max, free):
-    """A uniformly chosen slot with ``m == 0`` (the caller ensures one exists)."""
-    nf = 0
-    for c in range(k_max):
-        if m[c] == 0:
-            free[nf] = c
-            nf += 1
-    return free[int(rng.random() * nf)]
-
-
-# ---------------------------------------------------------------------------------------------
-# sequential allocation with anchors
-# ---------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
 def _random_active(rng, Z, i, k_max):
-    """``(c, |a_i|)``: a uniformly chosen active slot of row ``i`` (``-1`` if none)."""
+    """A uniformly chosen active slot of row ``i`` (``-1`` if none)."""
     cnt = 0
     for c in range(k_max):
         if Z[i, c] != 0:
             cnt += 1
     if cnt == 0:
-        return -1, 0
+        return -1
     pick = int(rng.random() * cnt)
     for c in range(k_max):
         if Z[i, c] != 0:
             if pick == 0:
-                return c, cnt
+                return c
             pick -= 1
-    return -1, cnt
+    return -1
 
 
 @numba.njit(cache=True)
@@ -280,30 +271,21 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         z[ib] = 0.0
         # the three options differ from the base row z (neither column) by e_ia, e_ib or both:
         # predictive variance s = σx² + zᵀΣz and residual x - zμ updated in O(K + D)
-        q0 = _quad(Sig, z, kk)
-        ca = 0.0
-        cb = 0.0
-        for a in range(kk):
-            if z[a] != 0.0:
-                ca += Sig[a, ia]
-                cb += Sig[a, ib]
+        q0 = _sig_z(Sig, z, kk, v)  # v = Σz
+        _residual(x, z, mu, kk, e)  # e = x - zμ
         rr_a = 0.0
         rr_b = 0.0
         rr_ab = 0.0
         for t in range(d):
-            res = x[t]
-            for a in range(kk):
-                if z[a] != 0.0:
-                    res -= mu[a, t]
-            ua = res - mu[ia, t]
-            ub = res - mu[ib, t]
+            ua = e[t] - mu[ia, t]
+            ub = e[t] - mu[ib, t]
             uab = ua - mu[ib, t]
             rr_a += ua * ua
             rr_b += ub * ub
             rr_ab += uab * uab
-        s_a = sx2 + q0 + 2.0 * ca + Sig[ia, ia]
-        s_b = sx2 + q0 + 2.0 * cb + Sig[ib, ib]
-        s_ab = s_a + 2.0 * cb + Sig[ib, ib] + 2.0 * Sig[ia, ib]
+        s_a = sx2 + q0 + 2.0 * v[ia] + Sig[ia, ia]
+        s_b = sx2 + q0 + 2.0 * v[ib] + Sig[ib, ib]
+        s_ab = s_a + 2.0 * v[ib] + Sig[ib, ib] + 2.0 * Sig[ia, ib]
         lp[0] = -0.5 * d * math.log(s_a) - 0.5 * rr_a / s_a
         lp[1] = -0.5 * d * math.log(s_b) - 0.5 * rr_b / s_b
         lp[2] = -0.5 * d * math.log(s_ab) - 0.5 * rr_ab / s_ab
@@ -317,14 +299,7 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
             else:
                 o = 2
         else:
-            u = rng.random()
-            o = 2
-            acc = 0.0
-            for c in range(2):
-                acc += math.exp(lp[c] - lse)
-                if u < acc:
-                    o = c
-                    break
+            o = categorical_logp(rng, lp, 3)
         alloc[q] = o
         logq += lp[o] - lse
         z[ia] = 1.0 if o != 1 else 0.0
@@ -332,17 +307,6 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
         _stats_with_row(G, RX, z, x, kk, 1.0)
     return logq
-
-
-@numba.njit(cache=True)
-def _quad(Sig, z, kk):
-    s = 0.0
-    for a in range(kk):
-        if z[a] != 0.0:
-            for b in range(kk):
-                if z[b] != 0.0:
-                    s += Sig[a, b]
-    return s
 
 
 @numba.njit(cache=True)
@@ -379,8 +343,8 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
         j = int(rng.random() * (n - 1))
         if j >= i:
             j += 1
-        ci, _ni = _random_active(rng, Z, i, k_max)
-        cj, _nj = _random_active(rng, Z, j, k_max)
+        ci = _random_active(rng, Z, i, k_max)
+        cj = _random_active(rng, Z, j, k_max)
         if ci < 0 or cj < 0:
             continue
         act, k = active_slots(m)
@@ -388,7 +352,8 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
         if split:  # ---------------- split ci into (ci: anchor i) and (t: anchor j)
             if k == k_max:
                 continue
-            t = _random_free_slot(rng, m, k_max, free)
+            _random_free_slots(rng, act, k, k_max, 1, free)
+            t = free[0]
             kk = k + 1
             for a in range(k):
                 lay[a] = act[a]
