@@ -23,9 +23,8 @@ from pymc_ibp.step_methods import (
     IBPAlphaGibbs,
     IBPGibbs,
     IBPScaleSlice,
-    ModelPatternError,
-    TruncationWarning,
 )
+from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 
 __version__ = "0.1.0"
 

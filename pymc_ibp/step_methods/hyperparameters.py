@@ -27,7 +27,7 @@ from pytensor.tensor.random.basic import GammaRV
 from scipy import stats
 
 from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.step_methods.model_matching import ModelPatternError
+from pymc_ibp.exceptions import ModelPatternError
 
 __all__ = ["IBPAlphaGibbs", "alpha_update"]
 

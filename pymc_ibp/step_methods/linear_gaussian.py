@@ -23,18 +23,14 @@ from scipy import stats
 from pymc_ibp.distributions.ibp import IBPRV, ibp_draw_core
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods import split_merge as sm_kernels
+from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods.model_matching import (
     PATTERN,
-    ModelPatternError,
     find_linear_gaussian,
     matched_models,
 )
 
-__all__ = ["AcceleratedGibbs", "CollapsedGibbs", "TruncationWarning"]
-
-
-class TruncationWarning(UserWarning):
-    """All ``K_max`` feature slots were in use: the truncation may bind."""
+__all__ = ["AcceleratedGibbs", "CollapsedGibbs"]
 
 
 @dataclass_state

@@ -27,18 +27,15 @@ from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_ibp.distributions.ibp import IBPRV
+from pymc_ibp.exceptions import ModelPatternError
 
-__all__ = ["LinearGaussianIBP", "ModelPatternError", "find_linear_gaussian", "matched_models"]
+__all__ = ["LinearGaussianIBP", "find_linear_gaussian", "matched_models"]
 
 PATTERN = (
     "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')); "
     "A = pm.Normal('A', 0, sigma_a, dims=('feature', 'dim')) with scalar sigma_a; "
     "pm.Normal('X', mu=Z @ A, sigma=sigma_x, observed=X) with scalar sigma_x"
 )
-
-
-class ModelPatternError(ValueError):
-    """The model does not have the structure a step method needs."""
 
 
 @dataclass

@@ -29,7 +29,8 @@ from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 
-from pymc_ibp.step_methods.model_matching import ModelPatternError, matched_models
+from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.step_methods.model_matching import matched_models
 
 __all__ = ["IBPScaleSlice"]
 

@@ -24,8 +24,7 @@ from pytensor.tensor.random.basic import BernoulliRV
 
 from pymc_ibp._numba_utils import bernoulli_logodds
 from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.step_methods.linear_gaussian import TruncationWarning
-from pymc_ibp.step_methods.model_matching import ModelPatternError
+from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 
 __all__ = ["IBPGibbs"]
 

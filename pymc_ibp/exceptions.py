@@ -1,0 +1,20 @@
+"""Exceptions and warnings shared by every part of :mod:`pymc_ibp`."""
+
+from __future__ import annotations
+
+__all__ = ["ModelPatternError", "TruncationWarning"]
+
+
+class ModelPatternError(ValueError):
+    """The model does not have the structure a step method needs.
+
+    The message names the variable and the pattern the step expects.
+    """
+
+
+class TruncationWarning(UserWarning):
+    """All ``K_max`` feature slots of an IBP matrix were in use: the truncation may bind.
+
+    The message names ``K_max`` and the variable; raise ``K_max`` (the length of the
+    ``feature`` dim) and re-run.  The sample stat ``ibp_kmax_hit`` marks the affected draws.
+    """
