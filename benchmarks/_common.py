@@ -295,25 +295,11 @@ def collapsed_log_joint(Z, X, sigma_x, sigma_a, alpha, beta=1.0, prior=True):
     """``log p(X | Z) + log P(Z)``: A integrated out (spec §3.1, E14) and the truncated IBP
     pmf of :class:`pymc_ibp.IBP`; the same number as the ``ibp_log_joint`` stat.
     ``prior=False``: the collapsed log-likelihood ``log p(X | Z)`` alone."""
-    from scipy import stats
-
     from pymc_ibp.step_methods import kernels
 
-    Z = np.asarray(Z, dtype=np.int64)
-    n, d = X.shape
-    k_max = Z.shape[1]
-    m = Z.sum(axis=0)
-    act = np.flatnonzero(m > 0)
-    G, RX = kernels.suff_stats(Z, X, act)
     sx2, sa2 = float(sigma_x) ** 2, float(sigma_a) ** 2
-    ll = kernels.collapsed_loglik(G, RX, float((X * X).sum()), n, d, sx2, sa2)
-    if not prior:
-        return float(ll)
-    mass = alpha * float(np.sum(beta / (beta + np.arange(n))))
-    log_norm = float(stats.poisson.logcdf(k_max, mass))
-    lp = kernels.ibp_log_prior_compact(m[act].astype(np.float64), n, k_max, float(alpha),
-                                       float(beta), log_norm)
-    return float(ll + lp)
+    joint, ll = kernels.log_joint_of(Z, X, sx2, sa2, alpha, beta)
+    return float(joint if prior else ll)
 
 
 def ess_bulk(x) -> float:

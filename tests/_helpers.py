@@ -1,9 +1,19 @@
-"""Shared helpers of the statistical tests."""
+"""The shared exact-enumeration harness of the statistical tests: every binary matrix of a
+tiny problem, its exact posterior, chain runners and the pooled χ² test."""
 
 import itertools
 
 import numpy as np
-from scipy import stats
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from scipy import special, stats
+
+import pymc_ibp as pmi
+
+
+#: the 3 x 2 data set of the exact-enumeration tests (512 labelled 3 x 3 matrices)
+ENUM_X = np.array([[1.2, -0.3], [1.0, 0.9], [0.1, 1.1]])
 
 
 def all_binary_matrices(n, k):
@@ -28,3 +38,46 @@ def chi2_pooled(observed, expected, min_expected=5.0):
     keep = exp > 0
     obs, exp = obs[keep], exp[keep]
     return stats.chisquare(obs, exp * obs.sum() / exp.sum())
+
+
+def lg_model(X, k_max, alpha=1.0, sigma_x=0.7, sigma_a=1.0, beta=1.0):
+    n, d = X.shape
+    with pm.Model(coords={"obs": range(n), "feature": range(k_max), "dim": range(d)}) as model:
+        Z = pmi.IBP("Z", alpha, beta, dims=("obs", "feature"))
+        A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
+        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X, dims=("obs", "dim"))
+    return model
+
+def ibp_logp_fn(n, k, alpha, beta=1.0):
+    value = pt.tensor3("value", dtype="int64")
+    lp = pm.logp(pmi.IBP.dist(alpha, beta, shape=(n, k)), value)
+    return pytensor.function([value], lp)
+
+def exact_posterior(X, k_max, alpha, sigma_x, sigma_a, beta=1.0):
+    """p(Z | X_obs) for every labelled Z by enumeration; A integrated out column by column."""
+    n, d = X.shape
+    mats = all_binary_matrices(n, k_max)
+    lp = ibp_logp_fn(n, k_max, alpha, beta)(mats)
+    for i, Z in enumerate(mats):
+        for j in range(d):
+            obs = ~np.isnan(X[:, j])
+            Zo = Z[obs].astype(float)
+            cov = sigma_a**2 * Zo @ Zo.T + sigma_x**2 * np.eye(obs.sum())
+            lp[i] += stats.multivariate_normal.logpdf(X[obs, j], np.zeros(obs.sum()), cov)
+    return mats, np.exp(lp - special.logsumexp(lp))
+
+def run_chain(step, model, n_sweeps, seed, thin=1):
+    step.setup_chain(np.random.default_rng(seed), tune=0, draws=n_sweeps)
+    point = model.initial_point()
+    out, stats_ = [], []
+    for it in range(n_sweeps):
+        point, st = step.step(point)
+        if it % thin == 0:
+            out.append(point["Z"].copy())
+            stats_.append(st[0])
+    return np.array(out), stats_
+
+def rand_state(rng, n, k, d, p=0.4):
+    Z = (rng.random((n, k)) < p).astype(np.int64)
+    X = rng.normal(size=(n, d))
+    return Z, X

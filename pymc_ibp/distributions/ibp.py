@@ -48,29 +48,21 @@ from pymc.distributions.distribution import Discrete
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_ibp._numba_utils import categorical_logp, partial_shuffle
+from pymc_ibp.distributions.ibp_math import ibp_logp_symbolic, ibp_mass, log_beta_term
 
-__all__ = ["IBP", "IBPRV", "ibp_log_normaliser", "ibp_mass"]
+__all__ = ["IBP", "IBPRV", "ibp_draw_core"]
 
 
 # --------------------------------------------------------------------------------------------
 # numba core sampler
 # --------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def _ibp_mass_numba(alpha, beta, n):
-    """α S_N(β) = α Σ_{i=1..N} β/(β+i-1): the Poisson mean of K+."""
-    s = 0.0
-    for i in range(1, n + 1):
-        s += beta / (beta + i - 1.0)
-    return alpha * s
-
-
-@numba.njit(cache=True)
 def ibp_draw_core(rng, alpha, beta, n, k_max):
     """One exact draw of an ``n x k_max`` IBP(α, β) matrix conditioned on ``K+ <= k_max``."""
     out = np.zeros((n, k_max), dtype=np.int64)
     if n == 0 or k_max == 0:
         return out
-    lam = _ibp_mass_numba(alpha, beta, n)
+    lam = ibp_mass(alpha, beta, n)
     # K+ ~ Poisson(lam) truncated to 0..k_max (inversion in log space)
     logw = np.empty(k_max + 1)
     for k in range(k_max + 1):
@@ -80,7 +72,7 @@ def ibp_draw_core(rng, alpha, beta, n, k_max):
     logm = np.empty(n)
     for m in range(1, n + 1):
         logm[m - 1] = (_log_factorial(n) - _log_factorial(m) - _log_factorial(n - m)
-                       + _lbeta(m, n - m + beta))
+                       + log_beta_term(m, n, beta))
     slots = np.arange(k_max)
     partial_shuffle(rng, slots, kplus)  # random distinct column slots
     rows = np.arange(n)
@@ -96,10 +88,6 @@ def ibp_draw_core(rng, alpha, beta, n, k_max):
 def _log_factorial(k):
     return math.lgamma(k + 1.0)
 
-
-@numba.njit(cache=True)
-def _lbeta(a, b):
-    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,24 +136,6 @@ def _register_numba():
 
 
 _register_numba()
-
-
-# --------------------------------------------------------------------------------------------
-# symbolic helpers (shared with the step methods and the tests)
-# --------------------------------------------------------------------------------------------
-def ibp_mass(alpha, beta, n):
-    """Symbolic ``α S_N(β) = α Σ_{i=1..N} β/(β+i-1)``: the Poisson mean of ``K+``.
-
-    Written as a sum rather than ``β(ψ(β+N) - ψ(β))`` because the gradient of the digamma
-    form needs trigamma, which has no numba implementation (object-mode fallback).
-    """
-    i = pt.arange(pt.cast(n, "int64"), dtype="float64")
-    return alpha * (beta / (beta[..., None] + i)).sum(axis=-1)
-
-
-def ibp_log_normaliser(alpha, beta, n, k_max):
-    """Symbolic ``log P(K+ <= K_max)`` for ``K+ ~ Poisson(α S_N(β))``."""
-    return pt.log(pt.gammaincc(k_max + 1.0, ibp_mass(alpha, beta, n)))
 
 
 class IBP(Discrete):
@@ -240,24 +210,7 @@ class IBP(Discrete):
         return pt.zeros_like(rv)
 
     def logp(value, alpha, beta, n, k_max):
-        nf = pt.cast(n, "float64")
-        kf = pt.cast(k_max, "float64")
-        m = value.sum(axis=-2)  # (..., K_max)
-        active = pt.gt(m, 0)
-        kplus = active.sum(axis=-1)
-        mf = pt.cast(m, "float64")
-        safe_m = pt.switch(active, mf, 1.0)
-        lbeta = pt.gammaln(safe_m) + pt.gammaln(nf - safe_m + beta) - pt.gammaln(nf + beta)
-        lp = (
-            kplus * pt.log(alpha * beta)
-            - ibp_mass(alpha, beta, n)
-            + pt.switch(active, lbeta, 0.0).sum(axis=-1)
-            + pt.gammaln(kf - kplus + 1.0)
-            - pt.gammaln(kf + 1.0)
-            - ibp_log_normaliser(alpha, beta, n, kf)
-        )
-        binary = pt.all(pt.eq(value, 0) | pt.eq(value, 1), axis=(-2, -1))
-        lp = pt.switch(binary, lp, -np.inf)
+        lp = ibp_logp_symbolic(value, alpha, beta, n, k_max)
         return check_parameters(lp, alpha > 0, beta > 0, msg="alpha > 0, beta > 0")
 
 

@@ -24,9 +24,9 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import GammaRV
-from scipy import stats
 
 from pymc_ibp.distributions.ibp import IBPRV
+from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.exceptions import ModelPatternError
 
 __all__ = ["IBPAlphaGibbs", "alpha_update"]
@@ -40,7 +40,7 @@ def alpha_update(rng, alpha, kplus, a, b, s, k_max):
     ``s = Σ_{i=1..N} β/(β+i-1)``; the proposal is ``Gamma(a + K+, b + s)`` (shape, rate).
     """
     prop = rng.gamma(a + kplus, 1.0 / (b + s))  # numpy takes scale = 1/rate
-    log_acc = stats.poisson.logcdf(k_max, alpha * s) - stats.poisson.logcdf(k_max, prop * s)
+    log_acc = log_poisson_cdf(k_max, alpha * s) - log_poisson_cdf(k_max, prop * s)
     acc = math.exp(min(0.0, log_acc))
     return (prop if rng.random() < acc else alpha), acc
 
@@ -114,7 +114,7 @@ class IBPAlphaGibbs(BlockedStep):
         beta = float(np.asarray(self._beta_fn(point)))
         Z = point[self.z_name]
         kplus = int((Z.sum(axis=0) > 0).sum())
-        s = float(np.sum(beta / (beta + np.arange(self.n))))
+        s = harmonic_mass(beta, self.n)
         alpha = float(self._bwd(point[self.alpha_value_name]))
         new_alpha, acc = alpha_update(self.rng, alpha, kplus, self.a, self.b, s, self.k_max)
         new = dict(point)

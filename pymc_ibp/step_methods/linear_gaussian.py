@@ -18,11 +18,9 @@ from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.tensor.random.basic import NormalRV
-from scipy import stats
 
 from pymc_ibp.distributions.ibp import IBPRV, ibp_draw_core
 from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods import split_merge as sm_kernels
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods.model_matching import (
     PATTERN,
@@ -111,8 +109,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.init_anneal = bool(init_anneal)
         self._data_var = float(np.nanvar(spec.X))
         self.split_merge = int(split_merge)
-        kinds = {"sequential": sm_kernels.sequential_split_merge,
-                 "random": sm_kernels.random_split_merge}
+        kinds = {"sequential": kernels.sequential_split_merge,
+                 "random": kernels.random_split_merge}
         if split_merge_proposal not in kinds:
             raise ValueError(f"split_merge_proposal must be one of {sorted(kinds)}; got "
                              f"{split_merge_proposal!r}.")
@@ -150,19 +148,12 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     def _log_joint(self, Z, X, trXX, sx2, sa2, alpha, beta):
         """Collapsed ``log p(X | Z, σ) + log P(Z | α, β)`` and ``log p(X | Z, σ)``."""
-        m = Z.sum(axis=0)
-        act = np.flatnonzero(m > 0)
-        G, RX = kernels.suff_stats(Z, X, act)
-        return self._log_joint_stats(G, RX, m[act], trXX, sx2, sa2, alpha, beta)
+        return kernels.log_joint_of(Z, X, sx2, sa2, alpha, beta, trXX)
 
     def _log_joint_stats(self, G, RX, m_act, trXX, sx2, sa2, alpha, beta):
         """:meth:`_log_joint` from the active columns' ``ZᵀZ``, ``ZᵀX`` and sizes."""
-        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, self.d, sx2, sa2)
-        mass = alpha * float(np.sum(beta / (beta + np.arange(self.n))))
-        log_norm = float(stats.poisson.logcdf(self.k_max, mass))
-        logprior = kernels.ibp_log_prior_compact(np.asarray(m_act, dtype=np.float64), self.n,
-                                                 self.k_max, alpha, beta, log_norm)
-        return loglik + logprior, loglik
+        return kernels.collapsed_log_joint(G, RX, np.asarray(m_act, dtype=np.int64), trXX,
+                                           self.n, self.d, sx2, sa2, alpha, beta, self.k_max)
 
     def _restart(self, Z, X, trXX, sx2, sa2, alpha, beta):
         """Multi-start burn-in (tuning only): the first ``R·L`` tuning sweeps are ``R``
@@ -324,7 +315,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         one feature merging.
     split_merge_proposal : {"sequential", "random"}
         ``"sequential"`` (default): anchored, sequentially-allocated proposals whose owners
-        are allocated by their collapsed predictive (:mod:`pymc_ibp.step_methods.split_merge`);
+        are allocated by their collapsed predictive (:mod:`pymc_ibp.step_methods.kernels.split_merge`);
         they split and merge features of any size.  ``"random"``: the spec's uniform
         allocation, whose acceptance decays like ``3^{-m}`` in the feature size ``m``.
     init_restarts : int
@@ -358,7 +349,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
             return kernels.accelerated_sweep_window(self.rng, Z, X, m, sx2, sa2, alpha, beta,
                                                     self.refresh, self.window)
         return kernels.accelerated_sweep(self.rng, Z, X, m, sx2, sa2, alpha, beta, self.refresh,
-                                         self.greedy)
+                                         self.greedy, kernels.NO_LOGODDS)
 
 
 class CollapsedGibbs(_LinearGaussianIBPStep):

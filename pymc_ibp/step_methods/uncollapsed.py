@@ -24,6 +24,7 @@ from pytensor.tensor.random.basic import BernoulliRV
 
 from pymc_ibp._numba_utils import bernoulli_logodds
 from pymc_ibp.distributions.ibp import IBPRV
+from pymc_ibp.distributions.ibp_math import log_birth_rate, prior_logodds
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 
 __all__ = ["IBPGibbs"]
@@ -40,14 +41,14 @@ def ibp_column_gibbs(rng, Z, k, ll1, ll0, m, n_active, alpha, beta):
     the returned active count are kept up to date.  Returns ``(flips, n_active)``.
     """
     n, k_max = Z.shape
-    log_lam = math.log(alpha * beta / (n - 1.0 + beta))
+    log_lam = log_birth_rate(alpha, beta, n)
     flips = 0
     for i in range(n):
         old = Z[i, k]
         mk = m[k] - old
         others = n_active - (1 if m[k] > 0 else 0)
         if mk > 0:
-            lo = math.log(mk) - math.log(n - 1.0 - mk + beta)
+            lo = prior_logodds(mk, n, beta)
         else:
             lo = log_lam - math.log(k_max - others)
         new = bernoulli_logodds(rng, lo + ll1[i] - ll0[i])

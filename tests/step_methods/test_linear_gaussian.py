@@ -2,146 +2,15 @@
 
 import numpy as np
 import pymc as pm
-import pytensor
-import pytensor.tensor as pt
 import pytest
-from scipy import special, stats
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods import kernels, split_merge
-from tests._helpers import all_binary_matrices, chi2_pooled, codes
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------------------------
-def lg_model(X, k_max, alpha=1.0, sigma_x=0.7, sigma_a=1.0, beta=1.0):
-    n, d = X.shape
-    with pm.Model(coords={"obs": range(n), "feature": range(k_max), "dim": range(d)}) as model:
-        Z = pmi.IBP("Z", alpha, beta, dims=("obs", "feature"))
-        A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
-        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X, dims=("obs", "dim"))
-    return model
-
-
-def ibp_logp_fn(n, k, alpha, beta=1.0):
-    value = pt.tensor3("value", dtype="int64")
-    lp = pm.logp(pmi.IBP.dist(alpha, beta, shape=(n, k)), value)
-    return pytensor.function([value], lp)
-
-
-def exact_posterior(X, k_max, alpha, sigma_x, sigma_a, beta=1.0):
-    """p(Z | X_obs) for every labelled Z by enumeration; A integrated out column by column."""
-    n, d = X.shape
-    mats = all_binary_matrices(n, k_max)
-    lp = ibp_logp_fn(n, k_max, alpha, beta)(mats)
-    for i, Z in enumerate(mats):
-        for j in range(d):
-            obs = ~np.isnan(X[:, j])
-            Zo = Z[obs].astype(float)
-            cov = sigma_a**2 * Zo @ Zo.T + sigma_x**2 * np.eye(obs.sum())
-            lp[i] += stats.multivariate_normal.logpdf(X[obs, j], np.zeros(obs.sum()), cov)
-    return mats, np.exp(lp - special.logsumexp(lp))
-
-
-def run_chain(step, model, n_sweeps, seed, thin=1):
-    step.setup_chain(np.random.default_rng(seed), tune=0, draws=n_sweeps)
-    point = model.initial_point()
-    out, stats_ = [], []
-    for it in range(n_sweeps):
-        point, st = step.step(point)
-        if it % thin == 0:
-            out.append(point["Z"].copy())
-            stats_.append(st[0])
-    return np.array(out), stats_
-
-
-def rand_state(rng, n, k, d, p=0.4):
-    Z = (rng.random((n, k)) < p).astype(np.int64)
-    X = rng.normal(size=(n, d))
-    return Z, X
-
-
-# ---------------------------------------------------------------------------------------------
-# the conditionals
-# ---------------------------------------------------------------------------------------------
-def test_collapsed_loglik_matches_direct_mvn():
-    rng = np.random.default_rng(1)
-    Z, X = rand_state(rng, 7, 3, 4)
-    sx, sa = 0.6, 1.3
-    G, RX = kernels.suff_stats(Z, X, np.arange(3))
-    got = kernels.collapsed_loglik(G, RX, float((X**2).sum()), 7, 4, sx**2, sa**2)
-    cov = sa**2 * Z @ Z.T + sx**2 * np.eye(7)
-    ref = sum(stats.multivariate_normal.logpdf(X[:, j], np.zeros(7), cov) for j in range(4))
-    np.testing.assert_allclose(got, ref, rtol=1e-12)
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_accelerated_and_collapsed_conditionals_agree(seed):
-    """log p(X|Z¹) - log p(X|Z⁰) (collapsed) equals the predictive-ratio of row n under the
-    rank-one downdated posterior p(A | X₋ₙ, Z₋ₙ) (accelerated, spec §4.4) to 1e-9."""
-    rng = np.random.default_rng(seed)
-    n, k, d = 9, 4, 3
-    Z, X = rand_state(rng, n, k, d)
-    sx2, sa2 = 0.5**2, 1.2**2
-    trXX = float((X**2).sum())
-    # full-data posterior, then remove row i by the corrected E1 rank-one downdate
-    G, RX = kernels.suff_stats(Z, X, np.arange(k))
-    Sig, mu, _ = kernels.posterior_from_stats(G, RX, sx2, sa2)
-    for i in range(n):
-        z = Z[i].astype(float)
-        v = Sig @ z
-        c = sx2 - z @ v
-        Sig_m = Sig + np.outer(v, v) / c
-        mu_m = mu - np.outer(v, X[i] - z @ mu) / c
-        for kk in range(k):
-            lls = []
-            llc = []
-            for val in (0, 1):
-                zz = z.copy()
-                zz[kk] = val
-                s2 = zz @ Sig_m @ zz + sx2
-                r = X[i] - zz @ mu_m
-                lls.append(-0.5 * d * np.log(2 * np.pi * s2) - r @ r / (2 * s2))
-                Z2 = Z.copy()
-                Z2[i, kk] = val
-                G2, RX2 = kernels.suff_stats(Z2, X, np.arange(k))
-                llc.append(kernels.collapsed_loglik(G2, RX2, trXX, n, d, sx2, sa2))
-            np.testing.assert_allclose(lls[1] - lls[0], llc[1] - llc[0], rtol=1e-9, atol=1e-9)
-
-
-def test_feature_draw_moments():
-    """A | Z, X draws have the posterior mean and covariance of spec §3.1."""
-    rng = np.random.default_rng(0)
-    Z, X = rand_state(rng, 50, 5, 3)
-    G, RX = kernels.suff_stats(Z, X, np.arange(5))
-    Sig, mu, _ = kernels.posterior_from_stats(G, RX, 0.3, 2.0)
-    draws = np.array([kernels.draw_active_features(rng, G, RX, 0.3, 2.0) for _ in range(20000)])
-    se = np.sqrt(np.diag(Sig))[:, None] / np.sqrt(len(draws))
-    assert np.all(np.abs(draws.mean(axis=0) - mu) < 5 * se)
-    for j in range(3):
-        np.testing.assert_allclose(np.cov(draws[:, :, j].T), Sig, atol=0.1 * np.abs(Sig).max())
-
-
-def test_rank_one_drift_ill_conditioned():
-    """10^4 rank-one down/up-dates on data whose dimensions' variances differ 100x: the
-    maintained posterior matches a from-scratch Cholesky to 1e-8 relative."""
-    rng = np.random.default_rng(3)
-    n, k, d = 200, 8, 6
-    Z = (rng.random((n, k)) < 0.3).astype(np.int64)
-    X = rng.normal(size=(n, d)) * np.array([10.0, 10.0, 1.0, 1.0, 0.1, 0.1])
-    rows = rng.integers(0, n, size=5000)  # 5000 rows x (remove + add) = 10^4 updates
-    Sig, mu = kernels.accelerated_state_after_rows(Z, X, rows, 0.05**2, 1.0)
-    G, RX = kernels.suff_stats(Z, X, np.arange(k))
-    Sig0, mu0, _ = kernels.posterior_from_stats(G, RX, 0.05**2, 1.0)
-    assert np.abs(Sig - Sig0).max() / np.abs(Sig0).max() < 1e-8
-    assert np.abs(mu - mu0).max() / np.abs(mu0).max() < 1e-8
+from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior, lg_model, run_chain
 
 
 # ---------------------------------------------------------------------------------------------
 # exact posterior by enumeration
 # ---------------------------------------------------------------------------------------------
-ENUM_X = np.array([[1.2, -0.3], [1.0, 0.9], [0.1, 1.1]])
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 binds by design
@@ -305,40 +174,6 @@ def test_truncation_warning_names_kmax():
 # ---------------------------------------------------------------------------------------------
 # split-merge moves
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "kernel,X,k_max,n_props,min_acc",
-    [
-        ("random", ENUM_X, 3, 1, 0.05),
-        ("sequential", ENUM_X, 3, 1, 0.05),
-        # N = 4, K_max = 3 (4096 states): columns of size 3-4 and one proposal chain of 3 moves
-        ("sequential", np.vstack([ENUM_X, [[1.1, 0.8]]]), 3, 3, 0.05),
-    ],
-    ids=["random-3x3", "sequential-3x3", "sequential-4x3"],
-)
-def test_split_merge_kernel_leaves_posterior_invariant(kernel, X, k_max, n_props, min_acc):
-    """i.i.d. exact-posterior draws pushed through split–merge proposals must still follow the
-    exact posterior (χ² on independent samples: a direct test of the MH ratio)."""
-    fn = {"random": split_merge.random_split_merge,
-          "sequential": split_merge.sequential_split_merge}[kernel]
-    X = np.asarray(X, dtype=float).copy()
-    alpha, sx, sa = 2.0, 0.5, 1.0
-    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
-    rng = np.random.default_rng(5)
-    n = 40000
-    idx = rng.choice(len(mats), size=n, p=post)
-    out = np.empty(n, dtype=np.int64)
-    trXX = float((X**2).sum())
-    accepted = 0
-    for j, i in enumerate(idx):
-        Z = mats[i].copy()
-        m = Z.sum(axis=0).astype(np.int64)
-        accepted += fn(rng, Z, X, m, sx**2, sa**2, alpha, 1.0, n_props, trXX)
-        assert np.array_equal(m, Z.sum(axis=0))
-        out[j] = codes(Z[None])[0]
-    assert accepted > min_acc * n  # the moves do move
-    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
-    res = chi2_pooled(counts, post * n)
-    assert res.pvalue > 1e-3, res
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")

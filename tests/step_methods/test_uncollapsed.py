@@ -112,7 +112,7 @@ def test_not_a_binary_matrix_is_an_error():
 def test_ibpgibbs_with_exact_feature_draws_matches_collapsed_posterior():
     """IBPGibbs on Z alternating with the exact A | Z, X draw (AcceleratedGibbs given only A)
     targets p(Z, A | X): the Z-marginal must match the enumerated collapsed posterior."""
-    from tests.test_linear_gaussian_samplers import ENUM_X, exact_posterior, lg_model
+    from tests._helpers import ENUM_X, exact_posterior, lg_model
 
     k_max, alpha, sx, sa = 3, 1.5, 0.5, 1.0
     mats, post = exact_posterior(ENUM_X, k_max, alpha, sx, sa)

@@ -31,7 +31,7 @@ empty-slot choice ``1/(K_max-K_+)`` cancels the ``(K_max-K_+)!`` of the pmf, so 
 (``q`` = product of the sequential choice probabilities; ``B`` the Beta function) and a merge
 with the reciprocal, ``q`` replayed.  The row order is a uniform permutation drawn afresh in
 either direction, an auxiliary variable that cancels.  Exactness is tested by pushing i.i.d.
-exact-posterior draws through the move (tests/test_linear_gaussian_samplers.py).
+exact-posterior draws through the move (tests/kernels/test_split_merge.py).
 
 Cost per proposal: ``O(m (K² + KD) + K³ + K²D)`` for a column of size ``m`` — rank-one
 updates of the feature posterior (:func:`kernels.row_update`), never a full pass over the data
@@ -46,25 +46,17 @@ import numba
 import numpy as np
 
 from pymc_ibp._numba_utils import categorical_logp
-from pymc_ibp.step_methods.kernels import (
-    _random_free_slots,
-    _residual,
-    _sig_z,
-    _stats_with_row,
-    active_slots,
+from pymc_ibp.distributions.ibp_math import log_beta_term
+from pymc_ibp.step_methods.kernels.gaussian import (
     collapsed_loglik,
     posterior_from_stats,
-    row_update,
+    stats_with_row,
     suff_stats,
 )
+from pymc_ibp.step_methods.kernels.rows import residual, row_update, sig_z
+from pymc_ibp.step_methods.kernels.slots import active_slots, random_free_slots
 
 _LOG3 = math.log(3.0)
-
-
-@numba.njit(cache=True)
-def _log_beta_term(c, n, beta):
-    """``log B(c, N - c + β) - log(…)`` part of the IBP pmf for one column of size ``c``."""
-    return math.lgamma(c) + math.lgamma(n - c + beta) - math.lgamma(n + beta)
 
 
 @numba.njit(cache=True)
@@ -87,8 +79,8 @@ def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, be
     the prior (spec §4.6, adapted to slot placement).
     """
     log_am = -mm * _LOG3 - math.log1p(-2.0 * math.exp(-mm * _LOG3))
-    return (ll_split - ll_merged + math.log(alpha * beta) + _log_beta_term(m1, n, beta)
-            + _log_beta_term(m2, n, beta) - _log_beta_term(mm, n, beta)
+    return (ll_split - ll_merged + math.log(alpha * beta) + log_beta_term(m1, n, beta)
+            + log_beta_term(m2, n, beta) - log_beta_term(mm, n, beta)
             - math.log(kplus_merged + 1.0) - log_am)
 
 
@@ -116,7 +108,7 @@ def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
             if k == 0 or k == k_max:
                 continue
             a = act[int(rng.random() * k)]
-            _random_free_slots(rng, act, k, k_max, 1, free)
+            random_free_slots(rng, act, k, k_max, 1, free)
             e = free[0]
             mm = m[a]
             while True:
@@ -251,13 +243,13 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
     for q in range(nr + 2):
         r = rows[q] if q < nr else (i if q == nr else j)
         _compact_row(Z, r, lay, kk, z)
-        _stats_with_row(G, RX, z, X[r], kk, -1.0)
+        stats_with_row(G, RX, z, X[r], kk, -1.0)
     for anchor in range(2):
         r = i if anchor == 0 else j
         _compact_row(Z, r, lay, kk, z)
         z[ia] = 1.0 if anchor == 0 else 0.0
         z[ib] = 0.0 if anchor == 0 else 1.0
-        _stats_with_row(G, RX, z, X[r], kk, 1.0)
+        stats_with_row(G, RX, z, X[r], kk, 1.0)
     Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
     v = np.empty(kk)
     e = np.empty(d)
@@ -271,8 +263,8 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         z[ib] = 0.0
         # the three options differ from the base row z (neither column) by e_ia, e_ib or both:
         # predictive variance s = σx² + zᵀΣz and residual x - zμ updated in O(K + D)
-        q0 = _sig_z(Sig, z, kk, v)  # v = Σz
-        _residual(x, z, mu, kk, e)  # e = x - zμ
+        q0 = sig_z(Sig, z, kk, v)  # v = Σz
+        residual(x, z, mu, kk, e)  # e = x - zμ
         rr_a = 0.0
         rr_b = 0.0
         rr_ab = 0.0
@@ -305,7 +297,7 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         z[ia] = 1.0 if o != 1 else 0.0
         z[ib] = 1.0 if o != 0 else 0.0
         row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
-        _stats_with_row(G, RX, z, x, kk, 1.0)
+        stats_with_row(G, RX, z, x, kk, 1.0)
     return logq
 
 
@@ -352,7 +344,7 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
         if split:  # ---------------- split ci into (ci: anchor i) and (t: anchor j)
             if k == k_max:
                 continue
-            _random_free_slots(rng, act, k, k_max, 1, free)
+            random_free_slots(rng, act, k, k_max, 1, free)
             t = free[0]
             kk = k + 1
             for a in range(k):
@@ -392,8 +384,8 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
                 if alloc[q] != 0:
                     m2 += 1
             mm = m[s1]
-            log_acc = (ll_split - ll + log_ab + _log_beta_term(m1, n, beta)
-                       + _log_beta_term(m2, n, beta) - _log_beta_term(mm, n, beta) - logq)
+            log_acc = (ll_split - ll + log_ab + log_beta_term(m1, n, beta)
+                       + log_beta_term(m2, n, beta) - log_beta_term(mm, n, beta) - logq)
             ll_new = ll_split
         else:
             Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
@@ -404,10 +396,10 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
             for q in range(nr + 2):
                 r = rows[q] if q < nr else (i if q == nr else j)
                 _compact_row(Z, r, lay, kk, z)
-                _stats_with_row(Gm, RXm, z, X[r], kk, -1.0)
+                stats_with_row(Gm, RXm, z, X[r], kk, -1.0)
                 z[ia] = 1.0
                 z[ib] = 0.0
-                _stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
+                stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
             keep = np.empty(kk - 1, dtype=np.int64)
             c = 0
             for a in range(kk):
@@ -419,8 +411,8 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
             m1 = m[s1]
             m2 = m[s2]
             mm = nr + 2
-            log_acc = (ll_new - ll - log_ab - _log_beta_term(m1, n, beta)
-                       - _log_beta_term(m2, n, beta) + _log_beta_term(mm, n, beta) + logq)
+            log_acc = (ll_new - ll - log_ab - log_beta_term(m1, n, beta)
+                       - log_beta_term(m2, n, beta) + log_beta_term(mm, n, beta) + logq)
         if math.log(rng.random()) < log_acc:
             for q in range(nr + 2):
                 r = rows[q] if q < nr else (i if q == nr else j)

@@ -1,0 +1,82 @@
+"""Numba kernels of the samplers, one concept per module.
+
+========================  =====================================================================
+module                    concept
+========================  =====================================================================
+``linalg``                Cholesky inverses and triangular solves
+``gaussian``              the linear-Gaussian likelihood with ``A`` integrated out: sufficient
+                          statistics, feature posterior, collapsed likelihood and log joint,
+                          exact ``A | Z`` draws
+``slots``                 bookkeeping of the active feature slots
+``rows``                  per-row kernels shared by every prior (rank-one updates, Gibbs of a
+                          row's entries given per-entry prior log-odds, birth counts)
+``sweeps``                accelerated (two prior modes), windowed and classic collapsed sweeps
+``split_merge``           split–merge Metropolis–Hastings moves
+========================  =====================================================================
+
+The IBP's own formulas (mass, log-Beta terms, prior log-odds, birth rate, truncation
+normaliser, pmf) live in :mod:`pymc_ibp.distributions.ibp_math`.
+"""
+
+from pymc_ibp.step_methods.kernels.gaussian import (
+    collapsed_log_joint,
+    collapsed_loglik,
+    draw_active_features,
+    draw_features,
+    log_joint_of,
+    posterior_from_stats,
+    stats_with_row,
+    suff_stats,
+)
+from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
+from pymc_ibp.step_methods.kernels.rows import (
+    birth_count,
+    gibbs_row_entries,
+    residual,
+    row_update,
+    sig_z,
+)
+from pymc_ibp.step_methods.kernels.slots import (
+    active_slots,
+    append_empty,
+    random_free_slots,
+    swap_remove,
+    sweep_state,
+)
+from pymc_ibp.step_methods.kernels.split_merge import random_split_merge, sequential_split_merge
+from pymc_ibp.step_methods.kernels.sweeps import (
+    NO_LOGODDS,
+    accelerated_sweep,
+    accelerated_sweep_window,
+    collapsed_sweep,
+)
+
+__all__ = [
+    "NO_LOGODDS",
+    "accelerated_sweep",
+    "accelerated_sweep_window",
+    "active_slots",
+    "append_empty",
+    "backward_sub_t",
+    "birth_count",
+    "chol_inverse",
+    "collapsed_log_joint",
+    "collapsed_loglik",
+    "collapsed_sweep",
+    "draw_active_features",
+    "draw_features",
+    "forward_sub",
+    "gibbs_row_entries",
+    "log_joint_of",
+    "posterior_from_stats",
+    "random_free_slots",
+    "random_split_merge",
+    "residual",
+    "row_update",
+    "sequential_split_merge",
+    "sig_z",
+    "stats_with_row",
+    "suff_stats",
+    "swap_remove",
+    "sweep_state",
+]

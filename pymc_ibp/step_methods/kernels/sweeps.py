@@ -1,0 +1,422 @@
+"""Gibbs sweeps of ``Z`` for the linear-Gaussian likelihood (numba).
+
+* :func:`accelerated_sweep` — the accelerated collapsed sampler (Doshi-Velez & Ghahramani
+  2009), ``O(N(K² + KD))`` per sweep, in two prior modes (IBP counts with births, or per-entry
+  prior log-odds without births);
+* :func:`accelerated_sweep_window` — the same conditionals with ``W`` rows removed at a time
+  (Doshi-Velez 2009, §4.2, the matrix-normal window likelihood);
+* :func:`collapsed_sweep` — the classic collapsed Gibbs sampler (Griffiths & Ghahramani 2011,
+  §5.1), which evaluates ``p(X | Z)`` in full for every entry: the reference the others are
+  tested against.
+
+Every random number is drawn from the numpy ``Generator`` passed in (the step's ``self.rng``).
+
+References
+----------
+.. [1] Doshi-Velez, F. and Ghahramani, Z. (2009). Accelerated sampling for the Indian buffet
+   process. *ICML 2009*.
+.. [2] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and extensions*.
+   MSc thesis, University of Cambridge.
+.. [3] Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction
+   and review. *JMLR* 12, 1185–1224.
+.. [4] Teh, Y. W., Görür, D. and Ghahramani, Z. (2007). Stick-breaking construction for the
+   Indian buffet process. *AISTATS 2007*.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from pymc_ibp._numba_utils import bernoulli_logodds, categorical_logp, partial_shuffle
+from pymc_ibp.distributions.ibp_math import log_birth_rate, prior_logodds
+from pymc_ibp.step_methods.kernels.gaussian import (
+    collapsed_loglik,
+    posterior_from_stats,
+    stats_with_row,
+)
+from pymc_ibp.step_methods.kernels.linalg import forward_sub
+from pymc_ibp.step_methods.kernels.rows import birth_count, gibbs_row_entries, row_update
+from pymc_ibp.step_methods.kernels.slots import (
+    append_empty,
+    random_free_slots,
+    swap_remove,
+    sweep_state,
+)
+
+#: ``logodds`` argument of :func:`accelerated_sweep` selecting the IBP-counts mode
+NO_LOGODDS = np.zeros((0, 0))
+
+
+@numba.njit(cache=True)
+def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logodds):
+    """One sweep of the accelerated collapsed Gibbs sampler (Doshi-Velez & Ghahramani 2009,
+    Alg. 1, with the rank-one updates of :func:`row_update`).
+
+    Maintains the full-data feature posterior ``(Σ, μ)`` and updates it by rank-one
+    Sherman–Morrison down/up-dates as each row is removed and re-added, so each element costs
+    ``O(K + D)`` and a sweep ``O(N(K² + KD))``.  ``Σ, μ`` are recomputed from the exact
+    statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` every ``refresh`` rows (drift control).
+
+    Two prior modes:
+
+    * **IBP counts with births** (``logodds`` of shape ``(0, 0)``): the prior of
+      :class:`pymc_ibp.IBP`.  Per row ``n`` (visited in random order):
+
+      1. remove row ``n`` from ``(Σ, μ)``, ``G``, ``RX`` and ``m``;
+      2. Gibbs each ``z_nk`` with ``m₋ₙₖ > 0`` (:func:`gibbs_row_entries`, prior log-odds
+         ``log m/(N-1-m+β)``), row-``n`` singletons kept in the likelihood (their posterior is
+         the prior, so they add ``σa²`` to the predictive variance and nothing to the mean);
+      3. block-Gibbs row ``n``'s singleton set: drop it, then draw ``j`` (:func:`birth_count`,
+         ``λ = αβ/(N-1+β)``, ``j`` up to the free slots — exact for the truncated prior) and
+         place the ``j`` features in uniformly random empty slots;
+      4. re-add row ``n``.
+
+    * **Per-entry prior log-odds without births** (``logodds`` of shape ``N x K_max``): the
+      entries are independent a priori given their probabilities, e.g.
+      ``Z ~ Bernoulli(π)`` under the stick-breaking construction (Teh, Görür & Ghahramani
+      2007), so every slot is a feature (empty ones have the prior ``N(0, σa²)`` as posterior)
+      and each ``z_nk`` is Gibbs-sampled with prior log-odds ``logodds[n, k]``.
+
+    ``m`` (column sums, length K_max) is updated in place, as is ``Z``.
+    Returns ``(flips, births, deaths, kmax_hit)``.
+    """
+    n, d = X.shape
+    k_max = Z.shape[1]
+    counts = logodds.shape[0] == 0
+    if counts:
+        act, k, G, RX, Sig, mu = sweep_state(Z, X, m)
+        log_lam = log_birth_rate(alpha, beta, n)
+    else:
+        act, k, G, RX, Sig, mu = sweep_state(Z, X, np.ones(k_max, dtype=np.int64))
+        log_lam = 0.0
+    flips = births = deaths = kmax_hit = 0
+    z = np.zeros(k_max)
+    v = np.zeros(k_max)
+    r = np.zeros(d)
+    e = np.zeros(d)
+    prior_lo = np.zeros(k_max)
+    skip = np.zeros(k_max, dtype=np.bool_)
+    order = np.arange(k_max)
+    logpj = np.zeros(k_max + 1)
+    free = np.empty(k_max, dtype=np.int64)
+    rows = rng.permutation(n)
+
+    for it in range(n):
+        i = rows[it]
+        if k > 0 and (it == 0 or (refresh > 0 and it % refresh == 0)):
+            S1, mu1, _ = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), sx2, sa2)
+            Sig[:k, :k] = S1
+            mu[:k] = mu1
+        x = X[i]
+        # ---- 1. remove row i ---------------------------------------------------------------
+        for a in range(k):
+            z[a] = 1.0 if Z[i, act[a]] != 0 else 0.0
+        row_update(Sig, mu, z, x, k, sx2, -1.0, v, e)
+        stats_with_row(G, RX, z, x, k, -1.0)
+        for a in range(k):
+            if z[a] != 0.0:
+                m[act[a]] -= 1
+        if counts:
+            for a in range(k):
+                ma = m[act[a]]
+                skip[a] = ma == 0
+                if ma == 0 and z[a] != 0.0:  # singleton of row i: exactly the prior posterior
+                    for b in range(k):
+                        Sig[a, b] = 0.0
+                        Sig[b, a] = 0.0
+                    Sig[a, a] = sa2
+                    for t in range(d):
+                        mu[a, t] = 0.0
+                elif ma > 0:
+                    prior_lo[a] = prior_logodds(ma, n, beta)
+        else:
+            for a in range(k):
+                prior_lo[a] = logodds[i, act[a]]
+        # ---- 2. element-wise Gibbs (all entries, or the shared features) -------------------
+        rr, s2, nfl = gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v,
+                                        order, greedy)
+        flips += nfl
+        # ---- 3. singletons of row i: drop, then block-Gibbs the new count ------------------
+        if counts:
+            a = 0
+            while a < k:
+                if z[a] != 0.0 and m[act[a]] == 0:
+                    s2 -= sa2
+                    deaths += 1
+                    z[a] = z[k - 1]
+                    k = swap_remove(a, k, act, Sig, mu, G, RX)
+                else:
+                    a += 1
+            jnew = birth_count(rng, k_max - k, log_lam, s2, rr, d, sa2, logpj, greedy)
+            if jnew > 0:
+                random_free_slots(rng, act, k, k_max, jnew, free)
+                for j in range(jnew):
+                    z[k] = 1.0
+                    k = append_empty(k, act, free[j], Sig, mu, G, RX, sa2)
+                births += jnew
+            if k == k_max:
+                kmax_hit = 1
+        # ---- 4. re-add row i ---------------------------------------------------------------
+        for c in range(k_max):
+            Z[i, c] = 0
+        for a in range(k):
+            if z[a] != 0.0:
+                Z[i, act[a]] = 1
+                m[act[a]] += 1
+        row_update(Sig, mu, z, x, k, sx2, 1.0, v, e)
+        stats_with_row(G, RX, z, x, k, 1.0)
+    return flips, births, deaths, kmax_hit
+
+@numba.njit(cache=True)
+def _window_loglik(C, E, d):
+    """Matrix-normal ``log N(X_W; Z_W μ₋W, C_W ⊗ I_D)`` up to ``-WD/2 log 2π`` ([000 eq 4.2]):
+    ``-D/2 log|C| - tr(Eᵀ C⁻¹ E)/2`` by one W×W Cholesky."""
+    L = np.linalg.cholesky(C)
+    logdet = 0.0
+    for i in range(L.shape[0]):
+        logdet += 2.0 * math.log(L[i, i])
+    Y = forward_sub(L, E)
+    return -0.5 * d * logdet - 0.5 * np.sum(Y * Y)
+
+
+@numba.njit(cache=True)
+def _window_moments(Zw, Sig, mu, Xw, k, sx2):
+    """``C_W = Z_W Σ Z_Wᵀ + σx² I`` and ``E = X_W - Z_W μ`` over the first ``k`` features."""
+    w = Zw.shape[0]
+    Zk = np.ascontiguousarray(Zw[:, :k])
+    C = Zk @ np.ascontiguousarray(Sig[:k, :k]) @ np.ascontiguousarray(Zk.T)
+    for i in range(w):
+        C[i, i] += sx2
+    E = Xw - Zk @ np.ascontiguousarray(mu[:k])
+    return C, E
+
+
+@numba.njit(cache=True)
+def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, window):
+    """Accelerated sweep removing ``W = window`` rows at a time (spec §4.4, [000 §4.2]).
+
+    The posterior ``(Σ₋W, μ₋W)`` of all rows outside the window is obtained by ``W`` rank-one
+    downdates; each ``z_nk`` of the window is then drawn from the prior odds times the
+    matrix-normal likelihood of the whole window, ``N(X_W; Z_W μ₋W, C_W ⊗ I)`` with
+    ``C_W = Z_W Σ₋W Z_Wᵀ + σx² I`` (cost ``O(W³ + W²D + WK)`` per entry), births of row ``n``
+    use ``C_W + jσa² e_n e_nᵀ``, and the window is re-added by ``W`` rank-one updates.  The
+    conditionals are exactly those of :func:`accelerated_sweep` (the window only changes the
+    arithmetic); ``W = 1`` is the cheapest, ``W > 1`` refactorises less often per row.
+    """
+    n, d = X.shape
+    k_max = Z.shape[1]
+    act, k, G, RX, Sig, mu = sweep_state(Z, X, m)
+    log_lam = log_birth_rate(alpha, beta, n)
+    flips = births = deaths = kmax_hit = 0
+    v = np.zeros(k_max)
+    e = np.zeros(d)
+    z = np.zeros(k_max)
+    order = np.arange(k_max)
+    logpj = np.zeros(k_max + 1)
+    free = np.empty(k_max, dtype=np.int64)
+    rows = rng.permutation(n)
+    done = 0
+    for start in range(0, n, window):
+        stop = min(start + window, n)
+        w = stop - start
+        wrows = rows[start:stop]
+        if k > 0 and (start == 0 or (refresh > 0 and done >= refresh)):
+            done = 0
+            S1, mu1, _ = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), sx2, sa2)
+            Sig[:k, :k] = S1
+            mu[:k] = mu1
+        done += w
+        # ---- remove the window ---------------------------------------------------------
+        Zw = np.zeros((w, k_max))
+        Xw = np.empty((w, d))
+        for r in range(w):
+            i = wrows[r]
+            Xw[r] = X[i]
+            for a in range(k):
+                Zw[r, a] = 1.0 if Z[i, act[a]] != 0 else 0.0
+            row_update(Sig, mu, Zw[r], X[i], k, sx2, -1.0, v, e)
+            stats_with_row(G, RX, Zw[r], X[i], k, -1.0)
+        for a in range(k):  # columns owned only inside the window: exactly the prior
+            if G[a, a] == 0.0:
+                for b in range(k):
+                    Sig[a, b] = 0.0
+                    Sig[b, a] = 0.0
+                Sig[a, a] = sa2
+                for t in range(d):
+                    mu[a, t] = 0.0
+        # ---- Gibbs the window's rows ---------------------------------------------------
+        for r in range(w):
+            for a in range(k):
+                order[a] = a
+            partial_shuffle(rng, order[:k], k)
+            C, E = _window_moments(Zw, Sig, mu, Xw, k, sx2)
+            ll_cur = _window_loglik(C, E, d)
+            for oi in range(k):
+                a = order[oi]
+                mk = m[act[a]] - int(Zw[r, a])  # owners other than this row
+                if mk == 0:
+                    continue
+                Zw[r, a] = 1.0 - Zw[r, a]
+                C2, E2 = _window_moments(Zw, Sig, mu, Xw, k, sx2)
+                ll_new = _window_loglik(C2, E2, d)
+                lo = prior_logodds(mk, n, beta)
+                lo += ll_new - ll_cur if Zw[r, a] != 0.0 else ll_cur - ll_new
+                now = int(Zw[r, a])
+                keep = bernoulli_logodds(rng, lo)
+                if keep == now:
+                    flips += 1
+                    ll_cur = ll_new
+                    m[act[a]] += 1 if now == 1 else -1
+                else:
+                    Zw[r, a] = 1.0 - Zw[r, a]
+            # singletons of this row (no other owner anywhere): drop, then draw the count
+            a = 0
+            while a < k:
+                if Zw[r, a] != 0.0 and m[act[a]] == 1:
+                    m[act[a]] = 0
+                    deaths += 1
+                    last = k - 1
+                    for rr in range(w):
+                        Zw[rr, a] = Zw[rr, last]
+                        Zw[rr, last] = 0.0
+                    k = swap_remove(a, k, act, Sig, mu, G, RX)
+                else:
+                    a += 1
+            C, E = _window_moments(Zw, Sig, mu, Xw, k, sx2)
+            navail = k_max - k
+            for j in range(navail + 1):
+                Cj = C.copy()
+                Cj[r, r] += j * sa2
+                logpj[j] = j * log_lam - math.lgamma(j + 1.0) + _window_loglik(Cj, E, d)
+            jnew = categorical_logp(rng, logpj, navail + 1)
+            if jnew > 0:
+                random_free_slots(rng, act, k, k_max, jnew, free)
+                for j in range(jnew):
+                    for rr in range(w):
+                        Zw[rr, k] = 0.0
+                    Zw[r, k] = 1.0
+                    m[free[j]] = 1
+                    k = append_empty(k, act, free[j], Sig, mu, G, RX, sa2)
+                births += jnew
+            if k == k_max:
+                kmax_hit = 1
+        # ---- write back and re-add the window ------------------------------------------
+        for r in range(w):
+            i = wrows[r]
+            for c in range(k_max):
+                Z[i, c] = 0
+            for a in range(k):
+                if Zw[r, a] != 0.0:
+                    Z[i, act[a]] = 1
+            for a in range(k):
+                z[a] = Zw[r, a]
+            row_update(Sig, mu, z, X[i], k, sx2, 1.0, v, e)
+            stats_with_row(G, RX, z, X[i], k, 1.0)
+    return flips, births, deaths, kmax_hit
+
+@numba.njit(cache=True)
+def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2):
+    """``log p(X | Z)`` after appending ``j`` new columns that are 1 in row ``x``'s row only
+    (``G``, ``RX`` already include that row with pattern ``z``)."""
+    kj = k + j
+    Gj = np.zeros((kj, kj))
+    RXj = np.zeros((kj, d))
+    Gj[:k, :k] = G[:k, :k]
+    RXj[:k] = RX[:k]
+    for b in range(k, kj):
+        RXj[b] = x
+        for b2 in range(k, kj):
+            Gj[b, b2] = 1.0
+        for a in range(k):
+            if z[a] != 0.0:
+                Gj[a, b] = 1.0
+                Gj[b, a] = 1.0
+    return collapsed_loglik(Gj, RXj, trXX, n, d, sx2, sa2)
+
+@numba.njit(cache=True)
+def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
+    """One sweep of the collapsed Gibbs sampler (spec §4.3, errata E4, E5, E35).
+
+    Each ``z_nk`` (``m₋ₙₖ > 0``) is drawn from ``m/(N-1-m+β) · p(X | Z)`` with ``p(X | Z)``
+    evaluated in full by :func:`collapsed_loglik` (``O(K³ + K²D)`` each, from cached ``ZᵀZ``,
+    ``ZᵀX``); row ``n``'s singleton set is then block-Gibbs sampled over ``j = 0..(free
+    slots)`` new features with ``Poisson(j; αβ/(N-1+β)) p(X | Z⁽ʲ⁾)``.  It shares no
+    likelihood code with :func:`accelerated_sweep`, which makes it the reference.
+    """
+    n, d = X.shape
+    k_max = Z.shape[1]
+    # no posterior is kept here; no_sig / no_mu only satisfy the shared slot helpers
+    act, k, G, RX, no_sig, no_mu = sweep_state(Z, X, m)
+    log_lam = log_birth_rate(alpha, beta, n)
+    flips = births = deaths = kmax_hit = 0
+    z = np.zeros(k_max)
+    ll = np.zeros(2)
+    logpj = np.zeros(k_max + 1)
+    free = np.empty(k_max, dtype=np.int64)
+    rows = rng.permutation(n)
+    for it in range(n):
+        i = rows[it]
+        x = X[i]
+        for a in range(k):
+            z[a] = 1.0 if Z[i, act[a]] != 0 else 0.0
+            if z[a] != 0.0:
+                m[act[a]] -= 1
+        perm = rng.permutation(k)
+        for oi in range(k):
+            a = perm[oi]
+            ma = m[act[a]]
+            if ma == 0:
+                continue
+            old = z[a]
+            for val in range(2):
+                stats_with_row(G, RX, z, x, k, -1.0)
+                z[a] = float(val)
+                stats_with_row(G, RX, z, x, k, 1.0)
+                ll[val] = collapsed_loglik(G[:k, :k], RX[:k], trXX, n, d, sx2, sa2)
+                stats_with_row(G, RX, z, x, k, -1.0)
+                z[a] = old
+                stats_with_row(G, RX, z, x, k, 1.0)
+            lo = prior_logodds(ma, n, beta) + ll[1] - ll[0]
+            newz = bernoulli_logodds(rng, lo)
+            if newz != int(old):
+                flips += 1
+                stats_with_row(G, RX, z, x, k, -1.0)
+                z[a] = float(newz)
+                stats_with_row(G, RX, z, x, k, 1.0)
+        # singletons: remove from the stats and the active set
+        a = 0
+        while a < k:
+            if z[a] != 0.0 and m[act[a]] == 0:
+                stats_with_row(G, RX, z, x, k, -1.0)
+                z[a] = 0.0
+                stats_with_row(G, RX, z, x, k, 1.0)
+                deaths += 1
+                z[a] = z[k - 1]
+                k = swap_remove(a, k, act, no_sig, no_mu, G, RX)
+            else:
+                a += 1
+        navail = k_max - k
+        for j in range(navail + 1):
+            logpj[j] = (j * log_lam - math.lgamma(j + 1.0)
+                        + _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2))
+        jnew = categorical_logp(rng, logpj, navail + 1)
+        if jnew > 0:
+            stats_with_row(G, RX, z, x, k, -1.0)
+            random_free_slots(rng, act, k, k_max, jnew, free)
+            for j in range(jnew):
+                z[k] = 1.0
+                k = append_empty(k, act, free[j], no_sig, no_mu, G, RX, sa2)
+            births += jnew
+            stats_with_row(G, RX, z, x, k, 1.0)
+        if k == k_max:
+            kmax_hit = 1
+        for c in range(k_max):
+            Z[i, c] = 0
+        for a in range(k):
+            if z[a] != 0.0:
+                Z[i, act[a]] = 1
+                m[act[a]] += 1
+    return flips, births, deaths, kmax_hit
