@@ -53,11 +53,12 @@ def ibp_logp_fn(n, k, alpha, beta=1.0):
     lp = pm.logp(pmi.IBP.dist(alpha, beta, shape=(n, k)), value)
     return pytensor.function([value], lp)
 
-def exact_posterior(X, k_max, alpha, sigma_x, sigma_a, beta=1.0):
-    """p(Z | X_obs) for every labelled Z by enumeration; A integrated out column by column."""
+def exact_posterior(X, k_max, alpha, sigma_x, sigma_a, beta=1.0, log_prior=None):
+    """p(Z | X_obs) for every labelled Z by enumeration; A integrated out column by column.
+    The prior is the IBP(alpha, beta) pmf, or ``log_prior(mats)`` when given."""
     n, d = X.shape
     mats = all_binary_matrices(n, k_max)
-    lp = ibp_logp_fn(n, k_max, alpha, beta)(mats)
+    lp = ibp_logp_fn(n, k_max, alpha, beta)(mats) if log_prior is None else log_prior(mats)
     for i, Z in enumerate(mats):
         for j in range(d):
             obs = ~np.isnan(X[:, j])

@@ -9,7 +9,9 @@ from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
 __all__ = ["AcceleratedGibbs", "CollapsedGibbs", "IBPAlphaGibbs", "IBPGibbs", "IBPScaleSlice"]
 
-# Competence is IDEAL only for the plugin's own patterns, so appending is safe.
-for _cls in (AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPGibbs):
+# Competence is IDEAL only for the plugin's own patterns, so going first is safe; it must go
+# first because pm.sample takes the first of equally competent steps, and PyMC's
+# BinaryGibbsMetropolis is also IDEAL for a Bernoulli Z (e.g. under IBPStickBreaking).
+for _cls in reversed((AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPGibbs)):
     if _cls not in STEP_METHODS:
-        STEP_METHODS.append(_cls)
+        STEP_METHODS.insert(0, _cls)

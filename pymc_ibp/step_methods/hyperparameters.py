@@ -19,7 +19,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
@@ -86,6 +86,7 @@ class IBPAlphaGibbs(BlockedStep):
 
     name = "ibp_alpha_gibbs"
     stats_dtypes_shapes = {"ibp_alpha_accept": (np.float64, [])}
+    _state_class = StepMethodState  # the update keeps no state but its rng
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True):

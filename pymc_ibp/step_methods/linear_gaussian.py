@@ -1,10 +1,21 @@
-"""Collapsed and accelerated Gibbs steps for linear-Gaussian IBP models (spec §3.1, §4.3, §4.4).
+"""Collapsed and accelerated Gibbs steps for linear-Gaussian latent feature models.
 
 Both steps update ``Z`` and ``A`` together: a sweep of ``Z`` with ``A`` integrated out, then
 ``A`` drawn from its exact Gaussian conditional given the new ``Z`` (so the trace holds ``A``
 and every other step sees a consistent state), then imputed entries of ``X`` (if any) drawn
 from ``N(Z A, σx²)`` — a data-augmentation Gibbs step that keeps the posterior of the observed
-entries exact.
+entries exact.  ``Z`` may have the :class:`pymc_ibp.IBP` prior (column counts and births) or
+independent Bernoulli entries, e.g. under :class:`pymc_ibp.IBPStickBreaking` (per-entry prior
+log-odds, no births); see :mod:`pymc_ibp.step_methods.prior_modes`.
+
+Initialisation policy (``init_z="auto"``, the default): a chain starts from the ``Z`` it is
+given when the user gave one (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the
+variable), and from a draw of the prior otherwise (PyMC's default start, the all-zero support
+point, counts as "not given"); the multi-start burn-in runs only for prior starts.
+
+All state that changes during a run is in :class:`LinearGaussianIBPState` (the step's
+``sampling_state``), so a run can be checkpointed and resumed (see the docs page
+"Checkpoint and resume").
 """
 
 from __future__ import annotations
@@ -17,25 +28,34 @@ import pymc as pm
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
-from pytensor.tensor.random.basic import NormalRV
+from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 
-from pymc_ibp.distributions.ibp import IBPRV, ibp_draw_core
-from pymc_ibp.step_methods import kernels
+from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
+from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     PATTERN,
     find_linear_gaussian,
+    match_prior,
     matched_models,
 )
+from pymc_ibp.step_methods.prior_modes import prior_mode
 
-__all__ = ["AcceleratedGibbs", "CollapsedGibbs"]
+__all__ = ["AcceleratedGibbs", "CollapsedGibbs", "LinearGaussianIBPState"]
 
 
 @dataclass_state
 class LinearGaussianIBPState(StepMethodState):
+    """Everything a linear-Gaussian IBP step changes during a run (plus ``rng``)."""
+
     sweeps: int
     started: bool
     warned: bool
+    tune: bool
+    n_tune: int
+    restarts: int
+    segment: int
+    candidates: list
 
 
 class _LinearGaussianIBPStep(BlockedStep):
@@ -53,18 +73,20 @@ class _LinearGaussianIBPStep(BlockedStep):
         "ibp_split_merge_accepted": (np.int64, []),
     }
     _state_class = LinearGaussianIBPState
+    #: whether the sweep supports the per-entry log-odds prior mode
+    supports_logodds = False
 
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, init_z="prior", split_merge=5,
+                 blocked=True, init_z="auto", split_merge=5,
                  split_merge_proposal="sequential", init_restarts=4, init_anneal=True):
         model = pm.modelcontext(model)
         if vars is None:
-            vars = [rv for rv in model.free_RVs if isinstance(rv.owner.op, IBPRV)]
+            vars = [spec.z_rv for spec in matched_models(model)]
         value_vars = get_value_vars_from_user_vars(vars, model)
-        z_vals = [v for v in value_vars if isinstance(model.values_to_rvs[v].owner.op, IBPRV)]
+        z_vals = [v for v in value_vars if match_prior(model, model.values_to_rvs[v]) is not None]
         if len(z_vals) > 1:
             raise ModelPatternError(
-                f"{type(self).__name__} updates exactly one pmi.IBP matrix; got "
+                f"{type(self).__name__} updates exactly one binary feature matrix; got "
                 f"{[v.name for v in z_vals]}. Needed pattern: {PATTERN}."
             )
         if z_vals:
@@ -91,33 +113,46 @@ class _LinearGaussianIBPStep(BlockedStep):
         for rv in [spec.a_rv, spec.missing_rv]:
             if rv is not None and model.rvs_to_transforms.get(rv) is not None:
                 raise ModelPatternError(f"{rv.name!r} must not be transformed.")
-        hyper = model.replace_rvs_by_values([spec.sigma_x, spec.sigma_a, spec.alpha, spec.beta])
-        self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
-                                          point_fn=True, **(compile_kwargs or {}))
         self.n, self.d = spec.X.shape
         self.k_max = spec.k_max
+        self.mode = prior_mode(spec.prior, self.n, self.k_max)
+        if self.update_z and not self.mode.counts and not self.supports_logodds:
+            raise ModelPatternError(
+                f"{type(self).__name__} supports a pmi.IBP prior on {self.z_name!r} only; for a "
+                f"Bernoulli (e.g. stick-breaking) prior use pmi.AcceleratedGibbs (window=1)."
+            )
+        hyper = model.replace_rvs_by_values([spec.sigma_x, spec.sigma_a, *self.mode.symbolic])
+        self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
+                                          point_fn=True, **(compile_kwargs or {}))
         self._X = np.where(np.isnan(spec.X), 0.0, spec.X)
         self._mask = spec.missing_mask
         self._trXX = float(np.sum(self._X**2)) if self._mask is None else None
-        if init_z not in ("prior", "point"):
-            raise ValueError(f"init_z must be 'prior' or 'point'; got {init_z!r}.")
+        if init_z not in ("auto", "prior", "point"):
+            raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")
         self.init_z = init_z
+        # the user gave Z through the variable's own initval (pm.sample's initvals are seen
+        # in the chain's first point instead)
+        self._z_has_initval = model.rvs_to_initial_values.get(spec.z_rv) is not None
         self.init_restarts = int(init_restarts)
         if self.init_restarts < 1:
             raise ValueError(f"init_restarts must be >= 1; got {init_restarts!r}.")
-        self._restarts, self._segment, self._candidates, self._n_tune = 1, 0, [], 0
         self.init_anneal = bool(init_anneal)
         self._data_var = float(np.nanvar(spec.X))
-        self.split_merge = int(split_merge)
+        self.split_merge = int(split_merge) if self.mode.counts else 0
         kinds = {"sequential": kernels.sequential_split_merge,
                  "random": kernels.random_split_merge}
         if split_merge_proposal not in kinds:
             raise ValueError(f"split_merge_proposal must be one of {sorted(kinds)}; got "
                              f"{split_merge_proposal!r}.")
         self._split_merge_fn = kinds[split_merge_proposal]
-        self.sweeps, self.started, self.warned = 0, False, False
         self.rng = get_random_generator(rng)
-        self.tune = False
+        self._reset_chain(0)
+
+    def _reset_chain(self, tune):
+        """Per-chain state (:class:`LinearGaussianIBPState`), set by :meth:`setup_chain`."""
+        self.sweeps, self.started, self.warned = 0, False, False
+        self.tune, self.n_tune = bool(tune), int(tune)
+        self.restarts, self.segment, self.candidates = 1, 0, []
 
     # --- helpers --------------------------------------------------------------------------
     @staticmethod
@@ -128,13 +163,16 @@ class _LinearGaussianIBPStep(BlockedStep):
             if mine & set(value_vars):
                 return spec
         raise ModelPatternError(
-            f"No pmi.IBP matrix among {[v.name for v in value_vars]} and none of them is the "
-            f"feature matrix of a linear-Gaussian IBP model. Needed pattern: {PATTERN}."
+            f"No binary feature matrix among {[v.name for v in value_vars]} and none of them is "
+            f"the feature matrix of a linear-Gaussian model. Needed pattern: {PATTERN}."
         )
 
     def _hyper(self, point):
-        sx, sa, alpha, beta = (float(np.asarray(v)) for v in self._hyper_fn(point))
-        return sx * sx, sa * sa, alpha, beta
+        """``(σx², σa²)``; the prior mode's parameters are set from the same point."""
+        sx, sa, *prior = self._hyper_fn(point)
+        self.mode.set_params(*prior)
+        sx, sa = float(np.asarray(sx)), float(np.asarray(sa))
+        return sx * sx, sa * sa
 
     def _complete_data(self, point):
         if self._mask is None:
@@ -143,33 +181,44 @@ class _LinearGaussianIBPStep(BlockedStep):
         X[self._mask] = point[self.miss_name]
         return X
 
-    def _sweep(self, Z, X, m, sx2, sa2, alpha, beta):  # pragma: no cover - abstract
+    def _sweep(self, Z, X, m, sx2, sa2):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _log_joint(self, Z, X, trXX, sx2, sa2, alpha, beta):
-        """Collapsed ``log p(X | Z, σ) + log P(Z | α, β)`` and ``log p(X | Z, σ)``."""
-        return kernels.log_joint_of(Z, X, sx2, sa2, alpha, beta, trXX)
+    def _log_joint(self, Z, X, trXX, sx2, sa2):
+        """``(log p(X | Z, σ) + log P(Z), log p(X | Z, σ))``, ``A`` integrated out."""
+        m = Z.sum(axis=0)
+        act = np.flatnonzero(m > 0)
+        G, RX = kernels.suff_stats(Z, X, act)
+        return self.mode.log_joint(G, RX, Z, m, act, trXX, self.d, sx2, sa2)
 
-    def _log_joint_stats(self, G, RX, m_act, trXX, sx2, sa2, alpha, beta):
-        """:meth:`_log_joint` from the active columns' ``ZᵀZ``, ``ZᵀX`` and sizes."""
-        return kernels.collapsed_log_joint(G, RX, np.asarray(m_act, dtype=np.int64), trXX,
-                                           self.n, self.d, sx2, sa2, alpha, beta, self.k_max)
+    def _start(self, Z):
+        """The chain's first ``Z`` (initialisation policy in the module docstring) and the
+        multi-start schedule: ``R`` segments of ``L >= 10`` sweeps in the first half of tuning,
+        only when the chain starts from the prior."""
+        self.started = True
+        given = self._z_has_initval or bool(np.any(Z != 0))
+        from_prior = self.init_z == "prior" or (self.init_z == "auto" and not given)
+        R = self.init_restarts if from_prior else 1
+        while R > 1 and self.n_tune // (2 * R) < 10:
+            R -= 1
+        self.restarts, self.segment = R, (self.n_tune // (2 * R) if R > 1 else 0)
+        return self.mode.draw(self.rng) if from_prior else Z
 
-    def _restart(self, Z, X, trXX, sx2, sa2, alpha, beta):
+    def _restart(self, Z, X, trXX, sx2, sa2):
         """Multi-start burn-in (tuning only): the first ``R·L`` tuning sweeps are ``R``
         segments of ``L`` sweeps, each from its own prior draw of ``Z``; after the last one the
         chain continues from the segment end with the highest collapsed log joint (evaluated
         at the current hyperparameters).  Only the starting point of the post-tuning chain is
         chosen this way: after the ``R·L``-th sweep every sweep is the exact kernel."""
-        s, L, R = self.sweeps, self._segment, self._restarts
+        s, L, R = self.sweeps, self.segment, self.restarts
         if not L or s == 0 or s > R * L or s % L:
             return Z
-        self._candidates.append(Z)  # Z is the step's own copy of the point's value
+        self.candidates.append(Z)  # Z is the step's own copy of the point's value
         if s < R * L:
-            return ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
-        scores = [self._log_joint(c, X, trXX, sx2, sa2, alpha, beta)[0] for c in self._candidates]
-        best = self._candidates[int(np.argmax(scores))]
-        self._candidates = []
+            return self.mode.draw(self.rng)
+        scores = [self._log_joint(c, X, trXX, sx2, sa2)[0] for c in self.candidates]
+        best = self.candidates[int(np.argmax(scores))]
+        self.candidates = []
         return best
 
     def _annealed(self, sx2):
@@ -177,8 +226,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         ``init_anneal``) it falls geometrically from the data's variance to ``σx²`` over the
         first 60% of the segment's sweeps, so that features appear largest first instead of
         all slots filling with noise in the first sweep; ``σx²`` itself everywhere else."""
-        L = self._segment
-        if not (L and self.init_anneal) or self.sweeps >= self._restarts * L:
+        L = self.segment
+        if not (L and self.init_anneal) or self.sweeps >= self.restarts * L:
             return sx2
         t, span = self.sweeps % L, max(1, int(math.ceil(0.6 * L)))
         if t >= span or self._data_var <= sx2:
@@ -187,23 +236,21 @@ class _LinearGaussianIBPStep(BlockedStep):
         return math.exp(w * math.log(sx2) + (1.0 - w) * math.log(self._data_var))
 
     def step(self, point):
-        sx2, sa2, alpha, beta = self._hyper(point)
+        sx2, sa2 = self._hyper(point)
         Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
         X = self._complete_data(point)
         trXX = self._trXX if self._trXX is not None else float(np.sum(X * X))
         flips = births = deaths = hit = sm_acc = 0
         if self.update_z:
             if not self.started:
-                self.started = True
-                if self.init_z == "prior":
-                    Z = ibp_draw_core(self.rng, alpha, beta, self.n, self.k_max)
-            Z = self._restart(Z, X, trXX, sx2, sa2, alpha, beta)
+                Z = self._start(Z)
+            Z = self._restart(Z, X, trXX, sx2, sa2)
             m = Z.sum(axis=0).astype(np.int64)
             sx2_z = self._annealed(sx2)
-            flips, births, deaths, hit = self._sweep(Z, X, m, sx2_z, sa2, alpha, beta)
+            flips, births, deaths, hit = self._sweep(Z, X, m, sx2_z, sa2)
             if self.split_merge > 0:
-                sm_acc = self._split_merge_fn(self.rng, Z, X, m, sx2_z, sa2, alpha, beta,
-                                              self.split_merge, trXX)
+                sm_acc = self._split_merge_fn(self.rng, Z, X, m, sx2_z, sa2, self.mode.alpha,
+                                              self.mode.beta, self.split_merge, trXX)
         else:
             m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
@@ -220,8 +267,8 @@ class _LinearGaussianIBPStep(BlockedStep):
             mean = (Z @ A)[self._mask]
             new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
         # label-invariant statistics, with the hyperparameters this sweep used
-        log_joint, loglik = self._log_joint_stats(G, RX, m[act], trXX, sx2, sa2, alpha, beta)
-        if hit and not self.warned and self.sweeps >= self._n_tune:  # kept draws only
+        log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, self.d, sx2, sa2)
+        if hit and not self.warned and self.sweeps >= self.n_tune:  # kept draws only
             self.warned = True
             warnings.warn(
                 f"{type(self).__name__}: all K_max={self.k_max} feature slots of "
@@ -246,16 +293,10 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)
-        self.started = False
-        self.warned = False
-        self.sweeps = 0
-        self._n_tune = int(tune)
-        # multi-start burn-in schedule: R segments of L >= 10 sweeps in the first half of tuning
-        R = self.init_restarts if (self.update_z and self.init_z == "prior") else 1
-        while R > 1 and tune // (2 * R) < 10:
-            R -= 1
-        self._restarts, self._segment = R, (tune // (2 * R) if R > 1 else 0)
-        self._candidates = []
+        self._reset_chain(tune)
+
+    def stop_tuning(self):
+        self.tune = False
 
     def reset_tuning(self):
         pass
@@ -264,7 +305,7 @@ class _LinearGaussianIBPStep(BlockedStep):
     def competence(var, has_grad):
         # IDEAL for the Z, A and imputed X of a model with the linear-Gaussian pattern; other
         # IBP models go to IBPGibbs (any likelihood)
-        if not isinstance(var.owner.op, (IBPRV, NormalRV)):
+        if var.owner is None or not isinstance(var.owner.op, (IBPRV, BernoulliRV, NormalRV)):
             return Competence.INCOMPATIBLE
         try:
             model = pm.modelcontext(None)
@@ -306,9 +347,12 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
     greedy : bool
         Take the most probable value instead of sampling (the deterministic variant of
         [000 §4.5]); not a valid MCMC sampler, useful for fast initialisation.
-    init_z : {"prior", "point"}
-        Start each chain from a draw of the IBP prior (default; custom-step runs are not
-        jittered by PyMC) or from the given initial point.
+    init_z : {"auto", "prior", "point"}
+        ``"auto"`` (default): start from the chain's initial ``Z`` when the user gave one
+        (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the variable; PyMC's all-zero
+        default does not count), otherwise from a draw of the prior (custom-step runs are not
+        jittered by PyMC, so chains would otherwise all start at the same point).
+        ``"prior"``: always a prior draw; ``"point"``: always the chain's initial point.
     split_merge : int
         Split–merge Metropolis–Hastings proposals after each sweep (spec §4.6; default 5, 0 to
         disable).  They move between modes that single-site Gibbs cannot, e.g. two halves of
@@ -333,6 +377,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
     """
 
     name = "accelerated_gibbs"
+    supports_logodds = True
 
     def __init__(self, vars=None, *, window=1, refresh=None, greedy=False, **kwargs):
         super().__init__(vars, **kwargs)
@@ -341,15 +386,22 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
             raise ValueError(f"AcceleratedGibbs needs window >= 1; got window={window!r}.")
         if greedy and self.window > 1:
             raise ValueError("greedy=True is implemented for window=1 only.")
+        if self.window > 1 and not self.mode.counts:
+            raise ModelPatternError(
+                f"window > 1 is implemented for the pmi.IBP prior only; {self.z_name!r} has a "
+                "Bernoulli prior: use window=1."
+            )
         self.refresh = int(refresh) if refresh is not None else max(5, self.n // 10)
         self.greedy = bool(greedy)
 
-    def _sweep(self, Z, X, m, sx2, sa2, alpha, beta):
+    def _sweep(self, Z, X, m, sx2, sa2):
+        mode = self.mode
         if self.window > 1:
-            return kernels.accelerated_sweep_window(self.rng, Z, X, m, sx2, sa2, alpha, beta,
-                                                    self.refresh, self.window)
+            return kernels.accelerated_sweep_window(self.rng, Z, X, m, sx2, sa2, mode.alpha,
+                                                    mode.beta, self.refresh, self.window)
+        alpha, beta = (mode.alpha, mode.beta) if mode.counts else (1.0, 1.0)
         return kernels.accelerated_sweep(self.rng, Z, X, m, sx2, sa2, alpha, beta, self.refresh,
-                                         self.greedy, kernels.NO_LOGODDS)
+                                         self.greedy, mode.logodds)
 
 
 class CollapsedGibbs(_LinearGaussianIBPStep):
@@ -370,6 +422,6 @@ class CollapsedGibbs(_LinearGaussianIBPStep):
         # never chosen automatically: AcceleratedGibbs is the same chain, faster
         return Competence.INCOMPATIBLE
 
-    def _sweep(self, Z, X, m, sx2, sa2, alpha, beta):
-        return kernels.collapsed_sweep(self.rng, Z, X, m, sx2, sa2, alpha, beta,
-                                       float((X * X).sum()))
+    def _sweep(self, Z, X, m, sx2, sa2):
+        return kernels.collapsed_sweep(self.rng, Z, X, m, sx2, sa2, self.mode.alpha,
+                                       self.mode.beta, float((X * X).sum()))

@@ -1,12 +1,20 @@
-"""Find the linear-Gaussian IBP pattern in a PyMC model (spec §3.1).
+"""Find the structure a step method needs in a PyMC model, in two independent parts.
 
-The pattern the collapsed and accelerated samplers need::
+**What prior ``Z`` has** (:func:`match_prior`, extensible through :data:`PRIOR_MATCHERS`):
 
-    Z = pmi.IBP("Z", alpha, beta, dims=("obs", "feature"))        # N x K_max
-    A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))      # K_max x D, scalar sigma_a
+* :class:`IBPPrior` — ``Z = pmi.IBP("Z", alpha, beta, dims=("obs", "feature"))``: the IBP's
+  column counts and births;
+* :class:`LogOddsPrior` — ``Z = pm.Bernoulli("Z", p=P, dims=("obs", "feature"))`` with ``P``
+  broadcastable to ``N x K`` (e.g. ``P = pmi.IBPStickBreaking(...)``): independent entries
+  with per-entry prior log-odds ``log P/(1-P)``, no births.
+
+**What the likelihood is** (:func:`find_linear_gaussian`): the linear-Gaussian model the
+collapsed and accelerated samplers need::
+
+    A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))      # K x D, scalar sigma_a
     pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X)             # scalar sigma_x
 
-``alpha``, ``beta``, ``sigma_a`` and ``sigma_x`` may be constants or free variables with any
+The prior's parameters, ``sigma_a`` and ``sigma_x`` may be constants or free variables with any
 transform; they are read from the current point at every step.  Observed arrays with NaNs
 (PyMC's automatic imputation, ``X_observed`` + ``X_unobserved``) are supported.
 """
@@ -23,32 +31,86 @@ from pytensor.tensor.basic import Alloc
 from pytensor.tensor.blas import Dot22
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
-from pytensor.tensor.random.basic import NormalRV
+from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import ModelPatternError
 
-__all__ = ["LinearGaussianIBP", "find_linear_gaussian", "matched_models"]
+__all__ = [
+    "PRIOR_MATCHERS",
+    "IBPPrior",
+    "LinearGaussianIBP",
+    "LogOddsPrior",
+    "find_linear_gaussian",
+    "match_prior",
+    "matched_models",
+]
 
 PATTERN = (
-    "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')); "
+    "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')) or pm.Bernoulli('Z', p=P, "
+    "dims=('obs', 'feature')); "
     "A = pm.Normal('A', 0, sigma_a, dims=('feature', 'dim')) with scalar sigma_a; "
     "pm.Normal('X', mu=Z @ A, sigma=sigma_x, observed=X) with scalar sigma_x"
 )
 
 
 @dataclass
+class IBPPrior:
+    """``Z ~ pmi.IBP(alpha, beta)``: column counts with births (symbolic ``alpha``, ``beta``)."""
+
+    alpha: object
+    beta: object
+
+
+@dataclass
+class LogOddsPrior:
+    """``Z ~ Bernoulli(p)`` entry-wise: ``p`` is symbolic, broadcast to the shape of ``Z``."""
+
+    p: object
+
+
+def _match_ibp(model, z_rv):
+    if isinstance(z_rv.owner.op, IBPRV):
+        _, _, alpha, beta, _, _ = z_rv.owner.inputs
+        return IBPPrior(alpha=alpha, beta=beta)
+    return None
+
+
+def _match_bernoulli(model, z_rv):
+    if isinstance(z_rv.owner.op, BernoulliRV) and z_rv.ndim == 2:
+        return LogOddsPrior(p=pt.broadcast_to(z_rv.owner.inputs[-1], z_rv.shape))
+    return None
+
+
+#: Functions ``(model, z_rv) -> prior or None``, tried in order by :func:`match_prior`; a new
+#: prior (e.g. a dependent IBP) plugs in by appending its matcher here and a mode to
+#: :mod:`pymc_ibp.step_methods.prior_modes`.
+PRIOR_MATCHERS = [_match_ibp, _match_bernoulli]
+
+
+def match_prior(model, z_rv):
+    """The prior of the binary matrix ``z_rv`` (:class:`IBPPrior` or :class:`LogOddsPrior`),
+    or ``None`` if no matcher recognises it."""
+    if z_rv.owner is None or z_rv.ndim != 2:
+        return None
+    for matcher in PRIOR_MATCHERS:
+        prior = matcher(model, z_rv)
+        if prior is not None:
+            return prior
+    return None
+
+
+@dataclass
 class LinearGaussianIBP:
-    """The pieces of a matched linear-Gaussian IBP model."""
+    """The pieces of a matched linear-Gaussian latent feature model."""
 
     z_rv: object
+    prior: object  # IBPPrior or LogOddsPrior
     a_rv: object
     like_rvs: list  # observed Normal RVs (one, or X_observed) and imputed X_unobserved
     sigma_x: object
     sigma_a: object
-    alpha: object
-    beta: object
     X: np.ndarray  # N x D with NaN at missing entries
     missing_rv: object = None  # X_unobserved free RV, or None
     missing_mask: np.ndarray | None = None  # N x D bool, True where missing
@@ -124,15 +186,15 @@ def _data_of(value_var):
 
 
 def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
-    """Match the linear-Gaussian IBP pattern around ``z_rv`` or raise :class:`ModelPatternError`."""
-    if not isinstance(z_rv.owner.op, IBPRV):
-        raise ModelPatternError(
-            f"{z_rv.name!r} is a {type(z_rv.owner.op).__name__}, not a pmi.IBP variable. "
-            f"Needed pattern: {PATTERN}."
-        )
+    """Match the linear-Gaussian pattern around ``z_rv`` or raise :class:`ModelPatternError`."""
     if z_rv.ndim != 2:
         raise ModelPatternError(f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim}).")
-    _, _, alpha, beta, _, _ = z_rv.owner.inputs
+    prior = match_prior(model, z_rv)
+    if prior is None:
+        raise ModelPatternError(
+            f"{z_rv.name!r} is a {type(z_rv.owner.op).__name__}, not a pmi.IBP or 2-D "
+            f"pm.Bernoulli variable. Needed pattern: {PATTERN}."
+        )
     candidates = [
         rv for rv in model.observed_RVs + model.free_RVs
         if rv is not z_rv and z_rv in set(ancestors([rv]))
@@ -183,9 +245,9 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
             f"{a_rv.name!r} must have one scalar sigma_a (got shape {a_sigma.type.shape}). "
             f"Needed pattern: {PATTERN}."
         )
-    n = int(pt.get_underlying_scalar_constant_value(z_rv.owner.inputs[4]))
-    k_max = int(pt.get_underlying_scalar_constant_value(z_rv.owner.inputs[5]))
-    a_shape = tuple(int(s) for s in model.initial_point()[model.rvs_to_values[a_rv].name].shape)
+    ip = model.initial_point()
+    n, k_max = ip[model.rvs_to_values[z_rv].name].shape
+    a_shape = tuple(int(s) for s in ip[model.rvs_to_values[a_rv].name].shape)
     if len(a_shape) != 2 or a_shape[0] != k_max:
         raise ModelPatternError(
             f"Shape mismatch: {z_rv.name!r} is {n} x {k_max} but {a_rv.name!r} has shape {a_shape}; "
@@ -224,17 +286,17 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
             "and remove infinite values."
         )
     return LinearGaussianIBP(
-        z_rv=z_rv, a_rv=a_rv, like_rvs=[obs_rv], sigma_x=sigma_x, sigma_a=_scalar_of(a_sigma),
-        alpha=alpha, beta=beta, X=X, missing_rv=None if missing_rv is None else missing_rv[0],
+        z_rv=z_rv, prior=prior, like_rvs=[obs_rv], a_rv=a_rv, sigma_x=sigma_x,
+        sigma_a=_scalar_of(a_sigma), X=X, missing_rv=None if missing_rv is None else missing_rv[0],
         missing_mask=missing_mask, k_max=k_max,
     )
 
 
 def matched_models(model):
-    """Yield a :class:`LinearGaussianIBP` for every ``pmi.IBP`` variable of ``model`` that has
-    the linear-Gaussian pattern (the others are skipped)."""
+    """Yield a :class:`LinearGaussianIBP` for every binary matrix of ``model`` with a known prior
+    (:func:`match_prior`) and the linear-Gaussian pattern (the others are skipped)."""
     for z_rv in model.free_RVs:
-        if not isinstance(z_rv.owner.op, IBPRV):
+        if match_prior(model, z_rv) is None:
             continue
         try:
             yield find_linear_gaussian(model, z_rv)

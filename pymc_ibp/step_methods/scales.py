@@ -25,7 +25,8 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 
@@ -55,6 +56,15 @@ def _match_scale(model, rv):
     )
 
 
+@dataclass_state
+class IBPScaleSliceState(StepMethodState):
+    """The adapted slice widths and their tuning counts (one per scale), and ``tune``."""
+
+    widths: np.ndarray
+    n_tuned: np.ndarray
+    tune: bool
+
+
 class IBPScaleSlice(BlockedStep):
     r"""Exact slice-sampling update of ``sigma_x`` / ``sigma_a`` in a linear-Gaussian IBP model.
 
@@ -74,6 +84,7 @@ class IBPScaleSlice(BlockedStep):
 
     name = "ibp_scale_slice"
     stats_dtypes_shapes = {"ibp_scale_evals": (np.int64, [])}
+    _state_class = IBPScaleSliceState
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, width=1.0):
@@ -99,9 +110,11 @@ class IBPScaleSlice(BlockedStep):
                 miss_name=(model.rvs_to_values[spec.missing_rv].name
                            if spec.missing_rv is not None else None),
                 X=np.where(np.isnan(spec.X), 0.0, spec.X), mask=spec.missing_mask,
-                width=float(width), n_tuned=0,
             ))
+        self.entries = tuple(self.entries)  # fixed at construction; the changing state is below
         self.init_width = float(width)
+        self.widths = np.full(len(self.entries), self.init_width)
+        self.n_tuned = np.zeros(len(self.entries), dtype=np.int64)
         self.rng = get_random_generator(rng)
         self.tune = False
 
@@ -120,7 +133,7 @@ class IBPScaleSlice(BlockedStep):
     def step(self, point):
         point = dict(point)
         evals = 0
-        for e in self.entries:
+        for j, e in enumerate(self.entries):
             count, ss = self._suff(e, point)
             name = e["name"]
             dtype = point[name].dtype
@@ -134,12 +147,12 @@ class IBPScaleSlice(BlockedStep):
                 return prior - count * math.log(sigma) - ss / (2.0 * sigma * sigma)
 
             u0 = float(point[name])
-            u1, n = self._slice(logp, u0, e["width"])
+            u1, n = self._slice(logp, u0, self.widths[j])
             evals += n
             if self.tune:  # adapt the width to the typical move (Neal 2003 §4.1)
-                e["n_tuned"] += 1
-                e["width"] += (2.0 * abs(u1 - u0) - e["width"]) / e["n_tuned"]
-                e["width"] = max(e["width"], 1e-8)
+                self.n_tuned[j] += 1
+                w = self.widths[j]
+                self.widths[j] = max(w + (2.0 * abs(u1 - u0) - w) / self.n_tuned[j], 1e-8)
             point[name] = np.asarray(u1, dtype=dtype)
         return point, [{"ibp_scale_evals": evals}]
 
@@ -172,8 +185,9 @@ class IBPScaleSlice(BlockedStep):
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)
         self.tune = bool(tune)
-        for e in self.entries:  # per-chain adaptation: chains must not share tuning history
-            e["width"], e["n_tuned"] = self.init_width, 0
+        # per-chain adaptation: chains must not share tuning history
+        self.widths = np.full(len(self.entries), self.init_width)
+        self.n_tuned = np.zeros(len(self.entries), dtype=np.int64)
 
     def stop_tuning(self):
         self.tune = False

@@ -203,15 +203,23 @@ def test_multi_start_burn_in_schedule_keeps_the_best_segment():
     model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4)
+    zero = np.zeros((60, 8), dtype=np.int64)  # PyMC's default start: a prior start
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    assert (step._restarts, step._segment) == (4, 10)
+    step._start(zero)
+    assert (step.restarts, step.segment) == (4, 10)
     step.setup_chain(np.random.default_rng(0), tune=40, draws=10)  # too short for 4 x 10
-    assert (step._restarts, step._segment) == (2, 10)
+    step._start(zero)
+    assert (step.restarts, step.segment) == (2, 10)
     step.setup_chain(np.random.default_rng(0), tune=15, draws=10)
-    assert step._segment == 0
+    step._start(zero)
+    assert step.segment == 0
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    step._start(data.Z[:, [0, 1, 2, 3, 0, 1, 2, 3]])  # a user's start: no restarts
+    assert (step.restarts, step.segment) == (1, 0)
+    step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    step._start(zero)
     X, trXX = step._X, float((step._X**2).sum())
-    hyper = (0.25, 1.0, 1.0, 1.0)
+    hyper = (0.25, 1.0)
     rng = np.random.default_rng(1)
     segment_ends = [rng.integers(0, 2, size=(60, 8)) for _ in range(4)]
     segment_ends[2] = np.zeros((60, 8), dtype=np.int64)
@@ -229,7 +237,7 @@ def test_multi_start_burn_in_schedule_keeps_the_best_segment():
             assert np.array_equal(out, segment_ends[2])
         else:
             assert out is given
-    assert step._candidates == []
+    assert step.candidates == []
 
 
 def test_annealed_noise_schedule_within_restart_segments():
@@ -240,8 +248,9 @@ def test_annealed_noise_schedule_within_restart_segments():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4)
         flat = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4, init_anneal=False)
-    step.setup_chain(np.random.default_rng(0), tune=80, draws=10)  # 4 segments of 10 sweeps
-    flat.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    for st in (step, flat):  # 4 segments of 10 sweeps from a prior start
+        st.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+        st._start(np.zeros((60, 8), dtype=np.int64))
     v0, sx2 = float(np.var(data.X)), 0.01
     seen = []
     for s in range(60):

@@ -1,0 +1,95 @@
+"""How the prior of ``Z`` enters the linear-Gaussian samplers: one class per prior mode.
+
+The sweeps of :mod:`pymc_ibp.step_methods.kernels.sweeps` need only one thing from the prior of
+``Z``: either the IBP's column counts (with births of new features), or one prior log-odds per
+entry (no births).  A mode turns the current values of the prior's parameters into what the
+kernels take, draws ``Z`` from the prior (chain starts, multi-start burn-in), and evaluates
+``log P(Z)`` for the ``ibp_log_joint`` stat.  The model matcher
+(:func:`pymc_ibp.step_methods.model_matching.match_prior`) says which prior a model has;
+:func:`prior_mode` maps it to its mode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymc_ibp.distributions.ibp import ibp_draw_core
+from pymc_ibp.step_methods import kernels
+from pymc_ibp.step_methods.model_matching import IBPPrior, LogOddsPrior
+
+__all__ = ["IBPMode", "LogOddsMode", "prior_mode"]
+
+
+class IBPMode:
+    """:class:`pymc_ibp.IBP` prior: column counts with births; ``params = (alpha, beta)``."""
+
+    counts = True
+
+    def __init__(self, prior, n, k_max):
+        self.symbolic = [prior.alpha, prior.beta]
+        self.n, self.k_max = n, k_max
+        self.alpha = self.beta = 1.0
+
+    def set_params(self, alpha, beta):
+        self.alpha, self.beta = float(np.asarray(alpha)), float(np.asarray(beta))
+
+    @property
+    def logodds(self):
+        return kernels.NO_LOGODDS
+
+    def draw(self, rng):
+        return ibp_draw_core(rng, self.alpha, self.beta, self.n, self.k_max)
+
+    def log_joint(self, G, RX, Z, m, act, trXX, d, sx2, sa2):
+        """``(log p(X | Z) + log P(Z), log p(X | Z))`` (the one home:
+        :func:`pymc_ibp.step_methods.kernels.collapsed_log_joint`)."""
+        return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, self.n, d, sx2,
+                                           sa2, self.alpha, self.beta, self.k_max)
+
+
+class LogOddsMode:
+    """Independent Bernoulli entries, ``P(z_nk = 1) = p_nk`` (e.g. the stick-breaking IBP of
+    Teh, Görür & Ghahramani 2007, ``p_nk = π_k``); ``params = (p,)`` broadcast to ``N x K``."""
+
+    counts = False
+
+    def __init__(self, prior, n, k_max):
+        self.symbolic = [prior.p]
+        self.n, self.k_max = n, k_max
+        self.p = np.full((n, k_max), 0.5)
+        self._set()
+
+    def _set(self):
+        with np.errstate(divide="ignore"):
+            self._log1 = np.log(self.p)
+            self._log0 = np.log1p(-self.p)
+        self._logodds = np.ascontiguousarray(self._log1 - self._log0)
+
+    def set_params(self, p):
+        p = np.broadcast_to(np.asarray(p, dtype=np.float64), (self.n, self.k_max))
+        if not np.all((p >= 0.0) & (p <= 1.0)):
+            raise ValueError("The Bernoulli probabilities of Z must lie in [0, 1].")
+        self.p = p
+        self._set()
+
+    @property
+    def logodds(self):
+        return self._logodds
+
+    def draw(self, rng):
+        return (rng.random((self.n, self.k_max)) < self.p).astype(np.int64)
+
+    def log_joint(self, G, RX, Z, m, act, trXX, d, sx2, sa2):
+        """``(log p(X | Z) + Σ log Bernoulli(z_nk; p_nk), log p(X | Z))``."""
+        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, d, sx2, sa2)
+        logprior = float(np.where(Z != 0, self._log1, self._log0).sum())
+        return loglik + logprior, loglik
+
+
+def prior_mode(prior, n, k_max):
+    """The mode of a matched prior (:class:`IBPMode` or :class:`LogOddsMode`)."""
+    if isinstance(prior, IBPPrior):
+        return IBPMode(prior, n, k_max)
+    if isinstance(prior, LogOddsPrior):
+        return LogOddsMode(prior, n, k_max)
+    raise TypeError(f"No prior mode for {type(prior).__name__}.")
