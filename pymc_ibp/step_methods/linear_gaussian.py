@@ -71,6 +71,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         "ibp_deaths": (np.int64, []),
         "ibp_kmax_hit": (bool, []),
         "ibp_split_merge_accepted": (np.int64, []),
+        "ibp_birth_death_accepted": (np.int64, []),
     }
     _state_class = LinearGaussianIBPState
     #: whether the sweep supports the per-entry log-odds prior mode
@@ -78,7 +79,8 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, init_z="auto", split_merge=5,
-                 split_merge_proposal="sequential", init_restarts=4, init_anneal=True):
+                 split_merge_proposal="sequential", init_restarts=4, init_anneal=True,
+                 birth_death=3, birth_rows=64):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [spec.z_rv for spec in matched_models(model)]
@@ -145,6 +147,10 @@ class _LinearGaussianIBPStep(BlockedStep):
             raise ValueError(f"split_merge_proposal must be one of {sorted(kinds)}; got "
                              f"{split_merge_proposal!r}.")
         self._split_merge_fn = kinds[split_merge_proposal]
+        self.birth_death = int(birth_death) if self.mode.counts else 0
+        self.birth_rows = int(birth_rows)
+        if self.birth_death < 0 or self.birth_rows < 1:
+            raise ValueError("birth_death must be >= 0 and birth_rows >= 1.")
         self.rng = get_random_generator(rng)
         self._reset_chain(0)
 
@@ -240,7 +246,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
         X = self._complete_data(point)
         trXX = self._trXX if self._trXX is not None else float(np.sum(X * X))
-        flips = births = deaths = hit = sm_acc = 0
+        flips = births = deaths = hit = sm_acc = bd_acc = 0
         if self.update_z:
             if not self.started:
                 Z = self._start(Z)
@@ -251,6 +257,10 @@ class _LinearGaussianIBPStep(BlockedStep):
             if self.split_merge > 0:
                 sm_acc = self._split_merge_fn(self.rng, Z, X, m, sx2_z, sa2, self.mode.alpha,
                                               self.mode.beta, self.split_merge, trXX)
+            if self.birth_death > 0:
+                bd_acc = kernels.sequential_birth_death(
+                    self.rng, Z, X, m, sx2_z, sa2, self.mode.alpha, self.mode.beta,
+                    self.birth_death, self.birth_rows, trXX)
         else:
             m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
@@ -288,6 +298,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             "ibp_deaths": int(deaths),
             "ibp_kmax_hit": bool(hit),
             "ibp_split_merge_accepted": int(sm_acc),
+            "ibp_birth_death_accepted": int(bd_acc),
         }
         return new, [stats_]
 
@@ -362,6 +373,15 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         are allocated by their collapsed predictive (:mod:`pymc_ibp.step_methods.kernels.split_merge`);
         they split and merge features of any size.  ``"random"``: the spec's uniform
         allocation, whose acceptance decays like ``3^{-m}`` in the feature size ``m``.
+    birth_death : int
+        Data-driven birth/death Metropolis–Hastings proposals after each sweep (default 3; 0
+        disables them; :func:`pymc_ibp.step_methods.kernels.sequential_birth_death`): a new
+        feature is built from the residuals of an anchor row and the rows of a random subset
+        that resemble it, so a chain can gain a large feature in one move (e.g. leave
+        ``K+ = 0``), and the reverse move deletes one.  ``pmi.IBP`` prior only.
+    birth_rows : int
+        Size of the random row subset a birth allocates (default 64); larger subsets propose
+        larger features at ``O(birth_rows (K² + KD))`` per proposal.
     init_restarts : int
         Multi-start burn-in (default 4; 1 disables it): with ``init_z="prior"``, the first half
         of the tuning sweeps is split into ``init_restarts`` segments of at least 10 sweeps,

@@ -64,7 +64,7 @@ def test_stick_breaking_model_gets_the_fast_step_and_recovers_features():
     data = pmi.datasets.block_images(200, noise=0.5, seed=2)
     k = 8
     coords = {"obs": range(200), "feature": range(k), "dim": range(36)}
-    with pm.Model(coords=coords) as model:
+    with pm.Model(coords=coords):
         alpha = pm.Gamma("alpha", 2.0, 1.0)
         pi = pmi.IBPStickBreaking("pi", alpha, dims="feature")
         Z = pm.Bernoulli("Z", p=pi, dims=("obs", "feature"))

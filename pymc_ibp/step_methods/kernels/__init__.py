@@ -43,7 +43,11 @@ from pymc_ibp.step_methods.kernels.slots import (
     swap_remove,
     sweep_state,
 )
-from pymc_ibp.step_methods.kernels.split_merge import random_split_merge, sequential_split_merge
+from pymc_ibp.step_methods.kernels.split_merge import (
+    random_split_merge,
+    sequential_birth_death,
+    sequential_split_merge,
+)
 from pymc_ibp.step_methods.kernels.sweeps import (
     NO_LOGODDS,
     accelerated_sweep,
@@ -73,6 +77,7 @@ __all__ = [
     "random_split_merge",
     "residual",
     "row_update",
+    "sequential_birth_death",
     "sequential_split_merge",
     "sig_z",
     "stats_with_row",

@@ -45,7 +45,7 @@ import math
 import numba
 import numpy as np
 
-from pymc_ibp._numba_utils import categorical_logp
+from pymc_ibp._numba_utils import categorical_logp, partial_shuffle
 from pymc_ibp.distributions.ibp_math import log_beta_term
 from pymc_ibp.step_methods.kernels.gaussian import (
     collapsed_loglik,
@@ -432,5 +432,190 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
                 m[s1] = mm
                 m[s2] = 0
             ll = ll_new
+            accepted += 1
+    return accepted
+
+
+# ---------------------------------------------------------------------------------------------
+# data-driven births and deaths (a split from nothing)
+# ---------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _sequential_membership(rng, Z, X, G, RX, lay, kk, ia, i, rows, nr, sx2, sa2, replay,
+                           alloc):
+    """Allocate ``rows[:nr]`` in or out of compact column ``ia`` (the proposed feature).
+
+    ``G``, ``RX`` (modified in place) are the current state's statistics in layout ``lay``.
+    Anchor ``i`` and ``rows[:nr]`` are taken out; ``i`` goes back with column ``ia``, then each
+    row in turn with or without it, drawn from its collapsed predictive given the rows already
+    in (or, with ``replay``, as it is in ``Z``).  Returns ``log q``; ``G``, ``RX`` end as the
+    statistics of the state with the feature, ``alloc[:nr]`` holds the memberships.
+    """
+    d = X.shape[1]
+    z = np.empty(kk)
+    for q in range(nr + 1):
+        r = rows[q] if q < nr else i
+        _compact_row(Z, r, lay, kk, z)
+        stats_with_row(G, RX, z, X[r], kk, -1.0)
+    _compact_row(Z, i, lay, kk, z)
+    z[ia] = 1.0
+    stats_with_row(G, RX, z, X[i], kk, 1.0)
+    Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
+    v = np.empty(kk)
+    e = np.empty(d)
+    lp = np.empty(2)
+    logq = 0.0
+    for q in range(nr):
+        r = rows[q]
+        x = X[r]
+        _compact_row(Z, r, lay, kk, z)
+        z[ia] = 0.0
+        q0 = sig_z(Sig, z, kk, v)
+        rr0 = residual(x, z, mu, kk, e)
+        rr1 = 0.0
+        for t in range(d):
+            u = e[t] - mu[ia, t]
+            rr1 += u * u
+        s0 = sx2 + q0
+        s1 = s0 + 2.0 * v[ia] + Sig[ia, ia]
+        lp[0] = -0.5 * d * math.log(s0) - 0.5 * rr0 / s0
+        lp[1] = -0.5 * d * math.log(s1) - 0.5 * rr1 / s1
+        mx = max(lp[0], lp[1])
+        lse = mx + math.log(math.exp(lp[0] - mx) + math.exp(lp[1] - mx))
+        if replay:
+            o = 1 if Z[r, lay[ia]] != 0 else 0
+        else:
+            o = categorical_logp(rng, lp, 2)
+        alloc[q] = o
+        logq += lp[o] - lse
+        z[ia] = float(o)
+        row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
+        stats_with_row(G, RX, z, x, kk, 1.0)
+    return logq
+
+
+@numba.njit(cache=True)
+def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_rows, trXX):
+    """``n_proposals`` data-driven birth/death Metropolis–Hastings moves (a split from nothing).
+
+    A row ``i`` (the anchor) is drawn uniformly, and a uniformly random ordered subset ``R`` of
+    ``M = min(n_rows, N-1)`` other rows, independently of the state (an auxiliary variable).
+
+    * **Birth** (probability ½): a uniformly chosen empty slot ``t`` becomes a new feature owned
+      by ``i``; then each row of ``R`` in turn joins it or not, with probability proportional to
+      its collapsed predictive density given the rows already placed (rank-one updates of the
+      feature posterior, as in :func:`sequential_split_merge`).  The new feature is therefore
+      built from the residuals of rows that resemble the anchor's, and can be large at once —
+      which single-row births, each paying the full cost of a new feature, cannot do.
+    * **Death** (probability ½): a uniformly chosen active column ``c`` of row ``i``; possible
+      only if every other owner of ``c`` is in ``R``; the birth that would create ``c`` is
+      replayed to score its proposal probability.
+
+    With ``q`` the product of the sequential choice probabilities, ``m'`` the new feature's size
+    and ``|a_i'|`` the number of row ``i``'s active columns in the state with the feature, a
+    birth ``Z → Z'`` is accepted with probability
+
+        ``min{1, p(X|Z')/p(X|Z) · αβ · B(m', N-m'+β) / (|a_i'| · q)}``
+
+    (the slot choice ``1/(K_max-K+)`` cancels the ``(K_max-K+)!`` of the :class:`pymc_ibp.IBP`
+    pmf; the anchor and subset probabilities are the same both ways) and a death with the
+    reciprocal.  Exactness is tested by pushing exact-posterior draws through the move
+    (tests/kernels/test_split_merge.py).  Cost per proposal ``O(N + M(K² + KD) + K³ + K²D)``.
+    ``Z`` and ``m`` are updated in place; returns the number of accepted moves.
+    """
+    n, k_max = Z.shape
+    d = X.shape[1]
+    if n < 2 or n_rows < 1:
+        return 0
+    M = min(n_rows, n - 1)
+    accepted = 0
+    Gs, RXs = suff_stats(Z, X, np.arange(k_max))
+    act, k = active_slots(m)
+    G, RX = _compact_stats(Gs, RXs, act, k)
+    ll = collapsed_loglik(G, RX, trXX, n, d, sx2, sa2)
+    pool = np.empty(n - 1, dtype=np.int64)
+    in_r = np.zeros(n, dtype=np.bool_)
+    alloc = np.empty(M, dtype=np.int64)
+    free = np.empty(k_max, dtype=np.int64)
+    lay = np.empty(k_max, dtype=np.int64)
+    log_ab = math.log(alpha * beta)
+    for _ in range(n_proposals):
+        i = int(rng.random() * n)
+        c = 0
+        for r in range(n):
+            if r != i:
+                pool[c] = r
+                c += 1
+        partial_shuffle(rng, pool, M)
+        rows = pool[:M]
+        act, k = active_slots(m)
+        birth = rng.random() < 0.5
+        if birth:
+            if k == k_max:
+                continue
+            random_free_slots(rng, act, k, k_max, 1, free)
+            t = free[0]
+            for a in range(k):
+                lay[a] = act[a]
+            lay[k] = t
+            kk = k + 1
+            ia = k
+        else:
+            t = _random_active(rng, Z, i, k_max)
+            if t < 0:
+                continue
+            for q in range(M):
+                in_r[rows[q]] = True
+            ok = True
+            for r in range(n):
+                if Z[r, t] != 0 and r != i and not in_r[r]:
+                    ok = False
+                    break
+            for q in range(M):
+                in_r[rows[q]] = False
+            if not ok:
+                continue
+            kk = k
+            ia = -1
+            for a in range(k):
+                lay[a] = act[a]
+                if act[a] == t:
+                    ia = a
+        Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
+        logq = _sequential_membership(rng, Z, X, Gc, RXc, lay, kk, ia, i, rows, M, sx2, sa2,
+                                      not birth, alloc)
+        ll_with = collapsed_loglik(Gc, RXc, trXX, n, d, sx2, sa2)
+        m_new = 1
+        for q in range(M):
+            m_new += alloc[q]
+        n_act_i = 1
+        for cc in range(k_max):
+            if Z[i, cc] != 0 and cc != t:
+                n_act_i += 1
+        if birth:
+            ll_without = ll
+        else:
+            keep = np.empty(kk - 1, dtype=np.int64)
+            cnt = 0
+            for a in range(kk):
+                if a != ia:
+                    keep[cnt] = a
+                    cnt += 1
+            G2, RX2 = _compact_stats(Gc, RXc, keep, kk - 1)
+            ll_without = collapsed_loglik(G2, RX2, trXX, n, d, sx2, sa2)
+        log_r = (ll_with - ll_without + log_ab + log_beta_term(m_new, n, beta)
+                 - math.log(n_act_i) - logq)
+        if not birth:
+            log_r = -log_r
+        if math.log(rng.random()) < log_r:
+            for q in range(M + 1):
+                r = rows[q] if q < M else i
+                _slot_row(Gs, RXs, Z, r, X[r], -1.0)
+                if birth:
+                    Z[r, t] = 1 if (q == M or alloc[q] == 1) else 0
+                else:
+                    Z[r, t] = 0
+                _slot_row(Gs, RXs, Z, r, X[r], 1.0)
+            m[t] = m_new if birth else 0
+            ll = ll_without if not birth else ll_with
             accepted += 1
     return accepted
