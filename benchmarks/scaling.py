@@ -11,7 +11,7 @@ driven by hand on a PyMC model (``alpha ~ Gamma(1, 1)``, ``sigma_a ~ HalfNormal(
 * ``collapsed``:   ``pmi.CollapsedGibbs`` (same, with p(X | Z) recomputed per element);
 * ``ibpgibbs+conjA``: ``pmi.IBPGibbs`` on Z (uncollapsed, 2 K_max likelihood evaluations of
   the compiled PyMC model) followed by a *conjugate* draw of A | Z, X (the ConjugateA helper of
-  ``_common.py``, the A update of the uncollapsed sampler of [000 §3.1]).  NUTS on A is not
+  ``_models.py``, the A update of the uncollapsed sampler of [000 §3.1]).  NUTS on A is not
   timed here (its cost depends on its adaptation; it appears in mixing.py).
 
 Data: block images (D = 36, ``pmi.datasets.block_images``, noise 0.5, K = 4) and synthetic
@@ -23,34 +23,20 @@ load.  Reported: median, min and max over the reps, and the log-log slope of the
 N per sampler.  A sampler is dropped once an iteration exceeds 60 s or the extrapolation
 ``t(N_next) = t(N) (N_next/N)^max(1, local slope)`` says it would.
 
-    python benchmarks/scaling.py [--quick]
+    python -m benchmarks.scaling [--quick]
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
-    ConjugateA,
-    ibp_model,
-    loglog_slope,
-    machine_info,
-    pad,
-    print_table,
-    spread,
-    write_results,
-)
+from benchmarks import quiet
+from benchmarks._machine import machine_info, print_table, write_results
+from benchmarks._models import ConjugateA, ibp_model, pad, timing_data
+from benchmarks._timing import loglog_slope, spread
 
 SAMPLERS = ["accelerated", "collapsed", "ibpgibbs+conjA"]
 LIMIT_S = 60.0
@@ -58,17 +44,7 @@ K_MAX = 20
 
 
 def make_data(kind, n):
-    import pymc_ibp as pmi
-
-    if kind == "block":
-        d = pmi.datasets.block_images(n, noise=0.5, seed=0)
-        sa = float(np.sqrt(np.mean(d.A ** 2)))
-    else:
-        d = pmi.datasets.ibp_linear_gaussian(n, 161, alpha=1.0, sigma_x=0.5, sigma_a=1.0, seed=0)
-        sa = 1.0
-        if d.k > K_MAX:
-            raise RuntimeError(f"synthetic data has K+ = {d.k} > K_max = {K_MAX}")
-    return d, sa
+    return timing_data(kind, n, K_MAX, seed=0)
 
 
 def build_chain(sampler, data, sa, seed):
@@ -194,7 +170,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N up to 1000 (block) / 300 (D=161)")
     args = ap.parse_args()
-    warnings.simplefilter("ignore")  # truncation / imputation warnings are not timing concerns
+    quiet()  # truncation / imputation warnings are not timing concerns
     info = machine_info()
     t0 = time.perf_counter()
     if args.quick:
@@ -221,7 +197,7 @@ def main():
         "driven by hand; K_max = 20; chains start at the true Z, A, sigmas; samplers timed "
         "interleaved; `x_accelerated` = median time / accelerated median time at that N.",
         "`ibpgibbs+conjA`: pmi.IBPGibbs on Z plus a conjugate Gaussian draw of A | Z, X "
-        "(benchmarks/_common.py::ConjugateA), not NUTS.",
+        "(benchmarks/_models.py::ConjugateA), not NUTS.",
         "`z_step_median_s`: the Z step (+ A draw) alone; the rest is alpha + the two scales "
         "(IBPScaleSlice computes ||X - ZA||^2, O(N K_max D)); `z_x_accelerated` is its ratio "
         "to the accelerated Z step.",
