@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent  # the scripts run as modules of the benchmarks package from here
-SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml"]
+SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure"]
 LONG = ["mixing_long"]  # run only when named with --only (about an hour)
 
 
