@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -96,9 +95,9 @@ def print_table(rows: list[dict], columns: list[str]) -> None:
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(x[i]) for x in cells)) if cells else len(c)
               for i, c in enumerate(columns)]
-    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
     for x in cells:
-        print("  ".join(v.rjust(w) for v, w in zip(x, widths)))
+        print("  ".join(v.rjust(w) for v, w in zip(x, widths, strict=True)))
 
 
 def write_results(name: str, rows: list[dict], columns: list[str], title: str,

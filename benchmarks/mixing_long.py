@@ -26,9 +26,9 @@ What is measured, per sampler:
    median wall time of its post-tuning iterations;
 3. the *long run* (4 chains, var_names alpha, sigma_x, sigma_a, Z).  Per draw: K+ (number of
    non-empty columns of Z), the collapsed log joint ``log p(X | Z, sigma_x, sigma_a) +
-   log IBP(Z | alpha)`` (benchmarks/_mixing_stats.py::collapsed_log_joint, the same function for both
-   samplers; for the finite model it is a label-invariant statistic of its Z draws, not that
-   model's own density) and sigma_x.  For each: bulk ESS (``az.ess(method="bulk")``) over the 4
+   log IBP(Z | alpha)`` (benchmarks/_mixing_stats.py::collapsed_log_joint, the same function for
+   both samplers; for the finite model it is a label-invariant statistic of its Z draws, not
+   that model's own density) and sigma_x.  For each: bulk ESS (``az.ess(method="bulk")``) over the 4
    chains, the single-chain bulk ESS of every chain and their sum, and R-hat.  For K+ also: the
    fraction of draws with K+ = K_max, its histogram, and how often it changes value per chain.
 
@@ -251,7 +251,7 @@ def sampler_row(s) -> dict:
         "s_per_it_long": _f(s["s_per_it_long"]), "K_plus_mean": _f(s["K_plus_mean"]),
         "K_plus_sd": _f(s["K_plus_sd"]), "at_K_max": _f(s["at_K_max"]),
         "K_plus_changes": "/".join(str(c) for c in s["K_plus_changes"]),
-        "K_plus_hist": " ".join(f"{v}:{c}" for v, c in zip(h["values"], h["counts"])),
+        "K_plus_hist": " ".join(f"{v}:{c}" for v, c in zip(h["values"], h["counts"], strict=True)),
         "log_lik_mean": _f(s["log_lik_mean"]), "log_joint_mean": _f(s["log_joint_mean"]),
         "sigma_x_mean": _f(s["sigma_x_mean"]), "alpha_mean": _f(s["alpha_mean"]),
         "git": s.get("git", "?"), "date": s.get("date", "?"),

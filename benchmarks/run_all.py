@@ -6,9 +6,10 @@
     python -m benchmarks.run_all --only mixing_long     # make bench-long  (~1 h: PyMC's default)
 
 Each script runs in its own process as ``python -m benchmarks.<name>`` from the repository root
-(``--quick`` is passed through), prints its table and writes ``results/<name>[_quick].{csv,md}``.  Afterwards the README's generated sections
-(between ``<!-- results:NAME -->`` markers) are replaced by the latest full-run markdown
-(or the quick one when no full run exists yet).
+(``--quick`` is passed through), prints its table and writes
+``results/<name>[_quick].{csv,md}``.  Afterwards the README's generated sections (between
+``<!-- results:NAME -->`` markers) are replaced by the latest full-run markdown (or the quick
+one when no full run exists yet).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def build_chain(sampler, data, sa, seed):
         steps = [pmi.IBPAlphaGibbs([model["alpha"]]), *zsteps,
                  pmi.IBPScaleSlice([model["sigma_a"], model["sigma_x"]])]
     rng = np.random.default_rng(seed)
-    for s, r in zip(steps, rng.spawn(len(steps))):
+    for s, r in zip(steps, rng.spawn(len(steps)), strict=True):
         s.setup_chain(r, tune=0, draws=100)
     return model, steps, model.initial_point()
 
@@ -97,7 +97,8 @@ def run(kind, grid, reps_max, budget_s):
                 pred = h[-1][1] * (n / h[-1][0]) ** slope
                 if pred > LIMIT_S:
                     print(f"  {kind} N={n}: dropping {s} (predicted {pred:.0f} s per iteration)")
-                    rows.append(dict(data=kind, sampler=s, N=n, note=f"dropped: predicted {pred:.0f} s"))
+                    rows.append(dict(data=kind, sampler=s, N=n,
+                                     note=f"dropped: predicted {pred:.0f} s"))
                     alive.remove(s)
         if not alive:
             break
@@ -127,7 +128,7 @@ def run(kind, grid, reps_max, budget_s):
             print(f"  {kind} N={n} {s}: build {tb:.1f} s, {label} {tw:.3f} s", flush=True)
         # reps from the budget: about budget_s seconds per (N, sampler), at least 2
         reps = {s: int(np.clip(budget_s / max(warm[s], 1e-3), 2, reps_max)) for s in alive}
-        for r in range(max(reps.values())):
+        for _ in range(max(reps.values())):
             for s in alive:
                 if len(times[s]) >= reps[s]:
                     continue
@@ -146,14 +147,15 @@ def run(kind, grid, reps_max, budget_s):
             history[s].append((n, sp["median_s"]))
             if sp["median_s"] > LIMIT_S:
                 alive.remove(s)
-        acc = [r for r in rows if r.get("N") == n and r["sampler"] == "accelerated" and "median_s" in r]
+        acc = [r for r in rows
+               if r.get("N") == n and r["sampler"] == "accelerated" and "median_s" in r]
         for r in rows:
             if r.get("N") == n and "median_s" in r and acc:
                 r["x_accelerated"] = r["median_s"] / acc[0]["median_s"]
                 r["z_x_accelerated"] = r["z_step_median_s"] / acc[0]["z_step_median_s"]
         print_table([r for r in rows if r.get("N") == n and "median_s" in r],
-                    ["sampler", "N", "K_plus", "median_s", "min_s", "max_s", "reps", "x_accelerated",
-                     "z_step_median_s", "z_x_accelerated"])
+                    ["sampler", "N", "K_plus", "median_s", "min_s", "max_s", "reps",
+                     "x_accelerated", "z_step_median_s", "z_x_accelerated"])
         del chains
     slopes = []
     for s in SAMPLERS:
