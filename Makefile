@@ -31,14 +31,14 @@ test-all: $(STAMP)
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
+	$(PY) -m benchmarks.run_all
 
 bench-quick: $(STAMP)
-	$(PY) benchmarks/run_all.py --quick
+	$(PY) -m benchmarks.run_all --quick
 
 # about an hour: long chains of PyMC's default sampler for the ESS/s comparison
 bench-long: $(STAMP)
-	$(PY) benchmarks/run_all.py --only mixing_long
+	$(PY) -m benchmarks.run_all --only mixing_long
 
 # docs: installs the docs extra once (re-installed when pyproject.toml changes), then builds the
 # HTML offline with warnings as errors (see docs/README.md)

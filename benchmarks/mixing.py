@@ -13,7 +13,7 @@ Model (block images, ``pmi.datasets.block_images(N, noise=0.5, seed=1)``, D = 36
 * ``collapsed``:     ``step=[pmi.CollapsedGibbs([Z])]`` (rest automatic);
 * ``ibpgibbs+nuts``: ``step=[pmi.IBPGibbs([Z]), pm.NUTS([A])]`` (rest automatic);
 * ``ibpgibbs+conjA``: ``step=[pmi.IBPGibbs([Z]), ConjugateA([A])]``: a conjugate A | Z draw
-  instead of NUTS (benchmarks/_common.py);
+  instead of NUTS (benchmarks/_models.py);
 * ``pymc_default``:  the finite Beta-Bernoulli model (``pi ~ Beta(alpha/K_max, 1)``,
   ``Z ~ Bernoulli(pi)``, same priors and likelihood) under ``pm.sample()``'s own choice,
   BinaryGibbsMetropolis [Z] + NUTS [alpha, pi, sigma_a, A, sigma_x].
@@ -31,36 +31,21 @@ for every sampler (for the linear-Gaussian steps it equals the ``ibp_log_joint``
 for the finite model it is the IBP joint of its Z draws, a label-invariant statistic, not that
 model's own density).  ESS = ``az.ess(method="bulk")`` over the 4 chains' draws.
 
-    python benchmarks/mixing.py [--quick]
+    python -m benchmarks.mixing [--quick]
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
-    IterationClock,
-    collapsed_log_joint,
-    ess_bulk,
-    machine_info,
-    print_table,
-    rhat,
-    sample_block_model,
-    sampling_time,
-    traces,
-    write_results,
-)
+from benchmarks import quiet
+from benchmarks._machine import machine_info, print_table, write_results
+from benchmarks._mixing_stats import collapsed_log_joint, ess_bulk, rhat, traces
+from benchmarks._models import sample_block_model
+from benchmarks._timing import IterationClock, sampling_time
 
 K_MAX = 12
 CHAINS = 4
@@ -100,10 +85,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N = 300 only, shorter chains")
     args = ap.parse_args()
-    warnings.simplefilter("ignore")
-    import logging
-
-    logging.getLogger("pymc").setLevel(logging.ERROR)
+    quiet()
     import pymc_ibp as pmi
 
     info = machine_info()

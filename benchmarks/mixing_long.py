@@ -26,9 +26,9 @@ What is measured, per sampler:
    median wall time of its post-tuning iterations;
 3. the *long run* (4 chains, var_names alpha, sigma_x, sigma_a, Z).  Per draw: K+ (number of
    non-empty columns of Z), the collapsed log joint ``log p(X | Z, sigma_x, sigma_a) +
-   log IBP(Z | alpha)`` (benchmarks/_common.py::collapsed_log_joint, the same function for both
-   samplers; for the finite model it is a label-invariant statistic of its Z draws, not that
-   model's own density) and sigma_x.  For each: bulk ESS (``az.ess(method="bulk")``) over the 4
+   log IBP(Z | alpha)`` (benchmarks/_mixing_stats.py::collapsed_log_joint, the same function for
+   both samplers; for the finite model it is a label-invariant statistic of its Z draws, not
+   that model's own density) and sigma_x.  For each: bulk ESS (``az.ess(method="bulk")``) over the 4
    chains, the single-chain bulk ESS of every chain and their sum, and R-hat.  For K+ also: the
    fraction of draws with K+ = K_max, its histogram, and how often it changes value per chain.
 
@@ -47,10 +47,10 @@ Each sampler's summary (numbers, git hash, date, the K+ / log joint / sigma_x tr
 to ``results/mixing_long_<sampler>_N<n>.json``, so the samplers can run at different times;
 the table ``results/mixing_long.{csv,md}`` is then assembled from whichever json files exist::
 
-    nice -n 10 python benchmarks/mixing_long.py                       # both samplers, N = 1000
-    nice -n 10 python benchmarks/mixing_long.py --sampler accelerated # one sampler (+ assemble)
-    python benchmarks/mixing_long.py --assemble                       # only rebuild the table
-    python benchmarks/mixing_long.py --n 300 --draws 40 --tune 20     # a quick smoke test
+    nice -n 10 python -m benchmarks.mixing_long                       # both samplers, N = 1000
+    nice -n 10 python -m benchmarks.mixing_long --sampler accelerated # one sampler (+ assemble)
+    python -m benchmarks.mixing_long --assemble                       # only rebuild the table
+    python -m benchmarks.mixing_long --n 300 --draws 40 --tune 20     # a quick smoke test
 
 Expected run time at N = 1000 on a 2-core 2.8 GHz Xeon: accelerated ~3 min (4 x 2500
 iterations at ~10 ms); pymc_default ~55 min (the 3000 s budget at ~1.7 s per iteration, plus
@@ -59,36 +59,21 @@ iterations at ~10 ms); pymc_default ~55 min (the 3000 s budget at ~1.7 s per ite
 
 from __future__ import annotations
 
-import os
+import argparse
+import datetime
+import json
+import math
+import re
+import time
+from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import re  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
-    RESULTS,
-    IterationClock,
-    ess_bulk,
-    machine_info,
-    print_table,
-    rhat,
-    sample_block_model,
-    sampling_time,
-    traces,
-    write_results,
-)
+from benchmarks import quiet
+from benchmarks._machine import RESULTS, machine_info, print_table, write_results
+from benchmarks._mixing_stats import ess_bulk, rhat, traces
+from benchmarks._models import sample_block_model
+from benchmarks._timing import IterationClock, sampling_time
 
 K_MAX = 12
 CHAINS = 4
@@ -266,7 +251,7 @@ def sampler_row(s) -> dict:
         "s_per_it_long": _f(s["s_per_it_long"]), "K_plus_mean": _f(s["K_plus_mean"]),
         "K_plus_sd": _f(s["K_plus_sd"]), "at_K_max": _f(s["at_K_max"]),
         "K_plus_changes": "/".join(str(c) for c in s["K_plus_changes"]),
-        "K_plus_hist": " ".join(f"{v}:{c}" for v, c in zip(h["values"], h["counts"])),
+        "K_plus_hist": " ".join(f"{v}:{c}" for v, c in zip(h["values"], h["counts"], strict=True)),
         "log_lik_mean": _f(s["log_lik_mean"]), "log_joint_mean": _f(s["log_joint_mean"]),
         "sigma_x_mean": _f(s["sigma_x_mean"]), "alpha_mean": _f(s["alpha_mean"]),
         "git": s.get("git", "?"), "date": s.get("date", "?"),
@@ -387,10 +372,7 @@ def main():
     ap.add_argument("--assemble", action="store_true",
                     help="only assemble results/mixing_long.{csv,md} from the json files")
     args = ap.parse_args()
-    warnings.simplefilter("ignore")
-    import logging
-
-    logging.getLogger("pymc").setLevel(logging.ERROR)
+    quiet()
     info = machine_info()
     info["git"] = pymc_ibp_source(info)
     t_start = time.perf_counter()

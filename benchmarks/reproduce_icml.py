@@ -10,7 +10,7 @@ iterations (100 tune, discarded, + 900 draws), ``cores=1``:
 * ``collapsed``  (Table: Collapsed): ``pmi.CollapsedGibbs``, held-out entries NaN (imputed);
 * ``accelerated`` (Table: Accelerated): ``pmi.AcceleratedGibbs``, NaN imputed;
 * ``ibpgibbs+conjA`` (closest to Table: Semi-collapsed): ``pmi.IBPGibbs`` on Z + a conjugate
-  draw of A | Z (benchmarks/_common.py::ConjugateA).  ``IBPGibbs`` rejects PyMC's NaN
+  draw of A | Z (benchmarks/_models.py::ConjugateA).  ``IBPGibbs`` rejects PyMC's NaN
   imputation (the flattened ``X_observed``/``X_unobserved`` logp has no per-row terms), so this
   sampler gets the *masked* model ``X ~ Normal(M (Z @ A), sigma_x)`` observed at ``M X``
   (``M = 0`` at held-out entries), which marginalises the held-out entries exactly.  Unlike the
@@ -37,36 +37,21 @@ iterations at N >= 250 (see ``COLLAPSED_ITS``).  ``--full`` runs the whole proto
 for every sampler; the collapsed sampler at N = 500 alone takes about an hour here).
 ``--quick``: N in {50, 100}, 5 chains x 200 iterations, block images 2 x 60 iterations.
 
-    python benchmarks/reproduce_icml.py [--quick | --full]
+    python -m benchmarks.reproduce_icml [--quick | --full]
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
-    ConjugateA,
-    collapsed_log_joint,
-    ess_bda2,
-    ess_bulk,
-    ibp_model,
-    machine_info,
-    pad,
-    print_table,
-    sampling_time,
-    write_results,
-)
+from benchmarks import quiet
+from benchmarks._machine import machine_info, print_table, write_results
+from benchmarks._mixing_stats import collapsed_log_joint, ess_bda2, ess_bulk
+from benchmarks._models import ConjugateA, ibp_model, pad
+from benchmarks._timing import sampling_time
 
 SAMPLERS = ["collapsed", "ibpgibbs+conjA", "accelerated"]
 PAPER_COLUMN = {"collapsed": "Collapsed", "ibpgibbs+conjA": "Semi-collapsed",
@@ -80,6 +65,19 @@ TABLE4 = {"collapsed": (1526.4, 12.0, 0.1066, -2.0),
           "ibpgibbs+conjA": (38.1, 2.0, 0.1239, -1.7),
           "accelerated": (7.6, 4.0, 0.0555, -2.0)}
 K_MAX = 30
+# Table 2's synthetic data: D and the true hyperparameters (also the model's fixed values)
+SYNTH_D, SYNTH_ALPHA, SYNTH_SIGMA_X, SYNTH_SIGMA_A = 10, 2.0, 0.2, 2.0
+
+
+def synthetic_data(n, seed=None):
+    """Table 2's synthetic data set of ``n`` rows, drawn from the linear-Gaussian IBP prior
+    (``ibp_linear_gaussian(n, 10, alpha=2, sigma_x=0.2, sigma_a=2)``); ``seed`` defaults to
+    ``n``, the seed of the tables.  Also used by benchmarks/structure.py."""
+    import pymc_ibp as pmi
+
+    return pmi.datasets.ibp_linear_gaussian(n, SYNTH_D, alpha=SYNTH_ALPHA,
+                                            sigma_x=SYNTH_SIGMA_X, sigma_a=SYNTH_SIGMA_A,
+                                            seed=n if seed is None else seed)
 
 
 class LastDraws:
@@ -166,8 +164,7 @@ def synthetic(grid, chains, its, tune_frac, collapsed_its, info_rows):
 
     rows = []
     for n in grid:
-        data = pmi.datasets.ibp_linear_gaussian(n, 10, alpha=2.0, sigma_x=0.2, sigma_a=2.0,
-                                                seed=n)
+        data = synthetic_data(n)
         X = data.X
         n_missing = min(100 * X.shape[1], X.size // 5)
         mask = pmi.holdout_mask(X, n_missing=n_missing, seed=n)
@@ -175,9 +172,10 @@ def synthetic(grid, chains, its, tune_frac, collapsed_its, info_rows):
             total = collapsed_its.get(n, its) if sampler == "collapsed" else its
             tune = int(round(tune_frac * total))
             t = time.perf_counter()
-            res, post = run_sampler(sampler, X, mask, 2.0, 0.2, 2.0, chains, max(tune, 1),
+            res, post = run_sampler(sampler, X, mask, SYNTH_ALPHA, SYNTH_SIGMA_X,
+                                    SYNTH_SIGMA_A, chains, max(tune, 1),
                                     total - max(tune, 1), seed=10 * n + s_i, Z_true=data.Z)
-            met = pmi.heldout_metrics(post, X, mask, sigma_x=0.2, last=50)
+            met = pmi.heldout_metrics(post, X, mask, sigma_x=SYNTH_SIGMA_X, last=50)
             p = TABLE2[sampler]
             row = dict(data="synthetic", N=n, sampler=sampler, paper_column=PAPER_COLUMN[sampler],
                        true_K=data.k, chains=chains, iterations=total, n_heldout=int(mask.sum()),
@@ -229,10 +227,7 @@ def main():
     g.add_argument("--quick", action="store_true")
     g.add_argument("--full", action="store_true", help="the whole protocol (hours)")
     args = ap.parse_args()
-    warnings.simplefilter("ignore")
-    import logging
-
-    logging.getLogger("pymc").setLevel(logging.ERROR)
+    quiet()
     info = machine_info()
     t0 = time.perf_counter()
     if args.quick:
@@ -251,10 +246,10 @@ def main():
     # warm-up: numba cache load and PyTensor compilation outside the timed runs
     import pymc_ibp as pmi
 
-    d = pmi.datasets.ibp_linear_gaussian(30, 10, alpha=2.0, sigma_x=0.2, sigma_a=2.0, seed=0)
+    d = synthetic_data(30, seed=0)
     wm = pmi.holdout_mask(d.X, 20, seed=0)
     for sampler in SAMPLERS:
-        run_sampler(sampler, d.X, wm, 2.0, 0.2, 2.0, 1, 1, 2, seed=0)
+        run_sampler(sampler, d.X, wm, SYNTH_ALPHA, SYNTH_SIGMA_X, SYNTH_SIGMA_A, 1, 1, 2, seed=0)
     rows = synthetic(grid, chains, its, 0.1, col_its, [])
     rows += block(b_chains, b_its, b_tune, b_col)
     cols = ["data", "N", "sampler", "paper_column", "true_K", "K_plus_mean", "at_K_max",
@@ -286,7 +281,7 @@ def main():
         "K+ never changed (stuck at K_max).",
         "Collapsed iterations in the default grid: " + ", ".join(
             f"N={k}: {v}" for k, v in COLLAPSED_ITS.items()) + " (5 chains; block images 2 x 10); "
-        "the full protocol: `python benchmarks/reproduce_icml.py --full` (hours).",
+        "the full protocol: `python -m benchmarks.reproduce_icml --full` (hours).",
         f"Total script time {time.perf_counter() - t0:.0f} s.",
     ]
     write_results(name, rows, cols, "Reproduction of [000 ch.4] / [001 §6] (spec §11.1)",

@@ -1,14 +1,15 @@
 """Run every benchmark script in sequence and refresh the tables in benchmarks/README.md.
 
-    python benchmarks/run_all.py            # make bench        (< 30 min on a 2-core sandbox)
-    python benchmarks/run_all.py --quick    # make bench-quick  (< 3 min)
-    python benchmarks/run_all.py --only mixing scaling
-    python benchmarks/run_all.py --only mixing_long     # make bench-long  (~1 h: PyMC's default)
+    python -m benchmarks.run_all            # make bench        (< 30 min on a 2-core sandbox)
+    python -m benchmarks.run_all --quick    # make bench-quick  (< 3 min)
+    python -m benchmarks.run_all --only mixing scaling
+    python -m benchmarks.run_all --only mixing_long     # make bench-long  (~1 h: PyMC's default)
 
-Each script runs in its own process (``--quick`` is passed through), prints its table and
-writes ``results/<name>[_quick].{csv,md}``.  Afterwards the README's generated sections
-(between ``<!-- results:NAME -->`` markers) are replaced by the latest full-run markdown
-(or the quick one when no full run exists yet).
+Each script runs in its own process as ``python -m benchmarks.<name>`` from the repository root
+(``--quick`` is passed through), prints its table and writes
+``results/<name>[_quick].{csv,md}``.  Afterwards the README's generated sections (between
+``<!-- results:NAME -->`` markers) are replaced by the latest full-run markdown (or the quick
+one when no full run exists yet).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml"]
+ROOT = HERE.parent  # the scripts run as modules of the benchmarks package from here
+SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure"]
 LONG = ["mixing_long"]  # run only when named with --only (about an hour)
 
 
@@ -64,10 +66,10 @@ def main():
     failed = []
     for name in args.only or SCRIPTS:
         quick = ["--quick"] if args.quick and name not in LONG else []
-        cmd = [sys.executable, str(HERE / f"{name}.py")] + quick
+        cmd = [sys.executable, "-m", f"benchmarks.{name}"] + quick
         print(f"\n=== {' '.join(cmd[1:])}", flush=True)
         t = time.perf_counter()
-        rc = subprocess.call(cmd, env=env)
+        rc = subprocess.call(cmd, env=env, cwd=ROOT)
         print(f"=== {name}: {time.perf_counter() - t:.0f} s (exit {rc})", flush=True)
         if rc:
             failed.append(name)

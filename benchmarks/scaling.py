@@ -11,7 +11,7 @@ driven by hand on a PyMC model (``alpha ~ Gamma(1, 1)``, ``sigma_a ~ HalfNormal(
 * ``collapsed``:   ``pmi.CollapsedGibbs`` (same, with p(X | Z) recomputed per element);
 * ``ibpgibbs+conjA``: ``pmi.IBPGibbs`` on Z (uncollapsed, 2 K_max likelihood evaluations of
   the compiled PyMC model) followed by a *conjugate* draw of A | Z, X (the ConjugateA helper of
-  ``_common.py``, the A update of the uncollapsed sampler of [000 §3.1]).  NUTS on A is not
+  ``_models.py``, the A update of the uncollapsed sampler of [000 §3.1]).  NUTS on A is not
   timed here (its cost depends on its adaptation; it appears in mixing.py).
 
 Data: block images (D = 36, ``pmi.datasets.block_images``, noise 0.5, K = 4) and synthetic
@@ -23,34 +23,20 @@ load.  Reported: median, min and max over the reps, and the log-log slope of the
 N per sampler.  A sampler is dropped once an iteration exceeds 60 s or the extrapolation
 ``t(N_next) = t(N) (N_next/N)^max(1, local slope)`` says it would.
 
-    python benchmarks/scaling.py [--quick]
+    python -m benchmarks.scaling [--quick]
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
-    ConjugateA,
-    ibp_model,
-    loglog_slope,
-    machine_info,
-    pad,
-    print_table,
-    spread,
-    write_results,
-)
+from benchmarks import quiet
+from benchmarks._machine import machine_info, print_table, write_results
+from benchmarks._models import ConjugateA, ibp_model, pad, timing_data
+from benchmarks._timing import loglog_slope, spread
 
 SAMPLERS = ["accelerated", "collapsed", "ibpgibbs+conjA"]
 LIMIT_S = 60.0
@@ -58,17 +44,7 @@ K_MAX = 20
 
 
 def make_data(kind, n):
-    import pymc_ibp as pmi
-
-    if kind == "block":
-        d = pmi.datasets.block_images(n, noise=0.5, seed=0)
-        sa = float(np.sqrt(np.mean(d.A ** 2)))
-    else:
-        d = pmi.datasets.ibp_linear_gaussian(n, 161, alpha=1.0, sigma_x=0.5, sigma_a=1.0, seed=0)
-        sa = 1.0
-        if d.k > K_MAX:
-            raise RuntimeError(f"synthetic data has K+ = {d.k} > K_max = {K_MAX}")
-    return d, sa
+    return timing_data(kind, n, K_MAX, seed=0)
 
 
 def build_chain(sampler, data, sa, seed):
@@ -89,7 +65,7 @@ def build_chain(sampler, data, sa, seed):
         steps = [pmi.IBPAlphaGibbs([model["alpha"]]), *zsteps,
                  pmi.IBPScaleSlice([model["sigma_a"], model["sigma_x"]])]
     rng = np.random.default_rng(seed)
-    for s, r in zip(steps, rng.spawn(len(steps))):
+    for s, r in zip(steps, rng.spawn(len(steps)), strict=True):
         s.setup_chain(r, tune=0, draws=100)
     return model, steps, model.initial_point()
 
@@ -121,7 +97,8 @@ def run(kind, grid, reps_max, budget_s):
                 pred = h[-1][1] * (n / h[-1][0]) ** slope
                 if pred > LIMIT_S:
                     print(f"  {kind} N={n}: dropping {s} (predicted {pred:.0f} s per iteration)")
-                    rows.append(dict(data=kind, sampler=s, N=n, note=f"dropped: predicted {pred:.0f} s"))
+                    rows.append(dict(data=kind, sampler=s, N=n,
+                                     note=f"dropped: predicted {pred:.0f} s"))
                     alive.remove(s)
         if not alive:
             break
@@ -151,7 +128,7 @@ def run(kind, grid, reps_max, budget_s):
             print(f"  {kind} N={n} {s}: build {tb:.1f} s, {label} {tw:.3f} s", flush=True)
         # reps from the budget: about budget_s seconds per (N, sampler), at least 2
         reps = {s: int(np.clip(budget_s / max(warm[s], 1e-3), 2, reps_max)) for s in alive}
-        for r in range(max(reps.values())):
+        for _ in range(max(reps.values())):
             for s in alive:
                 if len(times[s]) >= reps[s]:
                     continue
@@ -170,14 +147,15 @@ def run(kind, grid, reps_max, budget_s):
             history[s].append((n, sp["median_s"]))
             if sp["median_s"] > LIMIT_S:
                 alive.remove(s)
-        acc = [r for r in rows if r.get("N") == n and r["sampler"] == "accelerated" and "median_s" in r]
+        acc = [r for r in rows
+               if r.get("N") == n and r["sampler"] == "accelerated" and "median_s" in r]
         for r in rows:
             if r.get("N") == n and "median_s" in r and acc:
                 r["x_accelerated"] = r["median_s"] / acc[0]["median_s"]
                 r["z_x_accelerated"] = r["z_step_median_s"] / acc[0]["z_step_median_s"]
         print_table([r for r in rows if r.get("N") == n and "median_s" in r],
-                    ["sampler", "N", "K_plus", "median_s", "min_s", "max_s", "reps", "x_accelerated",
-                     "z_step_median_s", "z_x_accelerated"])
+                    ["sampler", "N", "K_plus", "median_s", "min_s", "max_s", "reps",
+                     "x_accelerated", "z_step_median_s", "z_x_accelerated"])
         del chains
     slopes = []
     for s in SAMPLERS:
@@ -194,7 +172,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N up to 1000 (block) / 300 (D=161)")
     args = ap.parse_args()
-    warnings.simplefilter("ignore")  # truncation / imputation warnings are not timing concerns
+    quiet()  # truncation / imputation warnings are not timing concerns
     info = machine_info()
     t0 = time.perf_counter()
     if args.quick:
@@ -221,7 +199,7 @@ def main():
         "driven by hand; K_max = 20; chains start at the true Z, A, sigmas; samplers timed "
         "interleaved; `x_accelerated` = median time / accelerated median time at that N.",
         "`ibpgibbs+conjA`: pmi.IBPGibbs on Z plus a conjugate Gaussian draw of A | Z, X "
-        "(benchmarks/_common.py::ConjugateA), not NUTS.",
+        "(benchmarks/_models.py::ConjugateA), not NUTS.",
         "`z_step_median_s`: the Z step (+ A draw) alone; the rest is alpha + the two scales "
         "(IBPScaleSlice computes ||X - ZA||^2, O(N K_max D)); `z_x_accelerated` is its ratio "
         "to the accelerated Z step.",

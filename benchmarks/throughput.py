@@ -28,25 +28,20 @@ is low by construction: the kernel is scalar loops over short vectors (k ~ 4-12,
 161) with a data-dependent branch per entry, which cannot use the wide vector units dgemm
 saturates.
 
-    python benchmarks/throughput.py [--quick]
+    python -m benchmarks.throughput [--quick]
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import math
+import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import machine_info, pad, print_table, spread, write_results  # noqa: E402
+from benchmarks._machine import machine_info, print_table, write_results
+from benchmarks._models import pad, timing_data
+from benchmarks._timing import spread
 
 K_MAX = 20
 
@@ -70,7 +65,7 @@ def dgemm_rate(size=1500, reps=5):
 
     try:
         from threadpoolctl import threadpool_limits
-    except ImportError:  # OMP/OPENBLAS_NUM_THREADS=1 are set at the top of this script
+    except ImportError:  # OMP/OPENBLAS_NUM_THREADS=1 are set by benchmarks/__init__.py
         def threadpool_limits(_):
             return contextlib.nullcontext()
 
@@ -87,16 +82,10 @@ def dgemm_rate(size=1500, reps=5):
 
 
 def measure(kind, n, reps, seed=0):
-    import pymc_ibp as pmi
     from pymc_ibp.step_methods import kernels
 
-    if kind == "block":
-        data = pmi.datasets.block_images(n, noise=0.5, seed=seed)
-        sa2 = float(np.mean(data.A ** 2))
-    else:
-        data = pmi.datasets.ibp_linear_gaussian(n, 161, alpha=1.0, sigma_x=0.5, sigma_a=1.0,
-                                                seed=seed)
-        sa2 = 1.0
+    data, sa = timing_data(kind, n, K_MAX, seed=seed)
+    sa2 = sa * sa
     X = data.X
     D = X.shape[1]
     Z = pad(data.Z, K_MAX)

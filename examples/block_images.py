@@ -19,7 +19,8 @@ from pathlib import Path
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="demo_output", help="folder for the PNG files")
     parser.add_argument("--n", type=int, default=1000, help="number of images")
     parser.add_argument("--draws", type=int, default=300)

@@ -28,7 +28,8 @@ from pathlib import Path
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="digits_output", help="folder for the PNG file")
     parser.add_argument("--n", type=int, default=300, help="number of images")
     parser.add_argument("--k-max", type=int, default=16, help="feature slots K_max")
@@ -76,12 +77,13 @@ def main():
         if hasattr(pmi, "IBPGibbs"):
             z_step = pmi.IBPGibbs([Z])
         else:
-            print("pmi.IBPGibbs is not available in this version; using pm.BinaryGibbsMetropolis for Z")
+            print("pmi.IBPGibbs is not available in this version; "
+                  "using pm.BinaryGibbsMetropolis for Z")
             z_step = pm.BinaryGibbsMetropolis([Z])
         idata = pm.sample(
             draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
-            step=[z_step], initvals={"Z": z0}, random_seed=args.seed, compute_convergence_checks=False,
-            progressbar=False,
+            step=[z_step], initvals={"Z": z0}, random_seed=args.seed,
+            compute_convergence_checks=False, progressbar=False,
         )
     t_fit = time.perf_counter() - t0
 
