@@ -1,11 +1,13 @@
-"""Uncollapsed Gibbs for a binary feature matrix under any PyMC likelihood (spec §4.1).
+"""Uncollapsed Gibbs for a binary feature matrix under any PyMC likelihood.
 
 Every entry ``z_nk`` is drawn from its exact full conditional given everything else, with the
 likelihood taken from the model's own compiled element-wise logp.  Rows must be conditionally
 independent given the other variables (the likelihood factorises over the rows of ``Z``), which
 lets one compiled evaluation with column ``k`` set to 1 and one with it set to 0 give the
 likelihood ratios of all ``N`` entries of that column at once; the rows are then sampled in
-sequence (numba) because the IBP prior couples them through the column counts.
+sequence (numba) because the IBP prior couples them through the column counts.  Observed
+arrays with missing entries (PyMC's ``X_observed`` + imputed ``X_unobserved``, whose logps are
+1-D over the masked entries) are mapped back to the rows of ``Z`` through PyMC's boolean mask.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV
+from pytensor.tensor.subtensor import AdvancedSubtensor
 
 from pymc_ibp._numba_utils import bernoulli_logodds
 from pymc_ibp.distributions.ibp import IBPRV
@@ -72,6 +76,53 @@ def bernoulli_column_gibbs(rng, Z, k, ll1, ll0, prior_lo):
     return flips
 
 
+def _entry_mask(child, z_rv, model):
+    """The constant boolean mask through which ``child`` sees an array indexed by the rows of ``Z``.
+
+    PyMC splits an observed array with NaNs into ``X_observed`` and a free ``X_unobserved`` by
+    indexing the full ``N x D`` variable with a constant boolean mask (``X[~mask]``,
+    ``X[mask]``) and lifting the indexing into the parameters, so that e.g. the mean becomes
+    ``(Z @ A)[~mask]`` and the element-wise logp is 1-D over the selected entries.  Entry ``i`` of
+    such a child is element ``np.argwhere(mask)[i]`` (row-major order) of the ``N x D`` array.
+
+    Returns the mask (``mask.shape[0] == N`` is checked by the caller), or ``None`` if no
+    parameter of ``child`` is a ``Z``-dependent array indexed by one constant boolean array from
+    its first axis.  Other random variables block the search, so only the child's own
+    parameters are inspected.
+    """
+    others = [rv for rv in model.basic_RVs if rv is not z_rv]
+    masks = []
+    for var in ancestors(child.owner.inputs, blockers=others):
+        node = var.owner
+        if node is None or not isinstance(node.op, AdvancedSubtensor):
+            continue
+        base, *idx = node.inputs
+        if not (len(getattr(node.op, "idx_list", (0,))) == 1 and len(idx) == 1
+                and isinstance(idx[0], Constant) and idx[0].type.dtype == "bool"):
+            continue
+        if z_rv not in set(ancestors([base], blockers=others)):
+            continue
+        mask = np.asarray(idx[0].data)
+        if not any(mask.shape == m.shape and np.array_equal(mask, m) for m in masks):
+            masks.append(mask)
+    if len(masks) > 1:
+        raise ModelPatternError(
+            f"The parameters of {child.name!r} index arrays that depend on {z_rv.name!r} with "
+            f"{len(masks)} different boolean masks; IBPGibbs cannot tell which row of "
+            f"{z_rv.name!r} each term of its logp belongs to."
+        )
+    return masks[0] if masks else None
+
+
+def _format_position(pos):
+    pos = tuple(int(i) for i in pos)
+    if len(pos) == 2:
+        return f"row {pos[0]}, column {pos[1]}"
+    if len(pos) == 1:
+        return f"row {pos[0]}"
+    return f"index {pos}"
+
+
 class IBPGibbs(BlockedStep):
     r"""Uncollapsed Gibbs sampler for a binary ``N x K_max`` matrix under any likelihood.
 
@@ -82,19 +133,64 @@ class IBPGibbs(BlockedStep):
 
     with prior odds :math:`m_{-n,k}/(N-1-m_{-n,k}+\beta)` for an active column and
     :math:`\frac{\alpha\beta/(N-1+\beta)}{K_{max}-K'_{-}}` for an empty slot (a birth, using the
-    current draw of that slot's parameters), so the step targets the truncated model exactly
-    ([000 §3.1] with the truncation of spec §12.1).  For ``Z = pm.Bernoulli(p=...)`` (e.g.
-    under :class:`pymc_ibp.IBPStickBreaking`) the prior odds are ``p/(1-p)`` per entry.
+    current draw of that slot's parameters), so the step targets the IBP prior of Griffiths &
+    Ghahramani (2011) truncated to ``K_max`` slots exactly.  For ``Z = pm.Bernoulli(p=...)``
+    (e.g. under :class:`pymc_ibp.IBPStickBreaking`) the prior odds are ``p/(1-p)`` per entry.
 
     The likelihood ratio of a whole column comes from two evaluations of the model's compiled
     element-wise logp of every variable that depends on ``Z``, reduced over all but the row
     axis, so a sweep costs ``2 K_max`` likelihood evaluations plus ``O(N K_max)``.  The
-    likelihood must factorise over the rows of ``Z`` (checked at construction).
+    likelihood must factorise over the rows of ``Z`` (checked at construction by flipping
+    ``Z[r, 0]`` in the first and last rows and in rows with missing entries).
 
     Parameters
     ----------
     vars : list
         The binary matrix (a ``pmi.IBP`` or a 2-D ``pm.Bernoulli``).
+
+    Raises
+    ------
+    ModelPatternError
+        If ``vars`` is not one binary matrix, or the likelihood does not factorise over its rows.
+    ValueError
+        If the observed data of a likelihood term contains ``inf`` (or a NaN that PyMC did not
+        turn into an imputed variable); the message names the variable and the first bad
+        (row, column) of the array the user passed.
+
+    Notes
+    -----
+    **Missing observations.**  With NaNs in an observed NumPy array (or a masked array) PyMC
+    replaces ``X`` by ``X_observed``, the observed entries, and a free variable
+    ``X_unobserved``, the missing ones, both taken from the full ``N x D`` variable with a
+    constant boolean mask (``X[~M]``, ``X[M]``), so their element-wise logps are 1-D over the
+    selected entries in row-major order.  IBPGibbs finds the mask in the parameters of each such
+    variable and adds its ``i``-th term to row ``np.nonzero(mask)[0][i]``:
+
+    .. math:: \ell_n = \sum_{d:\,M_{nd}=0} \log p(x_{nd}\mid z_{n\cdot},\theta)
+        + \sum_{d:\,M_{nd}=1} \log p(\tilde x_{nd}\mid z_{n\cdot},\theta).
+
+    The scheme is data augmentation (Tanner & Wong, 1987): the imputed values
+    :math:`\tilde x` are part of the state, ``Z`` is drawn from its exact full conditional
+    given them, and ``X_unobserved`` is updated by its own step, by default the one
+    ``pm.sample`` assigns (NUTS for a continuous likelihood, ``BinaryGibbsMetropolis`` for a
+    Bernoulli one).  Each step leaves :math:`p(Z, \tilde x, \theta \mid X_{obs})` invariant, so
+    their composition does, and the ``Z``-marginal is :math:`p(Z \mid X_{obs})` with the missing
+    entries integrated out.  Dropping :math:`\tilde x` from the conditional of ``Z`` instead
+    would be exact only if :math:`\tilde x \mid Z` were then drawn exactly in the same step (a
+    partially collapsed Gibbs sampler, van Dyk & Park, 2008); with an ordinary MCMC step for
+    ``X_unobserved`` the imputed values would lag behind ``Z`` and have the wrong distribution.
+    ``ibp_log_lik`` includes the imputed entries.
+
+    References
+    ----------
+    T. L. Griffiths and Z. Ghahramani (2011). The Indian buffet process: an introduction and
+    review. *Journal of Machine Learning Research* 12, 1185-1224.
+
+    M. A. Tanner and W. H. Wong (1987). The calculation of posterior distributions by data
+    augmentation. *Journal of the American Statistical Association* 82(398), 528-540.
+
+    D. A. van Dyk and T. Park (2008). Partially collapsed Gibbs samplers: theory and methods.
+    *Journal of the American Statistical Association* 103(482), 790-796.
     """
 
     name = "ibp_gibbs"
@@ -130,6 +226,28 @@ class IBPGibbs(BlockedStep):
                     if rv is not z_rv and z_rv in set(ancestors([rv]))]
         if not children:
             raise ModelPatternError(f"No variable depends on {z_rv.name!r}; nothing to condition on.")
+        # row of every logp term of the children built by boolean-mask indexing (missing data)
+        self._entry_rows = {}
+        masks = {}
+        for child in children:
+            mask = _entry_mask(child, z_rv, model)
+            if mask is None:
+                continue
+            if mask.ndim == 0 or mask.shape[0] != self.n:
+                raise ModelPatternError(
+                    f"{child.name!r} indexes a {z_rv.name!r}-dependent array with a boolean mask of "
+                    f"shape {mask.shape}, whose first axis is not the {self.n} rows of "
+                    f"{z_rv.name!r}; IBPGibbs cannot attribute its logp terms to rows."
+                )
+            length = child.type.shape[0] if child.ndim else None
+            if length is not None and length != int(mask.sum()):
+                raise ModelPatternError(
+                    f"{child.name!r} has {length} logp terms but its boolean mask selects "
+                    f"{int(mask.sum())} entries; IBPGibbs cannot attribute them to rows."
+                )
+            masks[child] = mask
+            self._entry_rows[child.name] = np.nonzero(mask)[0]
+        self._check_finite_data(model, children, masks)
         terms = model.logp(vars=children, sum=False)
         rows = []
         for child, term in zip(children, terms):
@@ -140,7 +258,21 @@ class IBPGibbs(BlockedStep):
                     "element-wise logp has the observation axis first, e.g. "
                     "pm.Normal('X', mu=Z @ A, ...) or pm.Bernoulli('X', logit_p=Z @ A, ...)."
                 )
-            rows.append(term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term)
+            term = term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term
+            if term.type.shape[0] == 0:
+                # no terms, e.g. the imputed part of a multivariate PartialObservedRV, whose
+                # logp PyMC counts in the full per-row logp of the observed part
+                continue
+            if child.name in self._entry_rows:
+                # term i belongs to row entry_rows[i]: sum per row (repeated indices accumulate)
+                per_row = pt.zeros(self.n, dtype=term.dtype)
+                term = pt.inc_subtensor(per_row[self._entry_rows[child.name]], term)
+            rows.append(term)
+        if not rows:
+            raise ModelPatternError(
+                f"The logps of {[c.name for c in children]} have no terms; nothing to condition "
+                f"{z_rv.name!r} on."
+            )
         row_ll = pt.add(*rows) if len(rows) > 1 else rows[0]
         self._row_ll = model.compile_fn(row_ll, inputs=model.value_vars, on_unused_input="ignore",
                                         point_fn=True, **(compile_kwargs or {}))
@@ -156,6 +288,39 @@ class IBPGibbs(BlockedStep):
         self.rng = get_random_generator(rng)
         self.warned = False
 
+    @staticmethod
+    def _check_finite_data(model, children, masks):
+        """Raise on the first non-finite observed value of a child, at its position in the
+        user's array (through the mask for PyMC's ``X_observed``)."""
+        observed = set(model.observed_RVs)
+        for child in children:
+            if child not in observed:
+                continue
+            value = model.rvs_to_values[child]
+            if isinstance(value, Constant):
+                data = np.asarray(value.data)
+            elif hasattr(value, "get_value"):
+                data = np.asarray(value.get_value())
+            else:
+                continue
+            if not np.issubdtype(data.dtype, np.number):
+                continue
+            bad = ~np.isfinite(data)
+            if not bad.any():
+                continue
+            first = tuple(np.argwhere(bad)[0])
+            name, where = child.name, first
+            if child in masks:
+                # entry first[0] of the flattened observed part is this element of the full array
+                where = tuple(np.argwhere(masks[child])[first[0]]) + first[1:]
+                name = child.name.removesuffix("_observed")
+            raise ValueError(
+                f"The observed data of {name!r} contains {data[first]} at "
+                f"({_format_position(where)}); {int(bad.sum())} non-finite value(s) in all. "
+                "IBPGibbs needs finite observations: mark missing entries as NaN in a NumPy array "
+                f"(PyMC imputes them as '{name}_unobserved') and remove infinite values."
+            )
+
     def _check_row_factorisation(self, point, children):
         # perturb the continuous values so that flipping one entry of Z is visible (at the
         # support point, e.g. A = 0, the check would pass vacuously)
@@ -169,16 +334,23 @@ class IBPGibbs(BlockedStep):
                 f"The element-wise logp of {names} reduces to shape {ll.shape}, not one term per "
                 f"row of {self.z_name!r} ({self.n},). IBPGibbs needs the observation axis first."
             )
-        Z = np.array(point[self.z_name], copy=True)
-        Z[0, 0] = 1 - Z[0, 0]
-        ll2 = np.asarray(self._row_ll({**point, self.z_name: Z}))
-        changed = np.flatnonzero(~np.isclose(ll, ll2, rtol=1e-12, atol=1e-12))
-        if changed.size and (changed.size > 1 or changed[0] != 0):
-            raise ModelPatternError(
-                f"Changing row 0 of {self.z_name!r} changed the log-likelihood of rows "
-                f"{changed.tolist()}: the likelihood of {names} does not factorise over the rows "
-                "of Z, which IBPGibbs needs."
-            )
+        # flip z_r0 in the first and last rows and in up to 10 rows whose entries are split
+        # unusually between masked children (rows with missing entries): only row r may change
+        irregular = set()
+        for entry_rows in self._entry_rows.values():
+            per_row = np.bincount(entry_rows, minlength=self.n)
+            irregular.update(np.flatnonzero(per_row != np.bincount(per_row).argmax())[:10].tolist())
+        for r in sorted({0, self.n - 1} | set(sorted(irregular)[:10])):
+            Z = np.array(point[self.z_name], copy=True)
+            Z[r, 0] = 1 - Z[r, 0]
+            ll2 = np.asarray(self._row_ll({**point, self.z_name: Z}))
+            changed = np.flatnonzero(~np.isclose(ll, ll2, rtol=1e-12, atol=1e-12))
+            if changed.size and (changed.size > 1 or changed[0] != r):
+                raise ModelPatternError(
+                    f"Changing row {r} of {self.z_name!r} changed the log-likelihood of rows "
+                    f"{changed.tolist()}: the likelihood of {names} does not factorise over the "
+                    "rows of Z, which IBPGibbs needs."
+                )
 
     def step(self, point):
         Z = np.array(point[self.z_name], dtype=np.int64, copy=True)

@@ -5,7 +5,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from scipy import special
+from scipy import special, stats
 
 import pymc_ibp as pmi
 from tests._helpers import all_binary_matrices, chi2_pooled, codes
@@ -146,3 +146,143 @@ def test_explicit_ibpgibbs_in_a_linear_gaussian_model():
         idata = pm.sample(10, tune=10, chains=1, step=[pmi.IBPGibbs([Z])], random_seed=1,
                           progressbar=False, compute_convergence_checks=False)
     assert idata["posterior"]["A"].shape == (1, 10, 8, 36)
+
+
+# ---------------------------------------------------------------------------------------------
+# missing data: NaN in the observed array (PyMC's X_observed + imputed X_unobserved)
+# ---------------------------------------------------------------------------------------------
+X_GAUSS = np.array([[1.2, -0.3], [np.nan, 0.9], [0.1, 1.1]])
+# integer data: mark the missing entry with a mask (NaN in an int array makes NumPy warn on the cast)
+X_BIN_MISSING = np.ma.masked_array(X_BIN, mask=[[False, False], [True, False], [False, False]])
+SIGMA_X = 0.8
+MISSING = (1, 0)
+
+
+def ibp_prior_logp(mats, alpha):
+    value = pt.tensor3("v", dtype="int64")
+    return pytensor.function([value], pm.logp(pmi.IBP.dist(alpha, shape=(N, K)), value))(mats)
+
+
+def sample_z_and_imputed(model, draws, seed, thin):
+    """pm.sample with IBPGibbs on Z; X_unobserved gets PyMC's default step (data augmentation)."""
+    with model:
+        idata = pm.sample(draws, tune=500, chains=1, step=[pmi.IBPGibbs([model["Z"]])],
+                          random_seed=seed, progressbar=False, compute_convergence_checks=False)
+    post = idata["posterior"]
+    return post["Z"].values[0, ::thin], post["X_unobserved"].values[0, ::thin, 0]
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_missing_entry_gaussian_exact_posterior():
+    """Gaussian likelihood, fixed features, X[1, 0] missing.  p(Z | X_obs) by enumeration (the
+    missing entry integrated out, i.e. dropped from the likelihood) vs the Z-visits of
+    IBPGibbs + NUTS on X_unobserved; and the imputed value given Z must be N((ZA)_10, σ²)."""
+    alpha = 1.5
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(N, K))
+        pm.Normal("X", mu=Z @ A_FIXED, sigma=SIGMA_X, observed=X_GAUSS)
+    mats = all_z()
+    obs = ~np.isnan(X_GAUSS)
+    mu = mats @ A_FIXED
+    loglik = stats.norm.logpdf(X_GAUSS[obs], mu[:, obs], SIGMA_X).sum(axis=1)
+    lp = ibp_prior_logp(mats, alpha) + loglik
+    post = np.exp(lp - special.logsumexp(lp))
+    zs, x_mis = sample_z_and_imputed(model, 30000, seed=11, thin=2)
+    counts = np.bincount(codes(zs), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(zs))
+    assert res.pvalue > 1e-3, res
+    # imputation: PIT of the missing entry under its conditional given the sampled Z
+    u = stats.norm.cdf(x_mis, (zs @ A_FIXED)[:, MISSING[0], MISSING[1]], SIGMA_X)
+    res = chi2_pooled(np.bincount((u * 10).astype(int), minlength=10), np.full(10, len(u) / 10))
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_missing_entry_bernoulli_exact_posterior():
+    """Bernoulli likelihood, fixed features, X[1, 0] missing.  The Z-marginal vs p(Z | X_obs)
+    (missing entry dropped), and the joint (Z, x_10) visits of IBPGibbs + BinaryGibbsMetropolis
+    on X_unobserved vs p(Z, x_10 | X_obs) over all 512 x 2 states."""
+    alpha = 1.5
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(N, K))
+        pm.Bernoulli("X", logit_p=Z @ A_FIXED + B_FIXED, observed=X_BIN_MISSING)
+    mats = all_z()
+    obs = ~X_BIN_MISSING.mask
+    logits = mats @ A_FIXED + B_FIXED
+    ll_entries = X_BIN * logits - np.logaddexp(0, logits)
+    lp = ibp_prior_logp(mats, alpha) + ll_entries[:, obs].sum(axis=1)
+    post = np.exp(lp - special.logsumexp(lp))
+    zs, x_mis = sample_z_and_imputed(model, 30000, seed=12, thin=2)
+    counts = np.bincount(codes(zs), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(zs))
+    assert res.pvalue > 1e-3, res
+    # joint over (Z, x_10): p(x_10 = 1 | Z) = sigmoid((ZA + b)_10)
+    p1 = special.expit(logits[:, MISSING[0], MISSING[1]])
+    joint = np.stack([post * (1 - p1), post * p1], axis=1).ravel()
+    counts = np.bincount(2 * codes(zs) + x_mis.astype(int), minlength=2 * len(mats))
+    counts = counts.reshape(-1, 2)[codes(mats)].ravel()
+    res = chi2_pooled(counts, joint * len(zs))
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_missing_entries_are_attributed_to_their_rows():
+    """Row log-likelihoods with missing entries (one in row 1, all of row 3): each observed
+    and each imputed entry counts in its own row, nothing is lost or double counted."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4, 3))
+    X[1, 2] = X[3, :] = np.nan
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(4, 2))
+        A = pm.Normal("A", 0.0, 1.0, shape=(2, 3))
+        pm.Normal("X", mu=Z @ A, sigma=0.7, observed=X)
+        step = pmi.IBPGibbs([Z])
+    np.testing.assert_array_equal(step._entry_rows["X_unobserved"], [1, 3, 3, 3])
+    point = model.initial_point()
+    point["Z"] = np.array([[1, 0], [1, 1], [0, 1], [1, 1]])
+    point["A"] = rng.normal(size=(2, 3))
+    point["X_unobserved"] = rng.normal(size=4)
+    full = X.copy()
+    full[np.isnan(X)] = point["X_unobserved"]
+    expected = stats.norm.logpdf(full, point["Z"] @ point["A"], 0.7).sum(axis=1)
+    np.testing.assert_allclose(step._row_ll(point), expected, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+@pytest.mark.parametrize("missing", ["whole row", "one entry"])
+def test_missing_entries_of_a_multivariate_likelihood(missing):
+    """MvNormal rows: a whole missing row is cut out with a 1-D row mask; one missing entry
+    makes PyMC fall back to a PartialObservedRV whose observed part carries the full per-row
+    logp (imputed value included) and whose imputed part has no terms of its own."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(4, 2))
+    if missing == "whole row":
+        X[2] = np.nan
+    else:
+        X[2, 1] = np.nan
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(4, 2))
+        A = pm.Normal("A", 0.0, 1.0, shape=(2, 2))
+        pm.MvNormal("X", mu=Z @ A, cov=0.5 * np.eye(2), observed=X)
+        step = pmi.IBPGibbs([Z])
+    point = model.initial_point()
+    point["Z"] = np.array([[1, 0], [1, 1], [0, 1], [1, 1]])
+    point["A"] = rng.normal(size=(2, 2))
+    point["X_unobserved"] = rng.normal(size=point["X_unobserved"].shape)
+    full = X.copy()
+    full[np.isnan(X)] = point["X_unobserved"].ravel()
+    expected = stats.norm.logpdf(full, point["Z"] @ point["A"], np.sqrt(0.5)).sum(axis=1)
+    np.testing.assert_allclose(step._row_ll(point), expected, rtol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_infinite_observation_is_an_error():
+    X = np.array([[0.3, np.nan, 1.0], [0.2, 0.1, -0.4], [np.inf, 0.5, -np.inf]])
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(3, 2))
+        A = pm.Normal("A", 0.0, 1.0, shape=(2, 3))
+        pm.Normal("X", mu=Z @ A, sigma=1.0, observed=X)
+        with pytest.raises(ValueError, match=r"'X' contains inf at \(row 2, column 0\)"):
+            pmi.IBPGibbs([Z])
