@@ -126,13 +126,18 @@ class FinalZ:
             self.Z[draw.chain] = np.array(draw.point["Z"], copy=True)
 
 
+#: keyword arguments of AcceleratedGibbs for an ablation (``--birth-death``); empty = defaults
+STEP_KWARGS: dict = {}
+
+
 def sample(X, chains, tune, draws, seed, callback=None):
     import pymc as pm
 
     with ibp_model(X, K_MAX, sx_init=SX_INIT, sa_init=SA_INIT):
         return pm.sample(tune=tune, draws=draws, chains=chains, cores=1, random_seed=seed,
                          compute_convergence_checks=False, progressbar=False, quiet=True,
-                         var_names=["alpha", "sigma_x", "sigma_a"], callback=callback)
+                         var_names=["alpha", "sigma_x", "sigma_a"], callback=callback,
+                         accelerated_gibbs=dict(STEP_KWARGS))
 
 
 def score(Z, X, ref) -> float:
@@ -203,11 +208,19 @@ def main():
                    help="smoke test: block images N = 200 and icml N = 100, 2 chains x (20 + 20)")
     g.add_argument("--large", action="store_true",
                    help="add block images N = 100000, 2 chains x (100 + 100)")
+    ap.add_argument("--birth-death", type=int, default=None,
+                    help="ablation: AcceleratedGibbs(birth_death=N) (0 disables the data-driven "
+                         "births); results go to structure_bdN.*")
+    ap.add_argument("--max-n", type=int, default=None, help="only configurations with N <= this")
     args = ap.parse_args()
+    if args.birth_death is not None:
+        STEP_KWARGS["birth_death"] = args.birth_death
     quiet()
     info = machine_info()
     t0 = time.perf_counter()
     grid = QUICK if args.quick else GRID + (LARGE if args.large else [])
+    if args.max_n is not None:
+        grid = [c for c in grid if c.n <= args.max_n]
     # warm-up: numba cache load / compilation and PyTensor's first compile outside the timings
     t = time.perf_counter()
     sample(make_data("block", 50).X, chains=1, tune=3, draws=3, seed=0)
@@ -244,7 +257,10 @@ def main():
         "`python -m benchmarks.structure --large` adds block images N = 100000 (2 chains).",
         f"Total script time {time.perf_counter() - t0:.0f} s.",
     ]
-    write_results("structure_quick" if args.quick else "structure", rows, CONFIG_COLS,
+    name = "structure_quick" if args.quick else "structure"
+    if args.birth_death is not None:
+        name += f"_bd{args.birth_death}"
+    write_results(name, rows, CONFIG_COLS,
                   "Do prior-started chains find the structure?", notes, info,
                   extra_tables=[("per chain", chain_rows, CHAIN_COLS)], csv_rows=chain_rows)
 

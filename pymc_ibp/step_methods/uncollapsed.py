@@ -19,7 +19,8 @@ import numba
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
@@ -123,6 +124,13 @@ def _format_position(pos):
     return f"index {pos}"
 
 
+@dataclass_state
+class IBPGibbsState(StepMethodState):
+    """``rng`` and whether the truncation warning was given in this chain."""
+
+    warned: bool
+
+
 class IBPGibbs(BlockedStep):
     r"""Uncollapsed Gibbs sampler for a binary ``N x K_max`` matrix under any likelihood.
 
@@ -194,6 +202,7 @@ class IBPGibbs(BlockedStep):
     """
 
     name = "ibp_gibbs"
+    _state_class = IBPGibbsState
     stats_dtypes_shapes = {
         "ibp_n_active": (np.int64, []),
         "ibp_flips": (np.int64, []),
