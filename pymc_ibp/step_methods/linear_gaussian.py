@@ -283,7 +283,8 @@ class _LinearGaussianIBPStep(BlockedStep):
             warnings.warn(
                 f"{type(self).__name__}: all K_max={self.k_max} feature slots of "
                 f"{self.z_name!r} were in use; the truncation may bias the posterior. Raise K_max "
-                f"(the length of the 'feature' dim / the last entry of shape=) and re-run; the "
+                f"(e.g. to {2 * self.k_max}: the length of the 'feature' dim / the last entry of "
+                f"shape=) and re-run; the "
                 f"sample stat 'ibp_kmax_hit' marks the affected draws.",
                 TruncationWarning,
                 stacklevel=2,

@@ -395,7 +395,8 @@ class IBPGibbs(BlockedStep):
             self.warned = True
             warnings.warn(
                 f"IBPGibbs: all K_max={self.k_max} feature slots of {self.z_name!r} are in use; "
-                "the truncation may bias the posterior. Raise K_max (the length of the 'feature' "
+                "the truncation may bias the posterior. Raise K_max (e.g. to "
+                f"{2 * self.k_max}; the length of the 'feature' "
                 "dim) and re-run; 'ibp_kmax_hit' marks the affected draws.",
                 TruncationWarning,
                 stacklevel=2,
