@@ -1,4 +1,5 @@
-"""Data generators with ground truth (spec §12.5)."""
+"""Synthetic data generators with known ground truth: block images and draws from the
+linear-Gaussian IBP model (see :mod:`pymc_ibp.datasets.synthetic`)."""
 
 from pymc_ibp.datasets.synthetic import BLOCK_GLYPHS, IBPData, block_images, ibp_linear_gaussian
 

@@ -1,17 +1,33 @@
-"""Synthetic data sets with known ground truth (spec §3.1, §12.5).
+"""Synthetic data sets with known ground truth.
 
 Two generators are provided:
 
-* :func:`block_images` — the "block images" benchmark in the style of Griffiths & Ghahramani:
-  four binary 6×6 glyphs, each present in every image independently, plus Gaussian noise.
-* :func:`ibp_linear_gaussian` — draws from the linear-Gaussian IBP model itself (spec §2.1 +
-  §3.1): ``Z ~ IBP(α, β)`` by the restaurant construction, ``A ~ N(0, σ_a²)``,
-  ``X = Z A + ε`` with ``ε ~ N(0, σ_x²)``.
+* :func:`block_images` — the "block images" benchmark in the style of Griffiths & Ghahramani
+  [1]_ (also used by Doshi-Velez & Ghahramani [3]_, Table 3): four binary 6×6 glyphs, each
+  present in every image independently, plus Gaussian noise.
+* :func:`ibp_linear_gaussian` — draws from the linear-Gaussian IBP model itself:
+  ``Z ~ IBP(α, β)`` by the restaurant construction ([2]_; two-parameter form of Ghahramani,
+  Griffiths & Sollich [4]_), ``A ~ N(0, σ_a²)``, ``X = Z A + ε`` with ``ε ~ N(0, σ_x²)``
+  ([3]_, eq. 2).
 
-Both return an :class:`IBPData`.  Noise names follow spec §0: ``sigma_x`` is the noise std
-(``σ_n`` in [000] ch.5–6, ``ε_X`` in [004], ``σ_X`` in [002]); ``sigma_a`` is the feature std
-(``σ_A``, ``ε_A``).  The data are *not* centred; centre them yourself if the model expects it
-(spec §3.1).
+Both return an :class:`IBPData`.  Noise names: ``sigma_x`` is the noise std (``σ_x`` in [3]_,
+``σ_n`` in Doshi-Velez [5]_ ch. 5–6 and App. A, ``ε_X`` in Williamson, Orbanz & Ghahramani
+(2010), ``σ_X`` in Reed (2013)); ``sigma_a`` is the feature std (``σ_a``, ``σ_A``, ``ε_A``).
+The data are *not* centred; centre them yourself if the model expects it (the features have
+prior mean zero, so the model has no intercept; [5]_, App. A.1).
+
+References
+----------
+.. [1] Griffiths, T. L. and Ghahramani, Z. (2005). Infinite latent feature models and the
+   Indian buffet process. *Advances in Neural Information Processing Systems 18*.
+.. [2] Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction
+   and review. *Journal of Machine Learning Research* 12, 1185–1224.
+.. [3] Doshi-Velez, F. and Ghahramani, Z. (2009). Accelerated sampling for the Indian buffet
+   process. *ICML 2009*.
+.. [4] Ghahramani, Z., Griffiths, T. L. and Sollich, P. (2007). Bayesian nonparametric latent
+   feature models. *Bayesian Statistics 8*, 201–226.
+.. [5] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and
+   extensions*. MSc thesis, University of Cambridge.
 """
 
 from __future__ import annotations
@@ -29,9 +45,9 @@ __all__ = ["IBPData", "block_images", "ibp_linear_gaussian", "BLOCK_GLYPHS"]
 class IBPData:
     """A synthetic latent-feature data set together with its ground truth.
 
-    The generative model is ``X = Z @ A + ε`` with ``ε_nd ~ N(0, sigma_x²)`` i.i.d.
-    (spec §3.1).  The dataclass is frozen (fields cannot be reassigned); the arrays themselves
-    are ordinary writable NumPy arrays.
+    The generative model is ``X = Z @ A + ε`` with ``ε_nd ~ N(0, sigma_x²)`` i.i.d. (the
+    linear-Gaussian model; Doshi-Velez & Ghahramani 2009, eq. 2).  The dataclass is frozen
+    (fields cannot be reassigned); the arrays themselves are ordinary writable NumPy arrays.
 
     Attributes
     ----------
@@ -110,7 +126,8 @@ def _check_real(name: str, value, *, lower: float, strict: bool, upper: float | 
 # block images
 # --------------------------------------------------------------------------------------------
 def _make_block_glyphs() -> np.ndarray:
-    """The four 6×6 binary glyphs, one per 3×3 quadrant (own design, spec §12.5)."""
+    """The four 6×6 binary glyphs, one per 3×3 quadrant (this package's own design: the papers
+    that use block images do not publish their glyphs)."""
     g = np.zeros((4, 6, 6), dtype=np.float64)
     # 0: top-left — a 3×3 ring (square outline)
     g[0, 0:3, 0:3] = 1.0
@@ -135,7 +152,7 @@ BLOCK_GLYPHS.setflags(write=False)
 def block_images(n, noise=0.5, seed=None, p=0.5) -> IBPData:
     """Block-images data: four 6×6 binary glyphs superimposed with Gaussian noise.
 
-    Model (linear-Gaussian, spec §3.1, data per spec §12.5)::
+    Model (linear-Gaussian; the block-images benchmark of Griffiths & Ghahramani 2005)::
 
         z_nk ~ Bernoulli(p)  i.i.d.,  k = 1..4
         X = Z A + ε,   ε_nd ~ N(0, noise²)  i.i.d.
@@ -150,7 +167,7 @@ def block_images(n, noise=0.5, seed=None, p=0.5) -> IBPData:
     n : int
         Number of images, ``n >= 1``.
     noise : float, default 0.5
-        Noise standard deviation ``sigma_x >= 0`` (spec §12.5 uses 0.5).
+        Noise standard deviation ``sigma_x >= 0``.
     seed : None, int, array_like or numpy.random.Generator, optional
         Passed to :func:`numpy.random.default_rng`.  The same seed gives the same data.
     p : float, default 0.5
@@ -183,7 +200,8 @@ def block_images(n, noise=0.5, seed=None, p=0.5) -> IBPData:
 # linear-Gaussian IBP data
 # --------------------------------------------------------------------------------------------
 def _ibp_restaurant(rng: np.random.Generator, n: int, alpha: float, beta: float) -> np.ndarray:
-    """Draw ``Z ~ IBP(α, β)`` (n × K+, int64) by the restaurant construction (spec §2.1).
+    """Draw ``Z ~ IBP(α, β)`` (n × K+, int64) by the restaurant construction (Griffiths &
+    Ghahramani 2011; two-parameter form of Ghahramani, Griffiths & Sollich 2007).
 
     Customer ``i`` (1-based) takes each existing dish ``k`` with probability
     ``m_k / (β + i - 1)`` and then ``Poisson(αβ / (β + i - 1))`` new dishes.  For ``i = 1``
@@ -206,11 +224,12 @@ def _ibp_restaurant(rng: np.random.Generator, n: int, alpha: float, beta: float)
 
 
 def ibp_linear_gaussian(n, d, alpha, sigma_x, sigma_a, seed=None, beta=1.0) -> IBPData:
-    """Data drawn from the linear-Gaussian IBP model (spec §2.1, §3.1).
+    """Data drawn from the linear-Gaussian IBP model (Griffiths & Ghahramani 2011;
+    Doshi-Velez & Ghahramani 2009, eq. 2).
 
     Model::
 
-        Z ~ IBP(α, β)                      (restaurant construction, spec §2.1)
+        Z ~ IBP(α, β)                      (restaurant construction)
         a_kd ~ N(0, sigma_a²)  i.i.d.,     A is K+ × D
         X = Z A + ε,  ε_nd ~ N(0, sigma_x²) i.i.d.
 
@@ -218,7 +237,8 @@ def ibp_linear_gaussian(n, d, alpha, sigma_x, sigma_a, seed=None, beta=1.0) -> I
     ``m_k / (β + i - 1)`` and ``Poisson(αβ / (β + i - 1))`` new dishes, so customer 1 takes
     ``Poisson(α)`` dishes; ``β = 1`` is the one-parameter IBP(α).  Then each row has
     ``Poisson(α)`` features and ``K+ ~ Poisson(α Σ_{i=1..N} β/(β+i-1))``, i.e.
-    ``Poisson(α H_N)`` for ``β = 1`` (spec §2.5).
+    ``Poisson(α H_N)`` for ``β = 1`` (Griffiths & Ghahramani 2011; Ghahramani, Griffiths &
+    Sollich 2007 for ``β ≠ 1``).
 
     Parameters
     ----------

@@ -1,6 +1,9 @@
 """Convergence diagnostics for IBP samplers.
 
-CUSUM paths and the Brooks–Roberts hairiness index (spec §9.1, seed [000 §5.3]).
+CUSUM paths and the hairiness index (Brooks 1998; Brooks & Roberts 1998), which Doshi-Velez
+(2009, §5.3) uses to monitor IBP samplers; label-invariant summaries and relabelling (label
+switching, see the docs page *Diagnostics*); held-out metrics (the protocol of Doshi-Velez &
+Ghahramani 2009, §6).  Full references are on the docs page *References*.
 """
 
 from pymc_ibp.diagnostics.cusum import cusum, hairiness, hairiness_index

@@ -1,12 +1,13 @@
-"""CUSUM paths and the hairiness index (Brooks & Roberts 1998) for MCMC output.
+"""CUSUM paths and the hairiness index (Brooks 1998; Brooks & Roberts 1998) for MCMC output.
 
-Math reference: project spec §9.1 ("Hairiness index / CUSUM"), seed [000 §5.3].
+Doshi-Velez ([3]_, §5.3, following [2]_ and [4]_) monitors IBP samplers with the hairiness
+index of the sampled hyperparameters.  It describes the index in words ("how often the slope
+of the CUSUM path changes sign"), prints a formula that counts turning points of the
+statistic itself rather than of the CUSUM path, and plots 95 % bounds without giving them.
+Both variants are implemented here, each with its null band derived below (and on the docs
+page *Diagnostics*):
 
-The seed only describes the hairiness index in words ("how often the slope of the CUSUM path
-changes sign") and plots 95 % bounds without a formula.  Spec §9.1 fixes two variants, both
-implemented here:
-
-``kind="cusum"`` (default, Brooks–Roberts)
+``kind="cusum"`` (default, the index of Brooks [1]_ and Brooks & Roberts [2]_)
     With :math:`\\hat\\mu` the chain median (default) or mean, the CUSUM path is
     :math:`S_t = \\sum_{i\\le t}(s_i-\\hat\\mu)`, whose slope at step :math:`t` is
     :math:`s_t-\\hat\\mu`.  The indicators
@@ -16,12 +17,13 @@ implemented here:
     :math:`P(s>\\hat\\mu)=\\tfrac12` the :math:`d_i` are i.i.d. Bernoulli(½), so the 95 % band is
     :math:`\\tfrac12 \\pm 1.96/(2\\sqrt t)`.
 
-``kind="turning"`` (the seed's literal definition)
+``kind="turning"`` (the formula as printed in [3]_, §5.3)
     :math:`d_\\tau = 1[\\operatorname{sign}(s_\\tau-s_{\\tau-1})\\ne
     \\operatorname{sign}(s_{\\tau+1}-s_\\tau)]` (turning points of :math:`s`), :math:`n-2`
     indicators for :math:`n` values.  Under an i.i.d. continuous null the count has mean
-    :math:`\\tfrac23(n-2)` and variance :math:`(16n-29)/90`, so with :math:`D=\\frac1{n-2}\\sum d`
-    the band is :math:`\\tfrac23 \\pm 1.96\\sqrt{(16n-29)/90}/(n-2)`.
+    :math:`\\tfrac23(n-2)` and variance :math:`(16n-29)/90` (the classical turning-point test),
+    so with :math:`D=\\frac1{n-2}\\sum d` the band is
+    :math:`\\tfrac23 \\pm 1.96\\sqrt{(16n-29)/90}/(n-2)`.
 
 Ties
 ----
@@ -57,6 +59,17 @@ Caveat: the randomisation cannot create information that the statistic does not 
 that is constant (or sits on the tie value most of the time) gets :math:`D_t\\approx\\tfrac12`
 whether it is stuck or the posterior really is concentrated on one value; the fraction of tied
 draws is therefore reported alongside the index by :func:`hairiness` (``<var>_tie_frac``).
+
+References
+----------
+.. [1] Brooks, S. P. (1998). Quantitative convergence assessment for Markov chain Monte Carlo
+   via cusums. *Statistics and Computing* 8, 267–274.
+.. [2] Brooks, S. P. and Roberts, G. O. (1998). Convergence assessment techniques for Markov
+   chain Monte Carlo. *Statistics and Computing* 8, 319–335.
+.. [3] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and
+   extensions*. MSc thesis, University of Cambridge.
+.. [4] Robert, C. P. and Casella, G. (2004). *Monte Carlo Statistical Methods*, 2nd ed.
+   Springer.
 """
 
 from __future__ import annotations
@@ -175,7 +188,7 @@ def _hairiness_core(x, center, kind, ties, rng, prob):
 
 
 def hairiness_index(x, center="median", kind="cusum", *, ties="random", seed=0, prob=0.95, axis=-1):
-    r"""Running hairiness index :math:`D_t` of a chain and its null band (spec §9.1, [000 §5.3]).
+    r"""Running hairiness index :math:`D_t` of a chain and its null band (Brooks 1998).
 
     Parameters
     ----------
@@ -187,10 +200,11 @@ def hairiness_index(x, center="median", kind="cusum", *, ties="random", seed=0, 
         ``"turning"``).  The median forces :math:`P(s>\hat\mu)=\frac12` and is the calibrated
         choice; mean-centring a skewed chain moves the null centre to :math:`2p(1-p)<\frac12`.
     kind : {"cusum", "turning"}, default "cusum"
-        ``"cusum"``: Brooks–Roberts index,
+        ``"cusum"``: the index of Brooks (1998) [1]_ (see also Brooks & Roberts 1998 [2]_),
         :math:`d_t=1[\operatorname{sign}(s_t-\hat\mu)\ne\operatorname{sign}(s_{t+1}-\hat\mu)]`,
         :math:`t=1..T-1`, band :math:`\frac12\pm z/(2\sqrt t)`.
-        ``"turning"``: literal seed definition (turning points of :math:`s`), :math:`T-2`
+        ``"turning"``: the formula printed by Doshi-Velez (2009, §5.3) [3]_ (turning points of
+        :math:`s`), :math:`T-2`
         indicators, band :math:`\frac23\pm z\sqrt{(16n-29)/90}/(n-2)` with :math:`n=t+2`.
         In both cases :math:`D_t=\frac1t\sum_{i\le t}d_i`.
     ties : {"random", "zero"}, default "random"
@@ -229,8 +243,12 @@ def hairiness_index(x, center="median", kind="cusum", *, ties="random", seed=0, 
 
     References
     ----------
-    Brooks, S. P. and Roberts, G. O. (1998). Convergence assessment techniques for Markov chain
-    Monte Carlo. *Statistics and Computing* 8, 319–335.  Project spec §9.1; seed [000 §5.3].
+    .. [1] Brooks, S. P. (1998). Quantitative convergence assessment for Markov chain Monte
+       Carlo via cusums. *Statistics and Computing* 8, 267–274.
+    .. [2] Brooks, S. P. and Roberts, G. O. (1998). Convergence assessment techniques for
+       Markov chain Monte Carlo. *Statistics and Computing* 8, 319–335.
+    .. [3] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and
+       extensions*. MSc thesis, University of Cambridge, §5.3 (the index for IBP samplers).
     """
     _validate(center, kind, ties)
     x = np.moveaxis(np.asarray(x), axis, -1)
@@ -289,7 +307,7 @@ def _select(idata, var_names, group) -> dict[str, xr.DataArray]:
 
 
 def cusum(idata, var_names=None, group="posterior", center="mean"):
-    r"""CUSUM paths :math:`S_t=\sum_{i\le t}(s_i-\hat\mu)` per chain (spec §9.1, [000 §5.3]).
+    r"""CUSUM paths :math:`S_t=\sum_{i\le t}(s_i-\hat\mu)` per chain (Brooks & Roberts 1998).
 
     Parameters
     ----------
@@ -324,12 +342,13 @@ def cusum(idata, var_names=None, group="posterior", center="mean"):
         path = (da - mu).cumsum("draw")
         path.attrs = {"long_name": f"CUSUM of {name}"}
         out[name] = path.transpose(*da.dims)
-    return xr.Dataset(out, attrs={"center": center, "reference": "spec §9.1; [000 §5.3]"})
+    ref = "Brooks & Roberts (1998); Doshi-Velez (2009, §5.3)"
+    return xr.Dataset(out, attrs={"center": center, "reference": ref})
 
 
 def hairiness(idata, var_names=None, group="posterior", center="median", kind="cusum", *,
               ties="random", seed=0, prob=0.95):
-    r"""Running hairiness index per chain with its 95 % band (spec §9.1, [000 §5.3]).
+    r"""Running hairiness index per chain with its 95 % band (Brooks 1998).
 
     See :func:`hairiness_index` for the definition of :math:`D_t`, the band and the tie
     handling; the index is computed independently for every chain (and every element of a
@@ -400,5 +419,5 @@ def hairiness(idata, var_names=None, group="posterior", center="median", kind="c
     out["hairiness_upper"] = xr.DataArray(upper, dims=(HAIR_DIM,), coords=coords)
     attrs = {"kind": kind, "center": center, "ties": ties, "prob": prob,
              "null_mean": 0.5 if kind == "cusum" else 2.0 / 3.0,
-             "reference": "spec §9.1; [000 §5.3]; Brooks & Roberts (1998)"}
+             "reference": "Brooks (1998); Brooks & Roberts (1998); Doshi-Velez (2009, §5.3)"}
     return xr.Dataset(out, attrs=attrs)

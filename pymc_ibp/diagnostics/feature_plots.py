@@ -1,7 +1,7 @@
 """Pictures of IBP posterior features and assignments (matplotlib, Agg-compatible).
 
 * :func:`plot_features` — posterior-mean features, after undoing label switching with
-  :func:`~pymc_ibp.diagnostics.relabel.relabel` (spec §9), shown as images, optionally above
+  :func:`~pymc_ibp.diagnostics.relabel.relabel`, shown as images, optionally above
   the true features of a synthetic data set.
 * :func:`plot_assignments` — one draw of Z as an observations × active-features heat map.
 """
@@ -90,7 +90,7 @@ def plot_features(idata, image_shape, true_features=None, n_features=None, relab
     """Posterior-mean features as images, optionally above the true features.
 
     The feature slots are first aligned across draws and chains with
-    :func:`~pymc_ibp.diagnostics.relabel.relabel` (undoing label switching, spec §9); then each
+    :func:`~pymc_ibp.diagnostics.relabel.relabel` (undoing label switching); then each
     slot active in at least `min_active_frac` of the draws is averaged over the draws in which
     it is active and shown as an image of `image_shape`, ordered by posterior mean feature size
     :math:`\\bar m_k` (largest first; the title gives :math:`\\bar m_k` and the fraction of draws

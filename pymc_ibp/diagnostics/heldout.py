@@ -1,7 +1,19 @@
-"""Held-out element evaluation (spec §10.1, [000 §4.4], [001 §6]).
+"""Held-out element evaluation.
 
-Hide entries ``x_nd`` (no row and no column entirely), let the sampler impute them, then score
-the hidden values against posterior draws of ``Z`` and ``A``.
+The protocol of Doshi-Velez & Ghahramani [1]_ (§6) and Doshi-Velez [2]_ (§4.4): hide entries
+``x_nd`` (no row and no column entirely), let the sampler impute them, then score the hidden
+values against posterior draws of ``Z`` and ``A``.  The papers average the scores over the
+final 5 ([1]_) or 50 ([2]_) draws; Reed [3]_ (eq. A.34) scores the log of the mean predictive
+density instead.
+
+References
+----------
+.. [1] Doshi-Velez, F. and Ghahramani, Z. (2009). Accelerated sampling for the Indian buffet
+   process. *ICML 2009*.
+.. [2] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and
+   extensions*. MSc thesis, University of Cambridge.
+.. [3] Reed, C. (2013). *Submodular MAP inference for scalable latent feature models*. MPhil
+   thesis, University of Cambridge.
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ __all__ = ["heldout_metrics", "holdout_mask"]
 
 def holdout_mask(X, n_missing, seed=None):
     """Boolean mask of ``n_missing`` entries to hold out, leaving every row and column with at
-    least one observed entry (spec §10.1).
+    least one observed entry, as in Doshi-Velez & Ghahramani (2009, §6).
 
     Parameters
     ----------
@@ -48,14 +60,16 @@ def holdout_mask(X, n_missing, seed=None):
 
 def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sigma_x",
                     last=None):
-    """Predictive scores of held-out entries, averaged over posterior draws (spec §10.1).
+    """Predictive scores of held-out entries, averaged over posterior draws (the protocol of
+    Doshi-Velez & Ghahramani 2009, §6).
 
     For each draw ``i`` with ``Z^i, A^i, σx^i``, and each held-out ``x_nd``:
 
     * ``l2``: mean of ``(x_nd - z_n a_d)²`` over entries and draws;
     * ``mean_log_pred``: mean over entries and draws of ``log N(x_nd; z_n a_d, σx²)`` (the
-      thesis' averaging, [000 §4.4]);
-    * ``log_mean_pred``: mean over entries of ``log mean_i N(x_nd; ...)`` ([002]'s form).
+      averaging of Doshi-Velez 2009, §4.4);
+    * ``log_mean_pred``: mean over entries of ``log mean_i N(x_nd; ...)`` (the estimator of
+      Reed 2013, eq. A.34).
 
     Parameters
     ----------

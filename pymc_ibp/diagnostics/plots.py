@@ -1,6 +1,7 @@
 """Diagnostic plots built on :mod:`arviz_plots` ``PlotCollection`` (ArviZ 1.3).
 
-Only :func:`plot_cusum` for now (spec §9.1, seed [000 §5.3] Fig 5.6).
+Only :func:`plot_cusum` for now: CUSUM paths and the hairiness index (Brooks 1998), drawn as
+in Doshi-Velez (2009, Fig. 5.6).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def plot_cusum(
     labeller=None,
     **pc_kwargs,
 ):
-    r"""CUSUM paths and running hairiness index with its null band (spec §9.1, [000 §5.3]).
+    r"""CUSUM paths and running hairiness index with its null band (Brooks 1998).
 
     For every variable (and every element of its non-sample dims) one column with two panels:
 

@@ -1,9 +1,11 @@
-"""Undo label switching in IBP posterior draws by Hungarian matching (spec §9).
+"""Undo label switching in IBP posterior draws by Hungarian matching.
 
 The IBP likelihood and prior are invariant to permutations of the feature slots, so within and
-between chains the same feature appears under different labels.  :func:`relabel` permutes the
-slots of every draw so that they line up with a reference, after which per-feature summaries
-(posterior mean features, ``az.summary(..., var_names=["A"])``, per-feature R-hat) are meaningful.
+between chains the same feature appears under different labels: label switching, discussed for
+mixture models by Stephens [1]_ and for the IBP on the docs page *Diagnostics*.
+:func:`relabel` permutes the slots of every draw so that they line up with a reference, after
+which per-feature summaries (posterior mean features, ``az.summary(..., var_names=["A"])``,
+per-feature R-hat) are meaningful.
 
 Matching cost
 -------------
@@ -23,6 +25,11 @@ terms are of order one.  Only the active slots of a draw are matched
 (``scipy.optimize.linear_sum_assignment`` on the rectangular active × all cost matrix); the
 interchangeable inactive slots are matched last, in their original order, to the reference
 slots left over.
+
+References
+----------
+.. [1] Stephens, M. (2000). Dealing with label switching in mixture models. *Journal of the
+   Royal Statistical Society, Series B* 62, 795–809.
 """
 
 from __future__ import annotations
@@ -205,8 +212,8 @@ def relabel(
     """Permute the feature slots of every draw to match a reference draw (undo label switching).
 
     IBP feature slots are exchangeable, so samplers switch labels between draws and chains
-    (spec §9; notes §3).  For every draw this finds the permutation of the slots that best
-    matches a reference draw by Hungarian matching
+    (see the docs page *Diagnostics*).  For every draw this finds the permutation of the slots
+    that best matches a reference draw by Hungarian matching
     (:func:`scipy.optimize.linear_sum_assignment`) on the cost
 
     .. math::

@@ -1,12 +1,13 @@
-"""Label-invariant posterior summary for IBP latent feature models (spec §9).
+"""Label-invariant posterior summary for IBP latent feature models.
 
 The feature slots of an IBP posterior are exchangeable: the likelihood and the prior are
 unchanged when the columns of ``Z`` (and the rows of ``A``) are permuted, so a sampler visits all
 ``K!`` relabellings of a mode, and different chains settle on different labellings ("label
 switching").  Per-slot statistics such as the R-hat of ``A[k, d]`` or ``Z[n, k]`` are then
-meaningless (notes §3: R-hat of 1.6–2.4 for ``A`` and up to 1e16 for ``Z`` on a perfectly mixed
-run).  :func:`summary` therefore reports ArviZ's summary (mean, sd, interval, ESS bulk/tail,
-R-hat, MCSE) only for quantities that do not depend on the labelling:
+meaningless (R-hats of 1.6–2.4 for ``A`` and up to 1e16 for ``Z`` have been seen on a perfectly
+mixed run; see the docs page *Diagnostics*).  :func:`summary` therefore reports ArviZ's summary
+(mean, sd, interval, ESS bulk/tail, R-hat, MCSE) only for quantities that do not depend on the
+labelling:
 
 * the sampler's scalar statistics ``ibp_n_active`` (the number of active features
   :math:`K_+`) and ``ibp_log_joint`` (:math:`\\log p(X, Z, \\ldots)`), when present;
@@ -136,7 +137,7 @@ def summary(
     stat_names: Sequence[str] = DEFAULT_STATS,
     **summary_kwargs,
 ):
-    """ArviZ summary of the label-invariant quantities of an IBP posterior (spec §9).
+    """ArviZ summary of the label-invariant quantities of an IBP posterior.
 
     Because IBP feature slots are exchangeable, samplers switch labels between draws and
     chains, and the per-slot R-hat/ESS of ``Z`` and ``A`` are meaningless.  This function

@@ -1,14 +1,18 @@
-"""The Indian Buffet Process over binary ``N x K_max`` matrices (spec §2.1–2.2).
+"""The Indian Buffet Process over binary ``N x K_max`` matrices.
 
-PyMC models have fixed shapes, so :class:`IBP` is the IBP *restricted to at most ``K_max``
-active features*, with the active columns placed in uniformly random distinct column slots
-(spec §12.1–12.2).  It is a proper pmf over all ``2**(N*K_max)`` binary matrices.
+The IBP of Griffiths & Ghahramani [1]_ [2]_, in the two-parameter form of Ghahramani,
+Griffiths & Sollich [3]_.  PyMC models have fixed shapes, so :class:`IBP` is the IBP
+*restricted to at most ``K_max`` active features*, with the active columns placed in uniformly
+random distinct column slots (this package's construction; the docs page
+``distributions/ibp`` explains why).  It is a proper pmf over all ``2**(N*K_max)`` binary
+matrices.
 
 Derivation of the pmf
 ---------------------
 Let ``Z`` be a labelled binary ``N x K_max`` matrix with ``K+`` non-zero columns, ``m_k`` the
 column sums and ``K_h`` the number of non-zero columns with history ``h``.  The two-parameter
-IBP gives the left-ordered class ``[Z]`` the probability (spec §2.2, [002 eq 2.7])
+IBP gives the left-ordered class ``[Z]`` the probability ([3]_; written this way in Reed [4]_,
+eq. 2.7; eq. 14 of [2]_ is the case ``β = 1``)
 
     P([Z]) = (αβ)^{K+} / ∏_h K_h! · exp(-α S_N(β)) · ∏_{k: m_k>0} B(m_k, N - m_k + β),
 
@@ -19,8 +23,14 @@ interchangeable), each equally likely under random slot placement, so
 
     P(Z) = P([Z]) · (K_max - K+)! ∏_h K_h! / K_max! / P(K+ <= K_max)
 
-and the ``K_h!`` terms cancel.  Since ``K+ ~ Poisson(α S_N(β))`` (the Poisson factorisation of
-spec §2.2), the truncation normaliser is the Poisson CDF at ``K_max``.  Hence
+and the ``K_h!`` terms cancel.
+
+*Poisson factorisation.*  With ``λ_h = αβ B(m_h, N - m_h + β)`` for each non-zero history
+``h`` (``m_h`` its number of ones), ``P([Z]) = ∏_h λ_h^{K_h} e^{-λ_h} / K_h!``: the
+``(αβ)^{K+} ∏_k B(...)`` part is ``∏_h λ_h^{K_h}``, and the rates sum to the mass,
+``Σ_h λ_h = αβ Σ_{m=1..N} C(N, m) B(m, N-m+β) = α S_N(β)``.  So the ``K_h`` are independent
+Poisson variables, ``K+ ~ Poisson(α S_N(β))`` (``Poisson(α H_N)`` for ``β = 1``, as in [2]_),
+and the truncation normaliser is the Poisson CDF at ``K_max``.  Hence
 
     log P(Z) = K+ log(αβ) - α S_N(β) + Σ_k log B(m_k, N-m_k+β)
                + log (K_max - K+)! - log K_max! - log PoissonCDF(K_max; α S_N(β)).
@@ -34,6 +44,17 @@ By the Poisson factorisation the IBP is a Poisson process over non-zero historie
 truncated at ``K_max``, then ``K+`` i.i.d. histories with probabilities ``∝ λ_h``, i.e. the
 number of owners ``m`` with probability ``∝ C(N, m) B(m, N-m+β)`` and a uniform ``m``-subset of
 rows, then place the columns in random distinct slots.
+
+References
+----------
+.. [1] Griffiths, T. L. and Ghahramani, Z. (2005). Infinite latent feature models and the
+   Indian buffet process. *Advances in Neural Information Processing Systems 18*.
+.. [2] Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction
+   and review. *Journal of Machine Learning Research* 12, 1185–1224.
+.. [3] Ghahramani, Z., Griffiths, T. L. and Sollich, P. (2007). Bayesian nonparametric latent
+   feature models. *Bayesian Statistics 8*, 201–226.
+.. [4] Reed, C. (2013). *Submodular MAP inference for scalable latent feature models*. MPhil
+   thesis, University of Cambridge.
 """
 
 from __future__ import annotations
@@ -139,16 +160,21 @@ _register_numba()
 
 
 class IBP(Discrete):
-    r"""Indian Buffet Process prior over binary ``N x K_max`` matrices (spec §2.1–2.2).
+    r"""Indian Buffet Process prior over binary ``N x K_max`` matrices.
+
+    The IBP of Griffiths & Ghahramani (2011), in the two-parameter form of Ghahramani,
+    Griffiths & Sollich (2007), restricted to ``K+ <= K_max`` with the active columns in
+    uniformly random slots:
 
     .. math::
 
         \log P(Z) = K_+\log(\alpha\beta) - \alpha S_N(\beta)
             + \sum_{k:m_k>0}\log B(m_k, N-m_k+\beta)
-            + \log\frac{(K_{max}-K_+)!}{K_{max}!} - \log P(K_+\le K_{max})
+            + \log\frac{(K_{max}-K_+)!}{K_{max}!} - \log P(K_+\le K_{max}),
 
-    the IBP restricted to ``K+ <= K_max`` with the active columns in uniformly random slots;
-    see the module docstring for the derivation.  ``beta=1`` is the one-parameter IBP(α).
+    with :math:`S_N(\beta)=\sum_{i=1}^N \beta/(\beta+i-1)`.  The derivation is in the module
+    docstring and on the docs page *Distributions → pmi.IBP*.  ``beta=1`` is the
+    one-parameter IBP(α).
 
     Parameters
     ----------
@@ -166,6 +192,14 @@ class IBP(Discrete):
     >>> import pymc as pm, pymc_ibp as pmi
     >>> with pm.Model(coords={"obs": range(5), "feature": range(4)}):
     ...     Z = pmi.IBP("Z", alpha=2.0, dims=("obs", "feature"))
+
+    References
+    ----------
+    Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction and
+    review. *Journal of Machine Learning Research* 12, 1185–1224.
+
+    Ghahramani, Z., Griffiths, T. L. and Sollich, P. (2007). Bayesian nonparametric latent
+    feature models. *Bayesian Statistics 8*, 201–226.
     """
 
     rv_op = ibp_rv

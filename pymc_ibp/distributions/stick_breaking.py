@@ -1,11 +1,26 @@
-"""Truncated stick-breaking construction of the IBP feature probabilities (spec §2.4).
+"""Truncated stick-breaking construction of the IBP feature probabilities.
 
-``v_j ~ Beta(α, 1)`` i.i.d. and ``π_k = ∏_{j<=k} v_j``, so ``1 >= π_1 >= ... >= π_K >= 0`` and
-``E[π_k] = (α/(1+α))^k``.  The joint density of the first ``K`` sticks is ([004 eq 10], spec §2.4)
+The construction of Teh, Görür & Ghahramani [1]_: ``v_j ~ Beta(α, 1)`` i.i.d. and
+``π_k = ∏_{j<=k} v_j``, so ``1 >= π_1 >= ... >= π_K >= 0`` and
+``E[π_k] = (α/(1+α))^k``.  The joint density of the first ``K`` sticks is (Williamson, Orbanz
+& Ghahramani [2]_, eq. 10)
 
-    p(π_1..π_K | α) = α^K π_K^α ∏_{k=1..K} π_k^{-1}      on 1 >= π_1 >= ... >= π_K >= 0.
+    p(π_1..π_K | α) = α^K π_K^α ∏_{k=1..K} π_k^{-1}      on 1 >= π_1 >= ... >= π_K >= 0,
 
-Binary features then follow as ``Z = pm.Bernoulli("Z", p=pi, dims=("obs", "feature"))``.
+by the change of variables ``v_k = π_k/π_{k-1}`` (density ``α v^{α-1}`` each, Jacobian
+``∏_k π_{k-1}``).  Binary features then follow as
+``Z = pm.Bernoulli("Z", p=pi, dims=("obs", "feature"))``.  Truncating at ``K`` sticks changes
+the distribution of ``Z`` by at most ``1 - exp(-N α (α/(1+α))^K)`` in total variation
+(Doshi-Velez [3]_, eq. 6.9; see the docs page *Distributions → pmi.IBPStickBreaking*).
+
+References
+----------
+.. [1] Teh, Y. W., Görür, D. and Ghahramani, Z. (2007). Stick-breaking construction for the
+   Indian buffet process. *AISTATS 2007*.
+.. [2] Williamson, S., Orbanz, P. and Ghahramani, Z. (2010). Dependent Indian buffet
+   processes. *AISTATS 2010*.
+.. [3] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and
+   extensions*. MSc thesis, University of Cambridge.
 """
 
 from __future__ import annotations
@@ -104,17 +119,19 @@ stick_breaking_transform = StickBreakingTransform()
 
 
 class IBPStickBreaking(Continuous):
-    r"""Truncated stick-breaking IBP feature probabilities (spec §2.4, [004 eq 1, eq 10]).
+    r"""Truncated stick-breaking IBP feature probabilities (Teh, Görür & Ghahramani 2007).
 
     .. math::
 
         v_j \sim \mathrm{Beta}(\alpha, 1),\quad \pi_k = \prod_{j\le k} v_j,\qquad
         p(\pi_{1:K}\mid\alpha) = \alpha^K \pi_K^{\alpha}\prod_{k=1}^K \pi_k^{-1}
 
-    on ``1 >= π_1 >= ... >= π_K > 0``.  The default transform (:class:`StickBreakingTransform`)
-    maps the ordered simplex-like region to ``R^K`` so NUTS can sample it.  Truncation error:
-    ``1 - exp(-N α (α/(1+α))^K)`` (spec E13) bounds the total-variation distance of the induced
-    ``Z`` from the infinite IBP.
+    on ``1 >= π_1 >= ... >= π_K > 0``: the construction of Teh, Görür & Ghahramani (2007),
+    whose density is eq. 10 of Williamson, Orbanz & Ghahramani (2010).  The default transform
+    (:class:`StickBreakingTransform`) maps the ordered simplex-like region to ``R^K`` so NUTS
+    can sample it.  Truncation error:
+    ``1 - exp(-N α (α/(1+α))^K)`` (Doshi-Velez 2009, eq. 6.9) bounds the total-variation
+    distance of the induced ``Z`` from the infinite IBP.
 
     Parameters
     ----------
@@ -131,6 +148,17 @@ class IBPStickBreaking(Continuous):
     >>> with pm.Model(coords={"obs": range(10), "feature": range(6)}):
     ...     pi = pmi.IBPStickBreaking("pi", alpha=2.0, dims="feature")
     ...     Z = pm.Bernoulli("Z", p=pi, dims=("obs", "feature"))
+
+    References
+    ----------
+    Teh, Y. W., Görür, D. and Ghahramani, Z. (2007). Stick-breaking construction for the Indian
+    buffet process. *AISTATS 2007*.
+
+    Williamson, S., Orbanz, P. and Ghahramani, Z. (2010). Dependent Indian buffet processes.
+    *AISTATS 2010*.
+
+    Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and extensions*.
+    MSc thesis, University of Cambridge.
     """
 
     rv_op = ibp_stick_breaking

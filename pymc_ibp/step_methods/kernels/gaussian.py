@@ -62,7 +62,8 @@ def stats_with_row(G, RX, z, x, k, sign):
 
 @numba.njit(cache=True)
 def posterior_from_stats(G, RX, sx2, sa2):
-    """Feature posterior (spec §3.1): ``P = G/σx² + I/σa²``, ``Σ = P⁻¹``, ``μ = Σ RX/σx²``."""
+    """Feature posterior ``p(A | Z, X)`` (Doshi-Velez & Ghahramani 2009, eq. 6, in information
+    form): ``P = G/σx² + I/σa²``, ``Σ = P⁻¹``, ``μ = Σ RX/σx²``."""
     k = G.shape[0]
     P = G / sx2
     for i in range(k):
@@ -73,10 +74,19 @@ def posterior_from_stats(G, RX, sx2, sa2):
 
 @numba.njit(cache=True)
 def collapsed_loglik(G, RX, trXX, n, d, sx2, sa2):
-    """``log p(X | Z)`` with ``A`` integrated out (spec §3.1 with E14 and E35).
+    """``log p(X | Z)`` with ``A`` integrated out (Griffiths & Ghahramani 2011, §5).
 
     ``-ND/2 log 2π - (N-K)D log σx - KD log σa - D/2 log|ZᵀZ + σx²/σa² I|
     - (‖X‖² - tr(RXᵀ M RX)) / (2σx²)``, ``M = (ZᵀZ + σx²/σa² I)⁻¹``, costing ``O(K³ + K²D)``.
+
+    This is the corrected form of eq. 5 of Doshi-Velez & Ghahramani (2009) (= eq. A.2 of
+    Doshi-Velez 2009), whose exponent ``Xᵀ(I - ZMZᵀ)X`` is printed without the trace.
+    Derivation: the ``D`` columns of ``X`` are independent ``N(0, σa² ZZᵀ + σx² I_N)``
+    vectors and ``(σa² ZZᵀ + σx² I_N)⁻¹ = (I - ZMZᵀ)/σx²`` (Woodbury), so their quadratic
+    forms add up to ``tr(Xᵀ(I - ZMZᵀ)X)/σx²``, and
+    ``tr(Xᵀ(I - ZMZᵀ)X) = ‖X‖² - tr((ZᵀX)ᵀ M (ZᵀX))``.  Written with the cached ``ZᵀZ`` and
+    ``ZᵀX`` the cost does not depend on ``N`` (the papers' ``O(N³)`` refers to the ``N x N``
+    form).
     """
     k = G.shape[0]
     ratio = sx2 / sa2
@@ -96,8 +106,8 @@ def collapsed_loglik(G, RX, trXX, n, d, sx2, sa2):
 
 @numba.njit(cache=True)
 def draw_active_features(rng, G, RX, sx2, sa2):
-    """``A_act ~ N(μ, Σ)`` column-wise (spec §3.1, §4.1): one Cholesky ``P = L Lᵀ`` of
-    ``P = G/σx² + I/σa²``; ``μ = L⁻ᵀ L⁻¹ RX/σx²``, ``A = μ + L⁻ᵀ ε``."""
+    """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6): one Cholesky
+    ``P = L Lᵀ`` of ``P = G/σx² + I/σa²``; ``μ = L⁻ᵀ L⁻¹ RX/σx²``, ``A = μ + L⁻ᵀ ε``."""
     k, d = RX.shape
     P = G / sx2
     for i in range(k):

@@ -5,6 +5,13 @@ their exact conditionals at ``O(K + D)`` each (Doshi-Velez & Ghahramani 2009, eq
 Alg. 1, with the rank-one updates written out in :func:`row_update`).  The prior enters only
 through one log-odds per entry, so the same kernels serve the IBP's counts, a stick-breaking
 prior's feature probabilities and any per-entry prior.
+
+References
+----------
+.. [1] Doshi-Velez, F. and Ghahramani, Z. (2009). Accelerated sampling for the Indian buffet
+   process. *ICML 2009*.
+.. [2] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and extensions*.
+   MSc thesis, University of Cambridge.
 """
 
 from __future__ import annotations
@@ -46,10 +53,19 @@ def residual(x, z, mu, k, r):
 @numba.njit(cache=True)
 def row_update(Sig, mu, z, x, k, sx2, sign, v, e):
     """Add (``sign=+1``) or remove (``sign=-1``) observation row ``(z, x)`` from the feature
-    posterior ``(Σ, μ)`` by a rank-one Sherman–Morrison update (spec §4.4, corrected E1–E3):
+    posterior ``(Σ, μ)`` by a rank-one Sherman–Morrison update:
 
     remove: ``Σ₋ = Σ + v vᵀ/(σx² - zᵀv)``, ``μ₋ = μ - v (x - zμ)ᵀ/(σx² - zᵀv)``;
     add:    ``Σ = Σ₋ - v vᵀ/(σx² + zᵀv)``, ``μ = μ₋ + v (x - zμ₋)ᵀ/(σx² + zᵀv)``; ``v = Σz``.
+
+    These are the window equations of Doshi-Velez & Ghahramani (2009, §4; Doshi-Velez 2009,
+    §4.2) for a window of ``W = 1`` row, in corrected form: the printed window-removal *mean*
+    is wrong (and the re-add mean has ``X_i`` for ``X_W``); the printed covariance down-date,
+    with its minus sign, is right.  Derivation (``z`` as a column): in information form
+    ``P = Σ⁻¹``, ``h = Pμ``, removing the row gives ``P₋ = P - z zᵀ/σx²`` and
+    ``h₋ = h - z xᵀ/σx²``.  Sherman–Morrison gives ``Σ₋ = Σ + v vᵀ/c`` with ``c = σx² - zᵀv``;
+    since ``vᵀP = zᵀ`` and ``Σ₋z = v σx²/c``, ``μ₋ = Σ₋h₋ = μ + v(zᵀμ)/c - v xᵀ/c``.
+    Re-adding the row (``P = P₋ + z zᵀ/σx²``) is the same computation with the opposite sign.
     """
     q = sig_z(Sig, z, k, v)
     c = sx2 + sign * q
@@ -64,7 +80,8 @@ def row_update(Sig, mu, z, x, k, sx2, sign, v, e):
 @numba.njit(cache=True)
 def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v, order, greedy):
     """Gibbs-sample ``z[a]`` for ``a < k`` with ``skip[a] == False`` (random order), given the
-    posterior ``(Σ, μ)`` of the *other* rows (spec §4.4, [000 eq 4.2] with W = 1):
+    posterior ``(Σ, μ)`` of the *other* rows (Doshi-Velez & Ghahramani 2009, eq. 8 with a
+    window of ``W = 1`` row):
 
     ``log P(z_a=1)/P(z_a=0) = prior_lo[a] + log N(x; z¹μ, s²₁ I) - log N(x; z⁰μ, s²₀ I)``,
     ``s² = zΣzᵀ + σx²``.  ``prior_lo`` carries each entry's own prior log-odds (the IBP's
@@ -108,8 +125,14 @@ def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v, order, g
 
 @numba.njit(cache=True)
 def birth_count(rng, navail, log_lam, s2, rr, d, sa2, logpj, greedy):
-    """Draw the number ``j`` of row-``n`` singleton features (spec §4.3 eq 3.7 with E5):
-    ``p(j) ∝ Poisson(j; λ) N(x; zμ, (s² + jσa²) I)`` over ``j = 0..navail``."""
+    """Draw the number ``j`` of row-``n`` singleton features:
+    ``p(j) ∝ Poisson(j; λ) N(x; zμ, (s² + jσa²) I)`` over ``j = 0..navail``.
+
+    Eq. 3.7 of Doshi-Velez (2009) (eq. 4 of Doshi-Velez & Ghahramani 2009) with the new
+    features' values integrated out (each adds ``σa²`` to the predictive variance and nothing
+    to its mean) and ``λ = α/N`` (``αβ/(N-1+β)`` for the two-parameter IBP).  The sum starts at
+    ``j = 0``: the thesis text ranges over ``1..k_max``, which would force a new feature on
+    every row."""
     for j in range(navail + 1):
         sj = s2 + j * sa2
         logpj[j] = j * log_lam - math.lgamma(j + 1.0) - 0.5 * d * math.log(sj) - 0.5 * rr / sj

@@ -1,19 +1,23 @@
-"""Split–merge Metropolis–Hastings moves for the collapsed linear-Gaussian IBP (spec §4.6).
+"""Split–merge Metropolis–Hastings moves for the collapsed linear-Gaussian IBP.
 
 Two proposal families, both on labelled columns of the ``N x K_max`` slot matrix and both exact
 Metropolis–Hastings moves for the :class:`pymc_ibp.IBP` pmf times the collapsed likelihood
-``p(X | Z)`` (``A`` integrated out, spec §3.1):
+``p(X | Z)`` (``A`` integrated out; Griffiths & Ghahramani [5]_, §5; Doshi-Velez &
+Ghahramani [6]_, eq. 5 with the trace, see :func:`kernels.collapsed_loglik`):
 
-* :func:`random_split_merge` — the spec's concrete design: a split gives each owner of a column
-  one of ``(1,0), (0,1), (1,1)`` uniformly.  Its acceptance falls like ``3^{-m}`` in the column
-  size ``m``, so it only moves small features.
-* :func:`sequential_split_merge` — a sequentially-allocated (SAMS-style, Dahl 2005; adapted to
-  feature allocations as in Meeds et al. 2007) proposal with two *anchor* rows.  The owners of
-  the split column are allocated one at a time in random order, each choosing among
-  ``(1,0), (0,1), (1,1)`` with probability proportional to its collapsed predictive density given
-  the rows already allocated (and all rows outside the column).  The proposal probability is the
-  product of those choice probabilities; a merge scores the reverse allocation by replaying it.
-  It splits and merges features of any size, which the random proposal cannot.
+* :func:`random_split_merge` — the split–merge move of Meeds et al. [1]_ (as described by
+  Doshi-Velez [7]_, §3.3): a split gives each owner of a column one of ``(1,0), (0,1), (1,1)``
+  uniformly, a merge takes the OR of two columns; the acceptance ratio for labelled slots
+  follows from the argument below (:func:`_log_split_ratio`).  Its acceptance falls like
+  ``3^{-m}`` in the column size ``m``, so it only moves small features.
+* :func:`sequential_split_merge` — a sequentially-allocated (SAMS-style, Dahl [3]_, after the
+  restricted split–merge of Jain & Neal [2]_; adapted to feature allocations as in Meeds et al.
+  [1]_) proposal with two *anchor* rows.  The owners of the split column are allocated one at
+  a time in random order, each choosing among ``(1,0), (0,1), (1,1)`` with probability
+  proportional to its collapsed predictive density given the rows already allocated (and all
+  rows outside the column).  The proposal probability is the product of those choice
+  probabilities; a merge scores the reverse allocation by replaying it.  It splits and merges
+  features of any size, which the random proposal cannot.
 
 Selection of the sequential move.  An ordered pair of distinct rows ``(i, j)`` is drawn
 uniformly, then a column ``c_i`` uniformly among row ``i``'s active columns and ``c_j`` among row
@@ -28,14 +32,33 @@ empty-slot choice ``1/(K_max-K_+)`` cancels the ``(K_max-K_+)!`` of the pmf, so 
 
     ``min{1, p(X|Z')/p(X|Z) · αβ · B(m_1, N-m_1+β) B(m_2, N-m_2+β) / B(m, N-m+β) / q(Z'|Z)}``
 
-(``q`` = product of the sequential choice probabilities; ``B`` the Beta function) and a merge
-with the reciprocal, ``q`` replayed.  The row order is a uniform permutation drawn afresh in
-either direction, an auxiliary variable that cancels.  Exactness is tested by pushing i.i.d.
-exact-posterior draws through the move (tests/kernels/test_split_merge.py).
+(``q`` = product of the sequential choice probabilities; ``B`` the Beta function of the
+two-parameter IBP pmf [4]_) and a merge with the reciprocal, ``q`` replayed.  The row order is
+a uniform permutation drawn afresh in either direction, an auxiliary variable that cancels.
+Exactness is tested by pushing i.i.d. exact-posterior draws through the move
+(tests/kernels/test_split_merge.py).
 
 Cost per proposal: ``O(m (K² + KD) + K³ + K²D)`` for a column of size ``m`` — rank-one
 updates of the feature posterior (:func:`kernels.row_update`), never a full pass over the data
 except after an accepted move (statistics rebuilt from ``Z``, ``O(N(K² + KD))``).
+
+References
+----------
+.. [1] Meeds, E., Ghahramani, Z., Neal, R. M. and Roweis, S. T. (2007). Modeling dyadic data
+   with binary latent factors. *Advances in Neural Information Processing Systems 19*.
+.. [2] Jain, S. and Neal, R. M. (2004). A split-merge Markov chain Monte Carlo procedure for
+   the Dirichlet process mixture model. *Journal of Computational and Graphical Statistics*
+   13, 158–182.
+.. [3] Dahl, D. B. (2005). Sequentially-allocated merge-split sampler for conjugate and
+   nonconjugate Dirichlet process mixture models. Technical report, Texas A&M University.
+.. [4] Ghahramani, Z., Griffiths, T. L. and Sollich, P. (2007). Bayesian nonparametric latent
+   feature models. *Bayesian Statistics 8*, 201–226.
+.. [5] Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction
+   and review. *JMLR* 12, 1185–1224.
+.. [6] Doshi-Velez, F. and Ghahramani, Z. (2009). Accelerated sampling for the Indian buffet
+   process. *ICML 2009*.
+.. [7] Doshi-Velez, F. (2009). *The Indian buffet process: scalable inference and
+   extensions*. MSc thesis, University of Cambridge.
 """
 
 from __future__ import annotations
@@ -67,7 +90,7 @@ def _loglik_of(Z, X, m, trXX, sx2, sa2):
 
 
 # ---------------------------------------------------------------------------------------------
-# random allocation (spec §4.6 as written)
+# random allocation (Meeds et al. 2007)
 # ---------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
 def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, beta):
@@ -76,7 +99,8 @@ def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, be
     ``= Δ log p(X|Z) + log αβ + log B(m1,N-m1+β) + log B(m2,N-m2+β) - log B(m,N-m+β)
     - log(K+ + 1) - log a_m``, ``a_m = 3^{-m}/(1 - 2·3^{-m})``, where ``K+`` counts the merged
     state's active columns; the empty-slot choice of the split cancels the ``(K_max-K+)!`` of
-    the prior (spec §4.6, adapted to slot placement).
+    the prior (the argument of the module docstring with the uniform allocation's probability
+    ``a_m`` in place of ``q``).
     """
     log_am = -mm * _LOG3 - math.log1p(-2.0 * math.exp(-mm * _LOG3))
     return (ll_split - ll_merged + math.log(alpha * beta) + log_beta_term(m1, n, beta)
@@ -86,7 +110,7 @@ def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, be
 
 @numba.njit(cache=True)
 def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
-    """``n_proposals`` split–merge moves with uniformly random allocation (spec §4.6).
+    """``n_proposals`` split–merge moves with uniformly random allocation (Meeds et al. 2007).
 
     Split (probability ½): an active column ``k`` chosen uniformly, an empty slot ``e`` chosen
     uniformly; each owner of ``k`` goes to ``(k)``, ``(e)`` or both uniformly, redrawn until both
@@ -234,7 +258,7 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
     anchor ``i`` goes back with ``ia`` only and ``j`` with ``ib`` only, then every row of
     ``rows[:nr]`` in turn with the option ``(1,0)``, ``(0,1)`` or ``(1,1)`` drawn from its
     collapsed predictive given the rows already in (or, with ``replay``, the option it has in
-    ``Z``); the feature posterior takes one rank-one step per row (spec §4.4).  Returns
+    ``Z``); the feature posterior takes one rank-one step per row (:func:`row_update`).  Returns
     ``log q``, the log probability of the allocation; ``G``, ``RX`` end as the statistics of the
     allocated state and ``alloc[:nr]`` holds the options.
     """

@@ -172,7 +172,8 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
 
 @numba.njit(cache=True)
 def _window_loglik(C, E, d):
-    """Matrix-normal ``log N(X_W; Z_W μ₋W, C_W ⊗ I_D)`` up to ``-WD/2 log 2π`` ([000 eq 4.2]):
+    """Matrix-normal ``log N(X_W; Z_W μ₋W, C_W ⊗ I_D)`` up to ``-WD/2 log 2π`` (the likelihood
+    of Doshi-Velez 2009, eq. 4.2 = Doshi-Velez & Ghahramani 2009, eq. 8):
     ``-D/2 log|C| - tr(Eᵀ C⁻¹ E)/2`` by one W×W Cholesky."""
     L = np.linalg.cholesky(C)
     logdet = 0.0
@@ -196,7 +197,8 @@ def _window_moments(Zw, Sig, mu, Xw, k, sx2):
 
 @numba.njit(cache=True)
 def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, window):
-    """Accelerated sweep removing ``W = window`` rows at a time (spec §4.4, [000 §4.2]).
+    """Accelerated sweep removing ``W = window`` rows at a time (Doshi-Velez 2009, §4.2 and
+    Alg. 1).
 
     The posterior ``(Σ₋W, μ₋W)`` of all rows outside the window is obtained by ``W`` rank-one
     downdates; each ``z_nk`` of the window is then drawn from the prior odds times the
@@ -338,7 +340,14 @@ def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2):
 
 @numba.njit(cache=True)
 def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
-    """One sweep of the collapsed Gibbs sampler (spec §4.3, errata E4, E5, E35).
+    """One sweep of the collapsed Gibbs sampler (Griffiths & Ghahramani 2011; Doshi-Velez 2009,
+    eqs. 3.6–3.7).
+
+    The papers write the prior factor as ``(m_k - Z_nk)/N``; with row ``n`` treated as the last
+    customer it is ``m₋ₙₖ/N`` for ``z_nk = 1`` and ``(N - m₋ₙₖ)/N`` for ``z_nk = 0``
+    (``β = 1``), i.e. the odds ``m/(N-1-m+β)`` below.  The number of new features ranges over
+    ``j = 0, 1, ...`` (the thesis text omits ``0``), and ``p(X | Z)`` is evaluated from the
+    cached ``ZᵀZ`` and ``ZᵀX`` (:func:`collapsed_loglik`), not in the papers' ``N x N`` form.
 
     Each ``z_nk`` (``m₋ₙₖ > 0``) is drawn from ``m/(N-1-m+β) · p(X | Z)`` with ``p(X | Z)``
     evaluated in full by :func:`collapsed_loglik` (``O(K³ + K²D)`` each, from cached ``ZᵀZ``,
