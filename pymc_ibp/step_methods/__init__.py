@@ -1,4 +1,4 @@
-"""Step methods for IBP models (spec §4).  Importing registers them for automatic assignment."""
+"""Step methods for IBP models (see the docs page *Step methods*).  Importing registers them for automatic assignment."""
 
 from pymc.step_methods import STEP_METHODS
 

@@ -1,8 +1,8 @@
-"""Hyperparameter updates for IBP models (spec §4.8).
+"""Hyperparameter updates for IBP models (Doshi-Velez 2009, §5.1).
 
 ``IBPAlphaGibbs`` updates the IBP mass ``alpha ~ Gamma(a, b)`` given ``Z``.  Under the untruncated
-IBP the conditional is ``Gamma(a + K+, b + S_N(β))`` ([000 §5.1]; ``S_N(1) = H_N``, *not*
-PyIBP's ``b + N``, erratum E37).  :class:`pymc_ibp.IBP` is truncated at ``K_max``, which
+IBP the conditional is ``Gamma(a + K+, b + S_N(β))`` (Doshi-Velez 2009, §5.1; ``S_N(1) = H_N``, *not*
+the ``b + N`` of the public PyIBP ``sampleAlpha``).  :class:`pymc_ibp.IBP` is truncated at ``K_max``, which
 multiplies the likelihood by ``1/P(K+ <= K_max | α)``; we therefore use that Gamma as an
 independence Metropolis–Hastings proposal, whose acceptance ratio reduces to
 
@@ -75,7 +75,7 @@ def _match_alpha(model, alpha_rv):
 
 
 class IBPAlphaGibbs(BlockedStep):
-    r"""Exact update of the IBP mass ``alpha`` under a ``Gamma(a, b)`` prior (spec §4.8).
+    r"""Exact update of the IBP mass ``alpha`` under a ``Gamma(a, b)`` prior (Doshi-Velez 2009, §5.1).
 
     Proposal :math:`\alpha'\sim\mathrm{Gamma}(a+K_+,\ b+\sum_{i=1}^N\frac{\beta}{\beta+i-1})`
     (shape, rate), accepted with probability

@@ -330,7 +330,7 @@ class _LinearGaussianIBPStep(BlockedStep):
 
 
 class AcceleratedGibbs(_LinearGaussianIBPStep):
-    r"""Accelerated collapsed Gibbs sampler for the linear-Gaussian IBP (spec §4.4, [001]).
+    r"""Accelerated collapsed Gibbs sampler for the linear-Gaussian IBP (Doshi-Velez & Ghahramani 2009, §4, eqs. 7–8, Alg. 1).
 
     Samples from exactly the same conditionals as :class:`CollapsedGibbs`,
 
@@ -338,7 +338,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         \mathcal N\big(x_n;\ z_n\mu_{-n},\ (z_n\Sigma_{-n}z_n^\top+\sigma_x^2) I_D\big),
 
     but keeps the feature posterior :math:`(\Sigma, \mu)` of all the data and removes/re-adds one
-    row at a time by rank-one updates (window :math:`W=1` by default, corrected E1–E3), so a sweep costs
+    row at a time by rank-one updates (window :math:`W=1` by default, in the corrected form derived in :func:`pymc_ibp.step_methods.kernels.row_update`), so a sweep costs
     :math:`O(N(K^2+KD))`, linear in ``N``.  The posterior is recomputed from the exact
     statistics :math:`Z^\top Z, Z^\top X` every ``refresh`` rows (default ``max(5, N/10)``).
     Births: row ``n``'s singleton set is block-Gibbs sampled over all ``j`` that fit in the
@@ -353,12 +353,12 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         The ``pmi.IBP`` variable (``A`` and imputed data are added automatically).
     window : int
         Rows removed from the posterior at a time (``W``, default 1, the cheapest; ``W > 1``
-        uses the matrix-normal window likelihood of [000 eq 4.2] at ``O(W³ + W²D)`` per entry).
+        uses the matrix-normal window likelihood of Doshi-Velez 2009, eq. 4.2 at ``O(W³ + W²D)`` per entry).
     refresh : int, optional
         Rows between from-scratch recomputations of the posterior.
     greedy : bool
         Take the most probable value instead of sampling (the deterministic variant of
-        [000 §4.5]); not a valid MCMC sampler, useful for fast initialisation.
+        Doshi-Velez 2009, §4.5); not a valid MCMC sampler, useful for fast initialisation.
     init_z : {"auto", "prior", "point"}
         ``"auto"`` (default): start from the chain's initial ``Z`` when the user gave one
         (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the variable; PyMC's all-zero
@@ -366,7 +366,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         jittered by PyMC, so chains would otherwise all start at the same point).
         ``"prior"``: always a prior draw; ``"point"``: always the chain's initial point.
     split_merge : int
-        Split–merge Metropolis–Hastings proposals after each sweep (spec §4.6; default 5, 0 to
+        Split–merge Metropolis–Hastings proposals after each sweep (Meeds et al. 2007; Dahl 2005; default 5, 0 to
         disable).  They move between modes that single-site Gibbs cannot, e.g. two halves of
         one feature merging.
     split_merge_proposal : {"sequential", "random"}
@@ -426,12 +426,12 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
 
 
 class CollapsedGibbs(_LinearGaussianIBPStep):
-    r"""Classic collapsed Gibbs sampler for the linear-Gaussian IBP (spec §4.3, [000 §3.2]).
+    r"""Classic collapsed Gibbs sampler for the linear-Gaussian IBP (Griffiths & Ghahramani 2011; Doshi-Velez 2009, §3.2).
 
     .. math:: P(z_{nk}=1\mid\cdot) \propto \frac{m_{-n,k}}{N-1-m_{-n,k}+\beta}\,p(X\mid Z),
 
-    with :math:`p(X\mid Z)` evaluated in full (spec §3.1, E14) from cached :math:`Z^\top Z`,
-    :math:`Z^\top X` at :math:`O(K^3+K^2D)` per element (E35), so a sweep costs
+    with :math:`p(X\mid Z)` evaluated in full (Griffiths & Ghahramani 2011, §5) from cached :math:`Z^\top Z`,
+    :math:`Z^\top X` at :math:`O(K^3+K^2D)` per element, so a sweep costs
     :math:`O(NK(K^3+K^2D))`.  The correctness reference for :class:`AcceleratedGibbs` and a
     reasonable choice for small ``N``.  Births as in :class:`AcceleratedGibbs`.
     """

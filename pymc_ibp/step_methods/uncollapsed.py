@@ -39,7 +39,7 @@ __all__ = ["IBPGibbs"]
 def ibp_column_gibbs(rng, Z, k, ll1, ll0, m, n_active, alpha, beta):
     """Gibbs-sample column ``k`` of ``Z`` row by row under the :class:`pymc_ibp.IBP` prior.
 
-    Prior odds of ``z_nk = 1`` (from the pmf, spec §2.2 and the truncation of §12.1):
+    Prior odds of ``z_nk = 1`` (from the pmf of :class:`pymc_ibp.IBP`, Griffiths & Ghahramani 2011, with the fixed-slot truncation derived in :mod:`pymc_ibp.distributions.ibp`):
     ``m/(N-1-m+β)`` if ``m = m₋ₙₖ > 0``; otherwise ``λ/(K_max - K'₋)`` with
     ``λ = αβ/(N-1+β)`` and ``K'₋`` the active columns other than ``k`` — the birth of a new
     feature in an empty slot, with that slot's current parameters.  ``m`` (column sums) and
