@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.pymc_ibp-installed
 OUT     ?= demo_output
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow test-all bench bench-quick bench-long docs clean venv
+.PHONY: demo test test-slow test-all lint bench bench-quick bench-long docs clean venv
 
 venv: $(STAMP)
 
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff (configured in pyproject.toml: line length 100, pycodestyle, pyflakes, isort, pyupgrade, bugbear)
+lint: $(STAMP)
+	$(PY) -m ruff check pymc_ibp tests benchmarks examples
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)

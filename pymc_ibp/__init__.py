@@ -4,7 +4,7 @@ Import as ``import pymc_ibp as pmi``.  Importing registers the step methods so t
 ``pm.sample()`` picks them for IBP models.
 """
 
-from pymc_ibp import datasets
+from pymc_ibp import datasets, inference
 from pymc_ibp.diagnostics import (
     cusum,
     hairiness,
@@ -17,6 +17,7 @@ from pymc_ibp.diagnostics import (
     summary,
 )
 from pymc_ibp.distributions import IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
+from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     CollapsedGibbs,
@@ -24,7 +25,6 @@ from pymc_ibp.step_methods import (
     IBPGibbs,
     IBPScaleSlice,
 )
-from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 
 __version__ = "0.1.0"
 
@@ -42,6 +42,7 @@ __all__ = [
     "TruncationWarning",
     "cusum",
     "datasets",
+    "inference",
     "hairiness",
     "hairiness_index",
     "heldout_metrics",

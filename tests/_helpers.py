@@ -11,7 +11,6 @@ from scipy import special, stats
 
 import pymc_ibp as pmi
 
-
 #: the 3 x 2 data set of the exact-enumeration tests (512 labelled 3 x 3 matrices)
 ENUM_X = np.array([[1.2, -0.3], [1.0, 0.9], [0.1, 1.1]])
 

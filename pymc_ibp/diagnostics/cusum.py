@@ -49,7 +49,8 @@ Justification: if :math:`s_1,\\dots,s_T` are i.i.d. (any distribution, discrete 
 randomised ranks form a uniformly random permutation, exactly as the ordinary ranks of i.i.d.
 continuous draws do.  Both indices depend on the data only through these ranks (for ``"cusum"``
 with median centring), so their null distribution — and hence the band coverage — is *the same* as
-in the continuous case (verified by simulation in ``tests/diagnostics/test_cusum.py``: ≈95 % for Poisson(3)).
+in the continuous case (verified by simulation in ``tests/diagnostics/test_cusum.py``: ≈95 % for
+Poisson(3)).
 The alternative of assigning ties to alternate sides would make every run of tied values look like
 maximal oscillation, and carrying the previous sign forward under-counts changes under the null;
 neither is calibrated.  Randomisation is seeded (``seed=0`` by default) so results are

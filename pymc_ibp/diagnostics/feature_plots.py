@@ -143,7 +143,8 @@ def plot_features(idata, image_shape, true_features=None, n_features=None, relab
 
     n_rows = 1 if true is None else 2
     n_cols = max(len(feats), 0 if true is None else len(true), 1)
-    titles = [f"m={s:.3g}\n{100 * f:.0f}% draws" for s, f in zip(res["mean_size"], res["active_frac"])]
+    titles = [f"m={s:.3g}\n{100 * f:.0f}% draws"
+              for s, f in zip(res["mean_size"], res["active_frac"], strict=True)]
 
     def _lim(x):
         if x is None or x.size == 0:

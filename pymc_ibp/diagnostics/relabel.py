@@ -118,7 +118,9 @@ def _reference(Zv, Av, stats, reference):
                 raise ValueError("reference='map' needs the sample stat 'ibp_log_joint'.")
             return _reference(Zv, Av, stats, None)
         else:
-            raise ValueError(f"reference must be None, 'map', 'last' or (chain, draw); got {reference!r}")
+            raise ValueError(
+                f"reference must be None, 'map', 'last' or (chain, draw); got {reference!r}"
+            )
     else:
         try:
             c, t = (int(i) for i in reference)

@@ -225,7 +225,9 @@ def summary(
 
     with warnings.catch_warnings():
         # constant quantities: 0/0 in R-hat / MCSE (documented above)
-        warnings.filterwarnings("ignore", message="invalid value encountered", category=RuntimeWarning)
-        warnings.filterwarnings("ignore", message="divide by zero encountered", category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message="invalid value encountered",
+                                category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message="divide by zero encountered",
+                                category=RuntimeWarning)
         warnings.filterwarnings("ignore", message="Degrees of freedom", category=RuntimeWarning)
         return az.summary(ds, **summary_kwargs)

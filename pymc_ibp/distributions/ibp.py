@@ -209,21 +209,18 @@ class IBP(Discrete):
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod
-    def dist(cls, alpha, beta=1.0, *, shape=None, size=None, n=None, k_max=None, **kwargs):
-        if shape is None and (n is None or k_max is None):
+    def dist(cls, alpha, beta=1.0, *, shape=None, size=None, **kwargs):
+        if shape is None:
             raise ValueError(
                 "pmi.IBP needs the matrix shape: pass shape=(N, K_max) or dims=('obs', 'feature')."
             )
-        if shape is not None:
-            shape_t = tuple(shape) if not isinstance(shape, int) else (shape,)
-            if len(shape_t) < 2:
-                raise ValueError(
-                    f"pmi.IBP is a distribution over N x K_max matrices; got shape={shape!r} with "
-                    f"{len(shape_t)} dimension(s). Use shape=(N, K_max)."
-                )
-            n_, k_ = shape_t[-2], shape_t[-1]
-            n = n_ if n is None else n
-            k_max = k_ if k_max is None else k_max
+        shape_t = tuple(shape) if not isinstance(shape, int) else (shape,)
+        if len(shape_t) < 2:
+            raise ValueError(
+                f"pmi.IBP is a distribution over N x K_max matrices; got shape={shape!r} with "
+                f"{len(shape_t)} dimension(s). Use shape=(N, K_max)."
+            )
+        n, k_max = shape_t[-2], shape_t[-1]
         for label, v in (("N", n), ("K_max", k_max)):
             try:
                 iv = int(v)

@@ -175,14 +175,13 @@ class IBPStickBreaking(Continuous):
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod
-    def dist(cls, alpha, *, shape=None, size=None, k=None, **kwargs):
-        if shape is None and k is None:
+    def dist(cls, alpha, *, shape=None, size=None, **kwargs):
+        if shape is None:
             raise ValueError("pmi.IBPStickBreaking needs the truncation level: shape=(K,) or dims.")
-        if shape is not None:
-            shape_t = (shape,) if isinstance(shape, int) else tuple(shape)
-            if len(shape_t) < 1:
-                raise ValueError("pmi.IBPStickBreaking needs shape=(K,) with K >= 1.")
-            k = shape_t[-1] if k is None else k
+        shape_t = (shape,) if isinstance(shape, int) else tuple(shape)
+        if len(shape_t) < 1:
+            raise ValueError("pmi.IBPStickBreaking needs shape=(K,) with K >= 1.")
+        k = shape_t[-1]
         if int(k) < 1:
             raise ValueError(f"pmi.IBPStickBreaking needs K >= 1; got K={int(k)}.")
         try:

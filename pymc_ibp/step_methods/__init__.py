@@ -1,4 +1,5 @@
-"""Step methods for IBP models (see the docs page *Step methods*).  Importing registers them for automatic assignment."""
+"""Step methods for IBP models (see the docs page *Step methods*).  Importing registers them for
+automatic assignment."""
 
 from pymc.step_methods import STEP_METHODS
 

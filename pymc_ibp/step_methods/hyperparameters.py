@@ -1,8 +1,9 @@
 """Hyperparameter updates for IBP models (Doshi-Velez 2009, §5.1).
 
 ``IBPAlphaGibbs`` updates the IBP mass ``alpha ~ Gamma(a, b)`` given ``Z``.  Under the untruncated
-IBP the conditional is ``Gamma(a + K+, b + S_N(β))`` (Doshi-Velez 2009, §5.1; ``S_N(1) = H_N``, *not*
-the ``b + N`` of the public PyIBP ``sampleAlpha``).  :class:`pymc_ibp.IBP` is truncated at ``K_max``, which
+IBP the conditional is ``Gamma(a + K+, b + S_N(β))`` (Doshi-Velez 2009, §5.1; ``S_N(1) = H_N``,
+*not* the ``b + N`` of the public PyIBP ``sampleAlpha``).  :class:`pymc_ibp.IBP` is truncated at
+``K_max``, which
 multiplies the likelihood by ``1/P(K+ <= K_max | α)``; we therefore use that Gamma as an
 independence Metropolis–Hastings proposal, whose acceptance ratio reduces to
 
@@ -31,7 +32,9 @@ from pymc_ibp.exceptions import ModelPatternError
 
 __all__ = ["IBPAlphaGibbs", "alpha_update"]
 
-ALPHA_PATTERN = "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...)"
+ALPHA_PATTERN = (
+    "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...)"
+)
 
 
 def alpha_update(rng, alpha, kplus, a, b, s, k_max):
@@ -55,17 +58,22 @@ def _constant_value(var):
 def _match_alpha(model, alpha_rv):
     """Return ``(a, b, z_rv)`` if ``alpha_rv`` is a Gamma-prior IBP mass, else raise."""
     if not isinstance(alpha_rv.owner.op, GammaRV) or alpha_rv.ndim != 0:
-        raise ModelPatternError(f"{alpha_rv.name!r} is not a scalar pm.Gamma. Needed: {ALPHA_PATTERN}.")
+        raise ModelPatternError(
+            f"{alpha_rv.name!r} is not a scalar pm.Gamma. Needed: {ALPHA_PATTERN}."
+        )
     _, _, shape, scale = alpha_rv.owner.inputs
     a, sc = _constant_value(shape), _constant_value(scale)
     if a is None or sc is None:
-        raise ModelPatternError(f"{alpha_rv.name!r} must have constant Gamma parameters. Needed: {ALPHA_PATTERN}.")
+        raise ModelPatternError(
+            f"{alpha_rv.name!r} must have constant Gamma parameters. Needed: {ALPHA_PATTERN}."
+        )
     others_rvs = [rv for rv in model.basic_RVs if rv is not alpha_rv]
     users = [  # RVs whose parameters depend on alpha other than through another RV
         rv for rv in others_rvs
         if alpha_rv in set(ancestors(rv.owner.inputs, blockers=others_rvs))
     ]
-    if len(users) != 1 or not isinstance(users[0].owner.op, IBPRV) or users[0].owner.inputs[2] is not alpha_rv:
+    if (len(users) != 1 or not isinstance(users[0].owner.op, IBPRV)
+            or users[0].owner.inputs[2] is not alpha_rv):
         raise ModelPatternError(
             f"{alpha_rv.name!r} must enter the model only as the alpha of one pmi.IBP (found "
             f"{[u.name for u in users]}). Needed: {ALPHA_PATTERN}."
@@ -75,7 +83,8 @@ def _match_alpha(model, alpha_rv):
 
 
 class IBPAlphaGibbs(BlockedStep):
-    r"""Exact update of the IBP mass ``alpha`` under a ``Gamma(a, b)`` prior (Doshi-Velez 2009, §5.1).
+    r"""Exact update of the IBP mass ``alpha`` under a ``Gamma(a, b)`` prior (Doshi-Velez 2009,
+    §5.1).
 
     Proposal :math:`\alpha'\sim\mathrm{Gamma}(a+K_+,\ b+\sum_{i=1}^N\frac{\beta}{\beta+i-1})`
     (shape, rate), accepted with probability

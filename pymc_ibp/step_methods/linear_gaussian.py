@@ -10,8 +10,9 @@ log-odds, no births); see :mod:`pymc_ibp.step_methods.prior_modes`.
 
 Initialisation policy (``init_z="auto"``, the default): a chain starts from the ``Z`` it is
 given when the user gave one (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the
-variable), and from a draw of the prior otherwise (PyMC's default start, the all-zero support
-point, counts as "not given"); the multi-start burn-in runs only for prior starts.
+variable), and from a draw of the prior otherwise (PyMC's default start, the prior's support
+point — all zeros for the IBP — counts as "not given"); the multi-start burn-in runs only for
+prior starts.
 
 All state that changes during a run is in :class:`LinearGaussianIBPState` (the step's
 ``sampling_state``), so a run can be checkpointed and resumed (see the docs page
@@ -51,7 +52,6 @@ class LinearGaussianIBPState(StepMethodState):
     sweeps: int
     started: bool
     warned: bool
-    tune: bool
     n_tune: int
     restarts: int
     segment: int
@@ -157,7 +157,7 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _reset_chain(self, tune):
         """Per-chain state (:class:`LinearGaussianIBPState`), set by :meth:`setup_chain`."""
         self.sweeps, self.started, self.warned = 0, False, False
-        self.tune, self.n_tune = bool(tune), int(tune)
+        self.n_tune = int(tune)
         self.restarts, self.segment, self.candidates = 1, 0, []
 
     # --- helpers --------------------------------------------------------------------------
@@ -165,7 +165,8 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _spec_owning(model, value_vars):
         """The matched model whose A (or imputed X) is among ``value_vars``."""
         for spec in matched_models(model):
-            mine = {model.rvs_to_values[rv] for rv in (spec.a_rv, spec.missing_rv) if rv is not None}
+            mine = {model.rvs_to_values[rv] for rv in (spec.a_rv, spec.missing_rv)
+                    if rv is not None}
             if mine & set(value_vars):
                 return spec
         raise ModelPatternError(
@@ -202,7 +203,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         multi-start schedule: ``R`` segments of ``L >= 10`` sweeps in the first half of tuning,
         only when the chain starts from the prior."""
         self.started = True
-        given = self._z_has_initval or bool(np.any(Z != 0))
+        given = self._z_has_initval or not self.mode.is_support_point(Z)
         from_prior = self.init_z == "prior" or (self.init_z == "auto" and not given)
         R = self.init_restarts if from_prior else 1
         while R > 1 and self.n_tune // (2 * R) < 10:
@@ -307,9 +308,6 @@ class _LinearGaussianIBPStep(BlockedStep):
         super().setup_chain(rng, tune, draws)
         self._reset_chain(tune)
 
-    def stop_tuning(self):
-        self.tune = False
-
     def reset_tuning(self):
         pass
 
@@ -330,7 +328,8 @@ class _LinearGaussianIBPStep(BlockedStep):
 
 
 class AcceleratedGibbs(_LinearGaussianIBPStep):
-    r"""Accelerated collapsed Gibbs sampler for the linear-Gaussian IBP (Doshi-Velez & Ghahramani 2009, §4, eqs. 7–8, Alg. 1).
+    r"""Accelerated collapsed Gibbs sampler for the linear-Gaussian IBP (Doshi-Velez & Ghahramani
+    2009, §4, eqs. 7–8, Alg. 1).
 
     Samples from exactly the same conditionals as :class:`CollapsedGibbs`,
 
@@ -338,7 +337,8 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         \mathcal N\big(x_n;\ z_n\mu_{-n},\ (z_n\Sigma_{-n}z_n^\top+\sigma_x^2) I_D\big),
 
     but keeps the feature posterior :math:`(\Sigma, \mu)` of all the data and removes/re-adds one
-    row at a time by rank-one updates (window :math:`W=1` by default, in the corrected form derived in :func:`pymc_ibp.step_methods.kernels.row_update`), so a sweep costs
+    row at a time by rank-one updates (window :math:`W=1` by default, in the corrected form derived
+    in :func:`pymc_ibp.step_methods.kernels.row_update`), so a sweep costs
     :math:`O(N(K^2+KD))`, linear in ``N``.  The posterior is recomputed from the exact
     statistics :math:`Z^\top Z, Z^\top X` every ``refresh`` rows (default ``max(5, N/10)``).
     Births: row ``n``'s singleton set is block-Gibbs sampled over all ``j`` that fit in the
@@ -353,25 +353,26 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         The ``pmi.IBP`` variable (``A`` and imputed data are added automatically).
     window : int
         Rows removed from the posterior at a time (``W``, default 1, the cheapest; ``W > 1``
-        uses the matrix-normal window likelihood of Doshi-Velez 2009, eq. 4.2 at ``O(W³ + W²D)`` per entry).
+        uses the matrix-normal window likelihood of Doshi-Velez 2009, eq. 4.2 at ``O(W³ + W²D)``
+        per entry).
     refresh : int, optional
         Rows between from-scratch recomputations of the posterior.
-    greedy : bool
-        Take the most probable value instead of sampling (the deterministic variant of
-        Doshi-Velez 2009, §4.5); not a valid MCMC sampler, useful for fast initialisation.
     init_z : {"auto", "prior", "point"}
         ``"auto"`` (default): start from the chain's initial ``Z`` when the user gave one
-        (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the variable; PyMC's all-zero
-        default does not count), otherwise from a draw of the prior (custom-step runs are not
-        jittered by PyMC, so chains would otherwise all start at the same point).
+        (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the variable; PyMC's default,
+        the prior's support point, does not count), otherwise from a draw of the prior
+        (custom-step runs are not jittered by PyMC, so chains would otherwise all start at the
+        same point).
         ``"prior"``: always a prior draw; ``"point"``: always the chain's initial point.
     split_merge : int
-        Split–merge Metropolis–Hastings proposals after each sweep (Meeds et al. 2007; Dahl 2005; default 5, 0 to
+        Split–merge Metropolis–Hastings proposals after each sweep (Meeds et al. 2007; Dahl 2005;
+        default 5, 0 to
         disable).  They move between modes that single-site Gibbs cannot, e.g. two halves of
         one feature merging.
     split_merge_proposal : {"sequential", "random"}
         ``"sequential"`` (default): anchored, sequentially-allocated proposals whose owners
-        are allocated by their collapsed predictive (:mod:`pymc_ibp.step_methods.kernels.split_merge`);
+        are allocated by their collapsed predictive
+        (:mod:`pymc_ibp.step_methods.kernels.split_merge`);
         they split and merge features of any size.  ``"random"``: the spec's uniform
         allocation, whose acceptance decays like ``3^{-m}`` in the feature size ``m``.
     birth_death : int
@@ -400,20 +401,17 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
     name = "accelerated_gibbs"
     supports_logodds = True
 
-    def __init__(self, vars=None, *, window=1, refresh=None, greedy=False, **kwargs):
+    def __init__(self, vars=None, *, window=1, refresh=None, **kwargs):
         super().__init__(vars, **kwargs)
         self.window = int(window)
         if self.window < 1:
             raise ValueError(f"AcceleratedGibbs needs window >= 1; got window={window!r}.")
-        if greedy and self.window > 1:
-            raise ValueError("greedy=True is implemented for window=1 only.")
         if self.window > 1 and not self.mode.counts:
             raise ModelPatternError(
                 f"window > 1 is implemented for the pmi.IBP prior only; {self.z_name!r} has a "
                 "Bernoulli prior: use window=1."
             )
         self.refresh = int(refresh) if refresh is not None else max(5, self.n // 10)
-        self.greedy = bool(greedy)
 
     def _sweep(self, Z, X, m, sx2, sa2):
         mode = self.mode
@@ -422,15 +420,17 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
                                                     mode.beta, self.refresh, self.window)
         alpha, beta = (mode.alpha, mode.beta) if mode.counts else (1.0, 1.0)
         return kernels.accelerated_sweep(self.rng, Z, X, m, sx2, sa2, alpha, beta, self.refresh,
-                                         self.greedy, mode.logodds)
+                                         False, mode.logodds)
 
 
 class CollapsedGibbs(_LinearGaussianIBPStep):
-    r"""Classic collapsed Gibbs sampler for the linear-Gaussian IBP (Griffiths & Ghahramani 2011; Doshi-Velez 2009, §3.2).
+    r"""Classic collapsed Gibbs sampler for the linear-Gaussian IBP (Griffiths & Ghahramani 2011;
+    Doshi-Velez 2009, §3.2).
 
     .. math:: P(z_{nk}=1\mid\cdot) \propto \frac{m_{-n,k}}{N-1-m_{-n,k}+\beta}\,p(X\mid Z),
 
-    with :math:`p(X\mid Z)` evaluated in full (Griffiths & Ghahramani 2011, §5) from cached :math:`Z^\top Z`,
+    with :math:`p(X\mid Z)` evaluated in full (Griffiths & Ghahramani 2011, §5) from cached
+    :math:`Z^\top Z`,
     :math:`Z^\top X` at :math:`O(K^3+K^2D)` per element, so a sweep costs
     :math:`O(NK(K^3+K^2D))`.  The correctness reference for :class:`AcceleratedGibbs` and a
     reasonable choice for small ``N``.  Births as in :class:`AcceleratedGibbs`.

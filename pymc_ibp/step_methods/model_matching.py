@@ -188,7 +188,9 @@ def _data_of(value_var):
 def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
     """Match the linear-Gaussian pattern around ``z_rv`` or raise :class:`ModelPatternError`."""
     if z_rv.ndim != 2:
-        raise ModelPatternError(f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim}).")
+        raise ModelPatternError(
+            f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim})."
+        )
     prior = match_prior(model, z_rv)
     if prior is None:
         raise ModelPatternError(
@@ -214,9 +216,11 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
         left, right, mask = mm
         if left is not z_rv:
             continue
-        if right.owner is None or not isinstance(right.owner.op, NormalRV) or right not in model.free_RVs:
+        if (right.owner is None or not isinstance(right.owner.op, NormalRV)
+                or right not in model.free_RVs):
             raise ModelPatternError(
-                f"In {rv.name!r} the mean is Z @ {right.name or right}, but the right factor must be "
+                f"In {rv.name!r} the mean is Z @ {right.name or right}, "
+                "but the right factor must be "
                 f"a free pm.Normal feature matrix. Needed pattern: {PATTERN}."
             )
         if a_rv is not None and right is not a_rv:
@@ -224,7 +228,8 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
         a_rv = right
         if not _is_scalar(sigma):
             raise ModelPatternError(
-                f"{rv.name!r} has a non-scalar noise sigma (shape {sigma.type.shape}); the collapsed "
+                f"{rv.name!r} has a non-scalar noise sigma (shape {sigma.type.shape}); "
+                "the collapsed "
                 f"linear-Gaussian samplers need one scalar sigma_x. Needed pattern: {PATTERN}."
             )
         sigma_x = _scalar_of(sigma) if sigma_x is None else sigma_x
@@ -250,7 +255,8 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
     a_shape = tuple(int(s) for s in ip[model.rvs_to_values[a_rv].name].shape)
     if len(a_shape) != 2 or a_shape[0] != k_max:
         raise ModelPatternError(
-            f"Shape mismatch: {z_rv.name!r} is {n} x {k_max} but {a_rv.name!r} has shape {a_shape}; "
+            f"Shape mismatch: {z_rv.name!r} is {n} x {k_max} but "
+            f"{a_rv.name!r} has shape {a_shape}; "
             f"A must be K_max x D = {k_max} x D."
         )
     d = a_shape[1]
@@ -265,12 +271,15 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
     if obs_mask is None:
         if data.shape != (n, d):
             raise ModelPatternError(
-                f"Shape mismatch: observed {obs_rv.name!r} has shape {data.shape} but Z @ A is {n} x {d}."
+                f"Shape mismatch: observed {obs_rv.name!r} has shape {data.shape} "
+                f"but Z @ A is {n} x {d}."
             )
         X[:] = data
     else:
         if obs_mask.shape != (n, d):
-            raise ModelPatternError(f"Mask shape {obs_mask.shape} does not match Z @ A ({n} x {d}).")
+            raise ModelPatternError(
+                f"Mask shape {obs_mask.shape} does not match Z @ A ({n} x {d})."
+            )
         X[obs_mask] = data
     if missing_rv is not None:
         missing_mask = np.asarray(missing_rv[1])

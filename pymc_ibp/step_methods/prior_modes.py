@@ -40,6 +40,10 @@ class IBPMode:
     def draw(self, rng):
         return ibp_draw_core(rng, self.alpha, self.beta, self.n, self.k_max)
 
+    def is_support_point(self, Z):
+        """Whether ``Z`` is PyMC's default start for this prior (all zeros)."""
+        return not np.any(Z)
+
     def log_joint(self, G, RX, Z, m, act, trXX, d, sx2, sa2):
         """``(log p(X | Z) + log P(Z), log p(X | Z))`` (the one home:
         :func:`pymc_ibp.step_methods.kernels.collapsed_log_joint`)."""
@@ -78,6 +82,11 @@ class LogOddsMode:
 
     def draw(self, rng):
         return (rng.random((self.n, self.k_max)) < self.p).astype(np.int64)
+
+    def is_support_point(self, Z):
+        """Whether ``Z`` is PyMC's default start for this prior (``p >= 1/2``, Bernoulli's
+        support point) at the current ``p``."""
+        return bool(np.array_equal(Z, (self.p >= 0.5).astype(Z.dtype)))
 
     def log_joint(self, G, RX, Z, m, act, trXX, d, sx2, sa2):
         """``(log p(X | Z) + Σ log Bernoulli(z_nk; p_nk), log p(X | Z))``."""

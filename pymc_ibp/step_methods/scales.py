@@ -1,4 +1,5 @@
-"""Exact updates of the noise and feature scales of a linear-Gaussian IBP model (Doshi-Velez 2009, §5.1; slice sampling of Neal 2003).
+"""Exact updates of the noise and feature scales of a linear-Gaussian IBP model (Doshi-Velez 2009,
+§5.1; slice sampling of Neal 2003).
 
 Given ``Z`` and ``A`` the scales enter the model only through
 
@@ -70,7 +71,8 @@ class IBPScaleSlice(BlockedStep):
 
     Targets :math:`p(\sigma_x\mid X, Z, A) \propto p(\sigma_x)\,\sigma_x^{-ND}
     e^{-\|X-ZA\|^2/2\sigma_x^2}` and :math:`p(\sigma_a\mid A) \propto p(\sigma_a)
-    \sigma_a^{-K_{max}D} e^{-\|A\|^2/2\sigma_a^2}` (Doshi-Velez 2009, §5.1; slice sampling of Neal 2003) by univariate slice sampling on
+    \sigma_a^{-K_{max}D} e^{-\|A\|^2/2\sigma_a^2}` (Doshi-Velez 2009, §5.1; slice sampling of Neal
+    2003) by univariate slice sampling on
     the transformed value, with the prior (and Jacobian) taken from the model.  Chosen
     automatically for the scales of models that :class:`AcceleratedGibbs` handles.
 

@@ -39,7 +39,8 @@ __all__ = ["IBPGibbs"]
 def ibp_column_gibbs(rng, Z, k, ll1, ll0, m, n_active, alpha, beta):
     """Gibbs-sample column ``k`` of ``Z`` row by row under the :class:`pymc_ibp.IBP` prior.
 
-    Prior odds of ``z_nk = 1`` (from the pmf of :class:`pymc_ibp.IBP`, Griffiths & Ghahramani 2011, with the fixed-slot truncation derived in :mod:`pymc_ibp.distributions.ibp`):
+    Prior odds of ``z_nk = 1`` (from the pmf of :class:`pymc_ibp.IBP`, Griffiths & Ghahramani 2011,
+    with the fixed-slot truncation derived in :mod:`pymc_ibp.distributions.ibp`):
     ``m/(N-1-m+β)`` if ``m = m₋ₙₖ > 0``; otherwise ``λ/(K_max - K'₋)`` with
     ``λ = αβ/(N-1+β)`` and ``K'₋`` the active columns other than ``k`` — the birth of a new
     feature in an empty slot, with that slot's current parameters.  ``m`` (column sums) and
@@ -137,7 +138,8 @@ class IBPGibbs(BlockedStep):
     For ``Z = pmi.IBP(...)`` each entry is drawn from
 
     .. math:: \frac{P(z_{nk}=1\mid\cdot)}{P(z_{nk}=0\mid\cdot)} =
-        \text{prior odds}\times\frac{p(\text{children}\mid z_{nk}=1)}{p(\text{children}\mid z_{nk}=0)},
+        \text{prior odds}\times
+        \frac{p(\text{children}\mid z_{nk}=1)}{p(\text{children}\mid z_{nk}=0)},
 
     with prior odds :math:`m_{-n,k}/(N-1-m_{-n,k}+\beta)` for an active column and
     :math:`\frac{\alpha\beta/(N-1+\beta)}{K_{max}-K'_{-}}` for an empty slot (a birth, using the
@@ -234,7 +236,9 @@ class IBPGibbs(BlockedStep):
         children = [rv for rv in model.basic_RVs
                     if rv is not z_rv and z_rv in set(ancestors([rv]))]
         if not children:
-            raise ModelPatternError(f"No variable depends on {z_rv.name!r}; nothing to condition on.")
+            raise ModelPatternError(
+                f"No variable depends on {z_rv.name!r}; nothing to condition on."
+            )
         # row of every logp term of the children built by boolean-mask indexing (missing data)
         self._entry_rows = {}
         masks = {}
@@ -244,7 +248,8 @@ class IBPGibbs(BlockedStep):
                 continue
             if mask.ndim == 0 or mask.shape[0] != self.n:
                 raise ModelPatternError(
-                    f"{child.name!r} indexes a {z_rv.name!r}-dependent array with a boolean mask of "
+                    f"{child.name!r} indexes a {z_rv.name!r}-dependent array "
+                    "with a boolean mask of "
                     f"shape {mask.shape}, whose first axis is not the {self.n} rows of "
                     f"{z_rv.name!r}; IBPGibbs cannot attribute its logp terms to rows."
                 )
@@ -259,7 +264,7 @@ class IBPGibbs(BlockedStep):
         self._check_finite_data(model, children, masks)
         terms = model.logp(vars=children, sum=False)
         rows = []
-        for child, term in zip(children, terms):
+        for child, term in zip(children, terms, strict=True):
             if term.ndim == 0:
                 raise ModelPatternError(
                     f"The logp of {child.name!r} does not factorise over the rows of "
@@ -334,7 +339,8 @@ class IBPGibbs(BlockedStep):
         # perturb the continuous values so that flipping one entry of Z is visible (at the
         # support point, e.g. A = 0, the check would pass vacuously)
         rng = np.random.default_rng(0)
-        point = {k: (v + 0.3 * rng.standard_normal(np.shape(v)) if np.issubdtype(np.asarray(v).dtype, np.floating) else v)
+        point = {k: (v + 0.3 * rng.standard_normal(np.shape(v))
+                     if np.issubdtype(np.asarray(v).dtype, np.floating) else v)
                  for k, v in point.items()}
         ll = np.asarray(self._row_ll(point))
         names = [c.name for c in children]

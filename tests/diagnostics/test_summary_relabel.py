@@ -169,7 +169,7 @@ def test_relabel_fixes_label_switching(idata):
     Zr = out["posterior"]["Z"].values
     Zt = true_z()
     matched = []
-    for slot, feat in zip(res["slots"], res["features"]):
+    for slot, feat in zip(res["slots"], res["features"], strict=True):
         j = int(np.argmin(((A_TRUE[:K_TRUE] - feat) ** 2).sum(1)))
         np.testing.assert_allclose(feat, A_TRUE[j], atol=0.05)
         ham = (Zr[:, :, :, slot] != Zt[:, j]).mean()
@@ -194,7 +194,8 @@ def test_relabel_is_a_consistent_permutation(idata):
     assert (P != np.arange(K_MAX)).any(axis=-1).mean() > 0.5
     # label-free variables, other groups and the input are untouched
     np.testing.assert_array_equal(p_out["alpha"].values, p_in["alpha"].values)
-    xr.testing.assert_identical(out["sample_stats"].to_dataset(), idata["sample_stats"].to_dataset())
+    xr.testing.assert_identical(out["sample_stats"].to_dataset(),
+                                idata["sample_stats"].to_dataset())
     np.testing.assert_array_equal(idata["posterior"]["Z"].values, Z0)
     assert p_out["Z"].dims == p_in["Z"].dims and p_out["Z"].dtype == p_in["Z"].dtype
     # the default reference is the draw with the highest ibp_log_joint
@@ -239,7 +240,8 @@ def test_relabel_unnamed_dims(idata):
     post = post.rename({"feature": "Z_dim_1", "obs": "Z_dim_0"})
     A = post["A"].rename({"Z_dim_1": "A_dim_0", "dim": "A_dim_1"})
     post = post.drop_vars("A").assign(A=A)
-    dt = xr.DataTree.from_dict({"posterior": post, "sample_stats": idata["sample_stats"].to_dataset()})
+    dt = xr.DataTree.from_dict({"posterior": post,
+                                "sample_stats": idata["sample_stats"].to_dataset()})
     out, perm = relabel(dt, return_permutation=True)
     ref = relabel_permutations(idata)
     np.testing.assert_array_equal(perm.values, ref.values)
@@ -258,7 +260,7 @@ def test_plot_features_png(idata, tmp_path):
         # true features reordered to match the posterior features column by column
         top = [a.get_images()[0].get_array().ravel() for a in fig.axes[:K_TRUE]]
         bottom = [a.get_images()[0].get_array().ravel() for a in fig.axes[K_TRUE:2 * K_TRUE]]
-        for t, b in zip(top, bottom):
+        for t, b in zip(top, bottom, strict=True):
             np.testing.assert_allclose(t, b, atol=0.05)
         fig.savefig(tmp_path / "features.png", dpi=60)
     finally:

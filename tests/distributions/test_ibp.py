@@ -8,8 +8,8 @@ import pytest
 from scipy import special, stats
 
 import pymc_ibp as pmi
-from tests._helpers import all_binary_matrices, chi2_pooled, codes
 from pymc_ibp.distributions.ibp import IBPRV
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
 
 
 def batched_logp_fn(n, k, alpha, beta):
@@ -42,8 +42,10 @@ def test_logp_closed_form_and_exchangeability():
     hn = 1 + 1 / 2 + 1 / 3
     lam = alpha * hn
     # P([Z]) for histories (110), (101): K_h = 1 each; m = 2, 2
-    lof = 2 * np.log(alpha) - lam + 2 * (special.gammaln(2) + special.gammaln(2) - special.gammaln(4))
-    expected = lof + special.gammaln(k - 2 + 1) - special.gammaln(k + 1) - stats.poisson.logcdf(k, lam)
+    lof = 2 * np.log(alpha) - lam + 2 * (special.gammaln(2) + special.gammaln(2)
+                                         - special.gammaln(4))
+    expected = (lof + special.gammaln(k - 2 + 1) - special.gammaln(k + 1)
+                - stats.poisson.logcdf(k, lam))
     f = batched_logp_fn(n, k, alpha, 1.0)
     got = f(np.stack([z, z[:, [3, 2, 0, 1]], z[[2, 0, 1]]]))
     np.testing.assert_allclose(got, expected, rtol=1e-12)
@@ -62,8 +64,10 @@ def test_logp_differentiable_in_alpha_beta():
     f = pytensor.function([a, b], [lp, *pytensor.grad(lp, [a, b])])
     val, ga, gb = f(1.7, 0.8)
     eps = 1e-6
-    np.testing.assert_allclose(ga, (f(1.7 + eps, 0.8)[0] - f(1.7 - eps, 0.8)[0]) / (2 * eps), rtol=1e-5)
-    np.testing.assert_allclose(gb, (f(1.7, 0.8 + eps)[0] - f(1.7, 0.8 - eps)[0]) / (2 * eps), rtol=1e-5)
+    np.testing.assert_allclose(ga, (f(1.7 + eps, 0.8)[0] - f(1.7 - eps, 0.8)[0]) / (2 * eps),
+                               rtol=1e-5)
+    np.testing.assert_allclose(gb, (f(1.7, 0.8 + eps)[0] - f(1.7, 0.8 - eps)[0]) / (2 * eps),
+                               rtol=1e-5)
 
 
 @pytest.mark.parametrize("n,k,alpha,beta", [(2, 2, 2.0, 1.0), (3, 2, 1.0, 1.0), (2, 3, 1.5, 2.0)])

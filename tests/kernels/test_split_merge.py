@@ -6,6 +6,28 @@ import pytest
 from pymc_ibp.step_methods import kernels
 from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior
 
+N_DRAWS = 40000
+
+
+def push_exact_draws(move, X, k_max, seed, alpha=2.0, sx=0.5, sa=1.0):
+    """Push ``N_DRAWS`` i.i.d. exact-posterior draws through ``move`` (which updates ``Z`` and
+    its column sums ``m`` in place and returns its accepted count); returns the total accepted
+    and the pooled χ² test of the results against the exact posterior."""
+    X = np.asarray(X, dtype=float).copy()
+    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(mats), size=N_DRAWS, p=post)
+    out = np.empty(N_DRAWS, dtype=np.int64)
+    trXX = float((X**2).sum())
+    accepted = 0
+    for j, i in enumerate(idx):
+        Z = mats[i].copy()
+        m = Z.sum(axis=0).astype(np.int64)
+        accepted += move(rng, Z, X, m, sx**2, sa**2, alpha, trXX)
+        assert np.array_equal(m, Z.sum(axis=0))
+        out[j] = codes(Z[None])[0]
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    return accepted, chi2_pooled(counts, post * N_DRAWS)
 
 
 @pytest.mark.parametrize(
@@ -23,24 +45,10 @@ def test_split_merge_kernel_leaves_posterior_invariant(kernel, X, k_max, n_props
     exact posterior (χ² on independent samples: a direct test of the MH ratio)."""
     fn = {"random": kernels.random_split_merge,
           "sequential": kernels.sequential_split_merge}[kernel]
-    X = np.asarray(X, dtype=float).copy()
-    alpha, sx, sa = 2.0, 0.5, 1.0
-    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
-    rng = np.random.default_rng(5)
-    n = 40000
-    idx = rng.choice(len(mats), size=n, p=post)
-    out = np.empty(n, dtype=np.int64)
-    trXX = float((X**2).sum())
-    accepted = 0
-    for j, i in enumerate(idx):
-        Z = mats[i].copy()
-        m = Z.sum(axis=0).astype(np.int64)
-        accepted += fn(rng, Z, X, m, sx**2, sa**2, alpha, 1.0, n_props, trXX)
-        assert np.array_equal(m, Z.sum(axis=0))
-        out[j] = codes(Z[None])[0]
-    assert accepted > min_acc * n  # the moves do move
-    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
-    res = chi2_pooled(counts, post * n)
+    accepted, res = push_exact_draws(
+        lambda rng, Z, X, m, sx2, sa2, alpha, trXX: fn(rng, Z, X, m, sx2, sa2, alpha, 1.0,
+                                                       n_props, trXX), X, k_max, seed=5)
+    assert accepted > min_acc * N_DRAWS  # the moves do move
     assert res.pvalue > 1e-3, res
 
 
@@ -56,23 +64,8 @@ def test_split_merge_kernel_leaves_posterior_invariant(kernel, X, k_max, n_props
 def test_birth_death_kernel_leaves_posterior_invariant(X, k_max, n_rows, n_props):
     """Exact-posterior draws pushed through data-driven birth/death proposals must still
     follow the exact posterior (χ² on independent samples)."""
-    X = np.asarray(X, dtype=float).copy()
-    alpha, sx, sa = 2.0, 0.5, 1.0
-    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
-    rng = np.random.default_rng(11)
-    n = 40000
-    idx = rng.choice(len(mats), size=n, p=post)
-    out = np.empty(n, dtype=np.int64)
-    trXX = float((X**2).sum())
-    accepted = 0
-    for j, i in enumerate(idx):
-        Z = mats[i].copy()
-        m = Z.sum(axis=0).astype(np.int64)
-        accepted += kernels.sequential_birth_death(rng, Z, X, m, sx**2, sa**2, alpha, 1.0,
-                                                   n_props, n_rows, trXX)
-        assert np.array_equal(m, Z.sum(axis=0))
-        out[j] = codes(Z[None])[0]
-    assert accepted > 0.05 * n  # the moves do move
-    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
-    res = chi2_pooled(counts, post * n)
+    accepted, res = push_exact_draws(
+        lambda rng, Z, X, m, sx2, sa2, alpha, trXX: kernels.sequential_birth_death(
+            rng, Z, X, m, sx2, sa2, alpha, 1.0, n_props, n_rows, trXX), X, k_max, seed=11)
+    assert accepted > 0.05 * N_DRAWS  # the moves do move
     assert res.pvalue > 1e-3, res

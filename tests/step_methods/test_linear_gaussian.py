@@ -7,7 +7,6 @@ import pytest
 import pymc_ibp as pmi
 from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior, lg_model, run_chain
 
-
 # ---------------------------------------------------------------------------------------------
 # exact posterior by enumeration
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +111,8 @@ def test_parallel_chains_reproducible(mp_ctx):
     np.testing.assert_array_equal(seq["posterior"]["Z"].values, par["posterior"]["Z"].values)
     np.testing.assert_array_equal(seq["posterior"]["A"].values, par["posterior"]["A"].values)
     # chains start from different (prior) states
-    assert not np.array_equal(seq["posterior"]["Z"].values[0, 0], seq["posterior"]["Z"].values[1, 0])
+    assert not np.array_equal(seq["posterior"]["Z"].values[0, 0],
+                              seq["posterior"]["Z"].values[1, 0])
 
 
 # ---------------------------------------------------------------------------------------------

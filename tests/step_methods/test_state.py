@@ -128,3 +128,22 @@ def test_init_z_policy_unit():
     with pytest.raises(ValueError, match="init_z"):
         with model:
             pmi.AcceleratedGibbs([model["Z"]], init_z="nope")
+
+
+def test_bernoulli_support_point_start_counts_as_not_given():
+    """Under a Bernoulli prior PyMC's default Z is its support point (p >= 1/2), not zeros: it
+    must still count as "not given", so the chain starts from a prior draw with restarts."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    p = np.tile([0.8, 0.3, 0.6], (30, 1))
+    with pm.Model() as model:
+        Z = pm.Bernoulli("Z", p=p, shape=(30, 3))
+        A = pm.Normal("A", 0.0, 1.0, shape=(3, 3))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X)
+        step = pmi.AcceleratedGibbs([Z])
+    point = model.initial_point()
+    np.testing.assert_array_equal(point["Z"], p >= 0.5)
+    step.setup_chain(np.random.default_rng(1), 100, 10)
+    step._hyper(point)
+    out = step._start(point["Z"].copy())
+    assert not np.array_equal(out, point["Z"]) and step.restarts > 1

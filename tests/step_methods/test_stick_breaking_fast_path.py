@@ -82,5 +82,5 @@ def test_stick_breaking_model_gets_the_fast_step_and_recovers_features():
     A_d = idata["posterior"]["A"].values[0, -20:]
     Z_d = idata["posterior"]["Z"].values[0, -20:]
     signal = data.Z @ data.A
-    mse = np.mean([np.mean((z @ a - signal) ** 2) for z, a in zip(Z_d, A_d)])
+    mse = np.mean([np.mean((z @ a - signal) ** 2) for z, a in zip(Z_d, A_d, strict=True)])
     assert mse < 0.05, mse

@@ -152,7 +152,8 @@ def test_explicit_ibpgibbs_in_a_linear_gaussian_model():
 # missing data: NaN in the observed array (PyMC's X_observed + imputed X_unobserved)
 # ---------------------------------------------------------------------------------------------
 X_GAUSS = np.array([[1.2, -0.3], [np.nan, 0.9], [0.1, 1.1]])
-# integer data: mark the missing entry with a mask (NaN in an int array makes NumPy warn on the cast)
+# integer data: mark the missing entry with a mask (NaN in an int array makes NumPy warn on
+# the cast)
 X_BIN_MISSING = np.ma.masked_array(X_BIN, mask=[[False, False], [True, False], [False, False]])
 SIGMA_X = 0.8
 MISSING = (1, 0)

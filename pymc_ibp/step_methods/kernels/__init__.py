@@ -42,6 +42,7 @@ from pymc_ibp.step_methods.kernels.slots import (
     random_free_slots,
     swap_remove,
     sweep_state,
+    write_row,
 )
 from pymc_ibp.step_methods.kernels.split_merge import (
     random_split_merge,
@@ -84,4 +85,5 @@ __all__ = [
     "suff_stats",
     "swap_remove",
     "sweep_state",
+    "write_row",
 ]

@@ -12,7 +12,6 @@ import numba
 import numpy as np
 
 
-
 @numba.njit(cache=True)
 def chol_inverse(P):
     """``(P^{-1}, log|P|)`` of a symmetric positive-definite matrix by Cholesky."""

@@ -23,7 +23,6 @@ import numba
 from pymc_ibp._numba_utils import bernoulli_logodds, categorical_logp, partial_shuffle
 
 
-
 @numba.njit(cache=True)
 def sig_z(Sig, z, k, v):
     """``v = Σ z`` (first ``k`` entries) and return ``zᵀ Σ z``."""

@@ -13,7 +13,6 @@ from pymc_ibp._numba_utils import partial_shuffle
 from pymc_ibp.step_methods.kernels.gaussian import suff_stats
 
 
-
 @numba.njit(cache=True)
 def active_slots(m):
     """``(act, k)``: the slots with ``m > 0`` in ``act[:k]`` (capacity ``len(m)``)."""
@@ -85,3 +84,15 @@ def random_free_slots(rng, act, k, k_max, count, free):
             free[nf] = c
             nf += 1
     partial_shuffle(rng, free[:nf], count)
+
+
+@numba.njit(cache=True)
+def write_row(Z, i, z, act, k, m):
+    """Write compact row pattern ``z[:k]`` (over slots ``act[:k]``) into row ``i`` of ``Z`` and
+    add it to the column sums ``m`` (the row was taken out of ``m`` before)."""
+    for c in range(Z.shape[1]):
+        Z[i, c] = 0
+    for a in range(k):
+        if z[a] != 0.0:
+            Z[i, act[a]] = 1
+            m[act[a]] += 1

@@ -226,7 +226,8 @@ def _compact_row(Z, r, lay, kk, z):
 
 @numba.njit(cache=True)
 def _slot_row(Gs, RXs, Z, r, x, sign):
-    """Add (``sign=+1``) or remove (``-1``) row ``r`` of ``Z`` from slot-indexed ``ZᵀZ``, ``ZᵀX``."""
+    """Add (``sign=+1``) or remove (``-1``) row ``r`` of ``Z`` from slot-indexed ``ZᵀZ``,
+    ``ZᵀX``."""
     k_max = Z.shape[1]
     for a in range(k_max):
         if Z[r, a] != 0:
@@ -249,30 +250,66 @@ def _compact_stats(Gs, RXs, lay, kk):
 
 
 @numba.njit(cache=True)
+def _option_logpdf(e, v, Sig, mu, q0, sx2, a, b):
+    """Collapsed predictive ``log N(x; (z + e_a + e_b) μ, s I)`` (up to ``-D/2 log 2π``) of a
+    row whose base pattern ``z`` has ``v = Σz``, ``q0 = zᵀΣz`` and residual ``e = x - zμ``,
+    with columns ``a`` and ``b`` switched on (``-1``: none); ``O(D)``."""
+    d = e.shape[0]
+    s = sx2 + q0
+    if a >= 0:
+        s += 2.0 * v[a] + Sig[a, a]
+    if b >= 0:
+        s += 2.0 * v[b] + Sig[b, b]
+        if a >= 0:
+            s += 2.0 * Sig[a, b]
+    rr = 0.0
+    for t in range(d):
+        u = e[t]
+        if a >= 0:
+            u -= mu[a, t]
+        if b >= 0:
+            u -= mu[b, t]
+        rr += u * u
+    return -0.5 * d * math.log(s) - 0.5 * rr / s
+
+
+@numba.njit(cache=True)
 def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx2, sa2,
                            replay, alloc):
-    """Allocate ``rows[:nr]`` between compact columns ``ia`` and ``ib`` of layout ``lay``.
+    """Allocate ``rows[:nr]`` to compact columns ``ia`` / ``ib`` of layout ``lay``, one at a
+    time, each by its collapsed predictive given the rows already in.
 
-    ``G``, ``RX`` (modified in place) are the current state's statistics in layout ``lay``.
-    The owners of ``ia``/``ib`` (the anchors ``i``, ``j`` and ``rows[:nr]``) are taken out;
-    anchor ``i`` goes back with ``ia`` only and ``j`` with ``ib`` only, then every row of
-    ``rows[:nr]`` in turn with the option ``(1,0)``, ``(0,1)`` or ``(1,1)`` drawn from its
-    collapsed predictive given the rows already in (or, with ``replay``, the option it has in
-    ``Z``); the feature posterior takes one rank-one step per row (:func:`row_update`).  Returns
-    ``log q``, the log probability of the allocation; ``G``, ``RX`` end as the statistics of the
-    allocated state and ``alloc[:nr]`` holds the options.
+    ``G``, ``RX`` (modified in place) are the current state's statistics in layout ``lay``;
+    the anchors and ``rows[:nr]`` are taken out first.
+
+    * Split (``ib >= 0``): anchor ``i`` goes back with ``ia`` only and ``j`` with ``ib`` only,
+      then each row with option ``0 = (1,0)``, ``1 = (0,1)`` or ``2 = (1,1)``.
+    * Birth (``ib = -1``, ``j`` unused): anchor ``i`` goes back with ``ia``, then each row with
+      option ``0`` (not in ``ia``) or ``1`` (in ``ia``).
+
+    With ``replay`` the options are read from ``Z`` instead of drawn.  The feature posterior
+    takes one rank-one step per row (:func:`row_update`).  Returns ``log q``, the log
+    probability of the allocation; ``G``, ``RX`` end as the statistics of the allocated state
+    and ``alloc[:nr]`` holds the options.
     """
     d = X.shape[1]
+    split = ib >= 0
+    n_anchor = 2 if split else 1
+    n_opt = 3 if split else 2
+    # which of the two columns each option switches on, on top of the row's other columns
+    has_a = np.array([1, 0, 1]) if split else np.array([0, 1, 0])
+    has_b = np.array([0, 1, 1]) if split else np.array([0, 0, 0])
     z = np.empty(kk)
-    for q in range(nr + 2):
+    for q in range(nr + n_anchor):
         r = rows[q] if q < nr else (i if q == nr else j)
         _compact_row(Z, r, lay, kk, z)
         stats_with_row(G, RX, z, X[r], kk, -1.0)
-    for anchor in range(2):
+    for anchor in range(n_anchor):
         r = i if anchor == 0 else j
         _compact_row(Z, r, lay, kk, z)
         z[ia] = 1.0 if anchor == 0 else 0.0
-        z[ib] = 0.0 if anchor == 0 else 1.0
+        if split:
+            z[ib] = 0.0 if anchor == 0 else 1.0
         stats_with_row(G, RX, z, X[r], kk, 1.0)
     Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
     v = np.empty(kk)
@@ -284,42 +321,36 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         x = X[r]
         _compact_row(Z, r, lay, kk, z)
         z[ia] = 0.0
-        z[ib] = 0.0
-        # the three options differ from the base row z (neither column) by e_ia, e_ib or both:
+        if split:
+            z[ib] = 0.0
+        # the options differ from the base row z (none of the columns) by e_ia, e_ib or both:
         # predictive variance s = σx² + zᵀΣz and residual x - zμ updated in O(K + D)
         q0 = sig_z(Sig, z, kk, v)  # v = Σz
         residual(x, z, mu, kk, e)  # e = x - zμ
-        rr_a = 0.0
-        rr_b = 0.0
-        rr_ab = 0.0
-        for t in range(d):
-            ua = e[t] - mu[ia, t]
-            ub = e[t] - mu[ib, t]
-            uab = ua - mu[ib, t]
-            rr_a += ua * ua
-            rr_b += ub * ub
-            rr_ab += uab * uab
-        s_a = sx2 + q0 + 2.0 * v[ia] + Sig[ia, ia]
-        s_b = sx2 + q0 + 2.0 * v[ib] + Sig[ib, ib]
-        s_ab = s_a + 2.0 * v[ib] + Sig[ib, ib] + 2.0 * Sig[ia, ib]
-        lp[0] = -0.5 * d * math.log(s_a) - 0.5 * rr_a / s_a
-        lp[1] = -0.5 * d * math.log(s_b) - 0.5 * rr_b / s_b
-        lp[2] = -0.5 * d * math.log(s_ab) - 0.5 * rr_ab / s_ab
-        mx = max(lp[0], max(lp[1], lp[2]))
-        lse = mx + math.log(math.exp(lp[0] - mx) + math.exp(lp[1] - mx) + math.exp(lp[2] - mx))
+        mx = -np.inf
+        for o in range(n_opt):
+            lp[o] = _option_logpdf(e, v, Sig, mu, q0, sx2, ia if has_a[o] else -1,
+                                   ib if has_b[o] else -1)
+            mx = max(mx, lp[o])
+        tot = 0.0
+        for o in range(n_opt):
+            tot += math.exp(lp[o] - mx)
+        lse = mx + math.log(tot)
         if replay:
-            if Z[r, lay[ib]] == 0:
+            in_a = Z[r, lay[ia]] != 0
+            if not split:
+                o = 1 if in_a else 0
+            elif Z[r, lay[ib]] == 0:
                 o = 0
-            elif Z[r, lay[ia]] == 0:
-                o = 1
             else:
-                o = 2
+                o = 2 if in_a else 1
         else:
-            o = categorical_logp(rng, lp, 3)
+            o = categorical_logp(rng, lp, n_opt)
         alloc[q] = o
         logq += lp[o] - lse
-        z[ia] = 1.0 if o != 1 else 0.0
-        z[ib] = 1.0 if o != 0 else 0.0
+        z[ia] = float(has_a[o])
+        if split:
+            z[ib] = float(has_b[o])
         row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
         stats_with_row(G, RX, z, x, kk, 1.0)
     return logq
@@ -464,60 +495,6 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
 # data-driven births and deaths (a split from nothing)
 # ---------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def _sequential_membership(rng, Z, X, G, RX, lay, kk, ia, i, rows, nr, sx2, sa2, replay,
-                           alloc):
-    """Allocate ``rows[:nr]`` in or out of compact column ``ia`` (the proposed feature).
-
-    ``G``, ``RX`` (modified in place) are the current state's statistics in layout ``lay``.
-    Anchor ``i`` and ``rows[:nr]`` are taken out; ``i`` goes back with column ``ia``, then each
-    row in turn with or without it, drawn from its collapsed predictive given the rows already
-    in (or, with ``replay``, as it is in ``Z``).  Returns ``log q``; ``G``, ``RX`` end as the
-    statistics of the state with the feature, ``alloc[:nr]`` holds the memberships.
-    """
-    d = X.shape[1]
-    z = np.empty(kk)
-    for q in range(nr + 1):
-        r = rows[q] if q < nr else i
-        _compact_row(Z, r, lay, kk, z)
-        stats_with_row(G, RX, z, X[r], kk, -1.0)
-    _compact_row(Z, i, lay, kk, z)
-    z[ia] = 1.0
-    stats_with_row(G, RX, z, X[i], kk, 1.0)
-    Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
-    v = np.empty(kk)
-    e = np.empty(d)
-    lp = np.empty(2)
-    logq = 0.0
-    for q in range(nr):
-        r = rows[q]
-        x = X[r]
-        _compact_row(Z, r, lay, kk, z)
-        z[ia] = 0.0
-        q0 = sig_z(Sig, z, kk, v)
-        rr0 = residual(x, z, mu, kk, e)
-        rr1 = 0.0
-        for t in range(d):
-            u = e[t] - mu[ia, t]
-            rr1 += u * u
-        s0 = sx2 + q0
-        s1 = s0 + 2.0 * v[ia] + Sig[ia, ia]
-        lp[0] = -0.5 * d * math.log(s0) - 0.5 * rr0 / s0
-        lp[1] = -0.5 * d * math.log(s1) - 0.5 * rr1 / s1
-        mx = max(lp[0], lp[1])
-        lse = mx + math.log(math.exp(lp[0] - mx) + math.exp(lp[1] - mx))
-        if replay:
-            o = 1 if Z[r, lay[ia]] != 0 else 0
-        else:
-            o = categorical_logp(rng, lp, 2)
-        alloc[q] = o
-        logq += lp[o] - lse
-        z[ia] = float(o)
-        row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
-        stats_with_row(G, RX, z, x, kk, 1.0)
-    return logq
-
-
-@numba.njit(cache=True)
 def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_rows, trXX):
     """``n_proposals`` data-driven birth/death Metropolis–Hastings moves (a split from nothing).
 
@@ -605,8 +582,8 @@ def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_r
                 if act[a] == t:
                     ia = a
         Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
-        logq = _sequential_membership(rng, Z, X, Gc, RXc, lay, kk, ia, i, rows, M, sx2, sa2,
-                                      not birth, alloc)
+        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, -1, i, -1, rows, M,
+                                      sx2, sa2, not birth, alloc)
         ll_with = collapsed_loglik(Gc, RXc, trXX, n, d, sx2, sa2)
         m_new = 1
         for q in range(M):

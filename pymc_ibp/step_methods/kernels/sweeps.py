@@ -44,6 +44,7 @@ from pymc_ibp.step_methods.kernels.slots import (
     random_free_slots,
     swap_remove,
     sweep_state,
+    write_row,
 )
 
 #: ``logodds`` argument of :func:`accelerated_sweep` selecting the IBP-counts mode
@@ -160,12 +161,7 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
             if k == k_max:
                 kmax_hit = 1
         # ---- 4. re-add row i ---------------------------------------------------------------
-        for c in range(k_max):
-            Z[i, c] = 0
-        for a in range(k):
-            if z[a] != 0.0:
-                Z[i, act[a]] = 1
-                m[act[a]] += 1
+        write_row(Z, i, z, act, k, m)
         row_update(Sig, mu, z, x, k, sx2, 1.0, v, e)
         stats_with_row(G, RX, z, x, k, 1.0)
     return flips, births, deaths, kmax_hit
@@ -422,10 +418,5 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
             stats_with_row(G, RX, z, x, k, 1.0)
         if k == k_max:
             kmax_hit = 1
-        for c in range(k_max):
-            Z[i, c] = 0
-        for a in range(k):
-            if z[a] != 0.0:
-                Z[i, act[a]] = 1
-                m[act[a]] += 1
+        write_row(Z, i, z, act, k, m)
     return flips, births, deaths, kmax_hit
