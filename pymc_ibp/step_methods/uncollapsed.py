@@ -29,7 +29,7 @@ from pytensor.tensor.subtensor import AdvancedSubtensor
 
 from pymc_ibp._numba_utils import bernoulli_logodds
 from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.distributions.ibp_math import log_birth_rate, prior_logodds
+from pymc_ibp.distributions.ibp_math import log_beta_term, log_birth_rate, prior_logodds
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 
 __all__ = ["IBPGibbs"]
@@ -157,6 +157,9 @@ class IBPGibbs(BlockedStep):
     ----------
     vars : list
         The binary matrix (a ``pmi.IBP`` or a 2-D ``pm.Bernoulli``).
+    split_merge : int
+        Split–merge Metropolis–Hastings proposals on ``Z`` after each sweep (``pmi.IBP`` only;
+        default 5, 0 disables them); see :meth:`split_merge_move`.
 
     Raises
     ------
@@ -210,10 +213,11 @@ class IBPGibbs(BlockedStep):
         "ibp_flips": (np.int64, []),
         "ibp_log_lik": (np.float64, []),
         "ibp_kmax_hit": (bool, []),
+        "ibp_split_merge_accepted": (np.int64, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True):
+                 blocked=True, split_merge=5):
         model = pm.modelcontext(model)
         value_vars = get_value_vars_from_user_vars(vars, model)
         if len(value_vars) != 1:
@@ -299,6 +303,9 @@ class IBPGibbs(BlockedStep):
         self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                        point_fn=True, **(compile_kwargs or {}))
         self._check_row_factorisation(ip, children)
+        self.split_merge = int(split_merge) if self.is_ibp else 0
+        if self.split_merge < 0:
+            raise ValueError(f"split_merge must be >= 0; got {split_merge!r}.")
         self.rng = get_random_generator(rng)
         self.warned = False
 
@@ -395,6 +402,13 @@ class IBPGibbs(BlockedStep):
                 f = bernoulli_column_gibbs(self.rng, Z, k, ll1, ll0, prior_lo[:, k])
             flips += f
             loglik = float(np.where(Z[:, k] == 1, ll1, ll0).sum())
+        sm_acc = 0
+        for _ in range(self.split_merge):
+            accepted, Z = self.split_merge_move(Z, trial, alpha, beta)
+            sm_acc += accepted
+        if sm_acc:
+            trial[self.z_name] = Z
+            loglik = float(np.sum(self._row_ll(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
         hit = n_active == self.k_max
         if hit and self.is_ibp and not self.warned:
@@ -410,7 +424,103 @@ class IBPGibbs(BlockedStep):
         new = dict(point)
         new[self.z_name] = Z
         return new, [{"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
+                      "ibp_split_merge_accepted": int(sm_acc),
                       "ibp_kmax_hit": bool(hit)}]
+
+    def _rows_ll(self, trial, Z):
+        trial[self.z_name] = Z
+        return np.asarray(self._row_ll(trial), dtype=float)
+
+    def split_merge_move(self, Z, trial, alpha, beta):
+        r"""One split–merge Metropolis–Hastings proposal on ``Z`` given every other variable
+        (Meeds et al. 2007; Jain & Neal 2004), with the model's own row likelihood.
+
+        *Split* (probability ½): an active column ``c`` and an empty slot ``t``, each uniform;
+        every owner ``r`` of ``c`` independently takes option ``c`` only, ``t`` only or both with
+        probability :math:`p_r(o) \propto p(x_r \mid z_r^{(o)}, \cdot)` (the row likelihoods
+        of the three options, two compiled evaluations since the likelihood factorises over
+        rows; slot ``t`` brings the current value of its own parameters).  An allocation that
+        leaves a column empty is a null move.  *Merge* (probability ½): an ordered pair of
+        distinct active columns (keep, remove) becomes their union in ``keep``; its reverse
+        split is scored at the merged state (three evaluations).  With the truncated IBP pmf,
+        the empty-slot choice cancels the slot factor and a split ``Z → Z'`` is accepted with
+
+        .. math:: \min\Big\{1, \frac{p(X\mid Z')}{p(X\mid Z)}\,
+            \frac{\alpha\beta\,B(m_1, N-m_1+\beta)\,B(m_2, N-m_2+\beta)}
+            {B(m, N-m+\beta)\,(K_+ + 1)\,\prod_r p_r(o_r)}\Big\}
+
+        (``K_+`` counted before the split), a merge with the reciprocal.  It is a Metropolis
+        move on ``p(Z | everything else)``, so it leaves the joint posterior invariant.
+        Returns ``(accepted, Z)``.
+        """
+        n, k_max = Z.shape
+        m = Z.sum(axis=0)
+        act = np.flatnonzero(m > 0)
+        kp = act.size
+        rng = self.rng
+        log_ab = math.log(alpha * beta)
+        if rng.random() < 0.5:  # ---- split
+            if kp == 0 or kp == k_max:
+                return 0, Z
+            c = act[int(rng.random() * kp)]
+            empty = np.flatnonzero(m == 0)
+            t = empty[int(rng.random() * empty.size)]
+            own = Z[:, c] == 1
+            ll = self._split_option_ll(trial, Z, c, t, own)
+            logp = ll - np.logaddexp.reduce(ll, axis=0)
+            u = rng.random(n)
+            cum = np.cumsum(np.exp(logp), axis=0)
+            opt = np.minimum((u[None, :] > cum).sum(axis=0), 2)
+            m1 = int(np.sum(own & (opt != 1)))
+            m2 = int(np.sum(own & (opt != 0)))
+            if m1 == 0 or m2 == 0:
+                return 0, Z
+            rows = np.flatnonzero(own)
+            d_ll = float(np.sum(ll[opt[rows], rows] - ll[0, rows]))
+            log_q = float(np.sum(logp[opt[rows], rows]))
+            log_r = (d_ll + log_ab + log_beta_term(m1, n, beta) + log_beta_term(m2, n, beta)
+                     - log_beta_term(int(m[c]), n, beta) - math.log(kp + 1.0) - log_q)
+            if math.log(rng.random()) < log_r:
+                Z = Z.copy()
+                Z[rows, c] = (opt[rows] != 1).astype(Z.dtype)
+                Z[rows, t] = (opt[rows] != 0).astype(Z.dtype)
+                return 1, Z
+            return 0, Z
+        if kp < 2:  # ---- merge
+            return 0, Z
+        i1 = int(rng.random() * kp)
+        i2 = int(rng.random() * (kp - 1))
+        i2 += i2 >= i1
+        keep, rem = act[i1], act[i2]
+        merged = Z.copy()
+        merged[:, keep] = Z[:, keep] | Z[:, rem]
+        merged[:, rem] = 0
+        own = merged[:, keep] == 1
+        ll = self._split_option_ll(trial, merged, keep, rem, own)
+        logp = ll - np.logaddexp.reduce(ll, axis=0)
+        rows = np.flatnonzero(own)
+        opt = np.where(Z[rows, rem] == 0, 0, np.where(Z[rows, keep] == 0, 1, 2))
+        cur_ll = self._rows_ll(trial, Z)[rows]
+        d_ll = float(np.sum(cur_ll - ll[0, rows]))  # split state minus merged state
+        log_q = float(np.sum(logp[opt, rows]))
+        log_r = (d_ll + log_ab + log_beta_term(int(m[keep]), n, beta)
+                 + log_beta_term(int(m[rem]), n, beta) - log_beta_term(rows.size, n, beta)
+                 - math.log(kp) - log_q)
+        if math.log(rng.random()) < -log_r:
+            return 1, merged
+        return 0, Z
+
+    def _split_option_ll(self, trial, Z, c, t, own):
+        """Row log-likelihoods (3 x N) of the owners ``own`` of column ``c`` (slot ``t``
+        empty) taking option 0 = ``c`` only (``Z`` itself), 1 = ``t`` only, 2 = both."""
+        ll = np.empty((3, Z.shape[0]))
+        ll[0] = self._rows_ll(trial, Z)
+        Zo = Z.copy()
+        Zo[own, t] = 1
+        ll[2] = self._rows_ll(trial, Zo)
+        Zo[own, c] = 0
+        ll[1] = self._rows_ll(trial, Zo)
+        return ll
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)

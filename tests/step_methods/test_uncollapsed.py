@@ -287,3 +287,35 @@ def test_infinite_observation_is_an_error():
         pm.Normal("X", mu=Z @ A, sigma=1.0, observed=X)
         with pytest.raises(ValueError, match=r"'X' contains inf at \(row 2, column 0\)"):
             pmi.IBPGibbs([Z])
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_uncollapsed_split_merge_move_leaves_posterior_invariant():
+    """i.i.d. exact-posterior draws of Z (Bernoulli likelihood, fixed features) pushed through
+    IBPGibbs's split–merge proposals alone still follow the exact posterior (χ²)."""
+    alpha = 1.5
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(N, K))
+        pm.Bernoulli("X", logit_p=Z @ A_FIXED + B_FIXED, observed=X_BIN)
+        step = pmi.IBPGibbs([Z])
+    mats = all_z()
+    value = pt.tensor3("v", dtype="int64")
+    prior = pytensor.function([value], pm.logp(pmi.IBP.dist(alpha, shape=(N, K)), value))(mats)
+    lp = prior + np.array([bernoulli_loglik(z) for z in mats])
+    post = np.exp(lp - special.logsumexp(lp))
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
+    rng = np.random.default_rng(4)
+    n = 12000
+    idx = rng.choice(len(mats), size=n, p=post)
+    trial = model.initial_point()
+    out = np.empty(n, dtype=np.int64)
+    accepted = 0
+    for j, i in enumerate(idx):
+        acc, Zn = step.split_merge_move(mats[i].copy(), trial, alpha, 1.0)
+        acc2, Zn = step.split_merge_move(Zn, trial, alpha, 1.0)
+        accepted += acc + acc2
+        out[j] = codes(Zn[None])[0]
+    assert accepted > 0.05 * n
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * n)
+    assert res.pvalue > 1e-3, res
