@@ -128,12 +128,14 @@ class FinalZ:
 
 #: keyword arguments of AcceleratedGibbs for an ablation (``--birth-death``); empty = defaults
 STEP_KWARGS: dict = {}
+#: initial values of the scales (the README's; ``--no-initvals`` empties it: PyMC's defaults)
+INITVALS: dict = {"sigma_x": SX_INIT, "sigma_a": SA_INIT}
 
 
 def sample(X, chains, tune, draws, seed, callback=None):
     import pymc as pm
 
-    with ibp_model(X, K_MAX, sx_init=SX_INIT, sa_init=SA_INIT):
+    with ibp_model(X, K_MAX, sx_init=INITVALS.get("sigma_x"), sa_init=INITVALS.get("sigma_a")):
         return pm.sample(tune=tune, draws=draws, chains=chains, cores=1, random_seed=seed,
                          compute_convergence_checks=False, progressbar=False, quiet=True,
                          var_names=["alpha", "sigma_x", "sigma_a"], callback=callback,
@@ -212,7 +214,12 @@ def main():
                     help="ablation: AcceleratedGibbs(birth_death=N) (0 disables the data-driven "
                          "births); results go to structure_bdN.*")
     ap.add_argument("--max-n", type=int, default=None, help="only configurations with N <= this")
+    ap.add_argument("--no-initvals", action="store_true",
+                    help="no initval on the scales (PyMC's default start); results go to "
+                         "structure_noinit.*")
     args = ap.parse_args()
+    if args.no_initvals:
+        INITVALS.clear()
     if args.birth_death is not None:
         STEP_KWARGS["birth_death"] = args.birth_death
     quiet()
@@ -260,6 +267,8 @@ def main():
     name = "structure_quick" if args.quick else "structure"
     if args.birth_death is not None:
         name += f"_bd{args.birth_death}"
+    if args.no_initvals:
+        name += "_noinit"
     write_results(name, rows, CONFIG_COLS,
                   "Do prior-started chains find the structure?", notes, info,
                   extra_tables=[("per chain", chain_rows, CHAIN_COLS)], csv_rows=chain_rows)

@@ -17,12 +17,13 @@ from pymc_ibp.diagnostics import (
     summary,
 )
 from pymc_ibp.distributions import IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
-from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
+from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     CollapsedGibbs,
     IBPAlphaGibbs,
     IBPGibbs,
+    IBPOffsetGibbs,
     IBPScaleSlice,
 )
 
@@ -33,8 +34,10 @@ __all__ = [
     "IBPRV",
     "AcceleratedGibbs",
     "CollapsedGibbs",
+    "DataError",
     "IBPAlphaGibbs",
     "IBPGibbs",
+    "IBPOffsetGibbs",
     "IBPScaleSlice",
     "IBPStickBreaking",
     "IBPStickBreakingRV",

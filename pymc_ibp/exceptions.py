@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-__all__ = ["ModelPatternError", "TruncationWarning"]
+__all__ = ["DataError", "ModelPatternError", "TruncationWarning"]
 
 
 class ModelPatternError(ValueError):
     """The model does not have the structure a step method needs.
 
     The message names the variable and the pattern the step expects.
+    """
+
+
+class DataError(ValueError):
+    """Observed data a step cannot use (e.g. ``inf``, or ``NaN`` that PyMC does not impute).
+
+    The message names the variable and the first bad position.
     """
 
 

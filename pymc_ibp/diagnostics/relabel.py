@@ -173,7 +173,7 @@ def relabel_permutations(
     Av = None
     if A is not None:
         Av = np.asarray(A.values, dtype=float).reshape(C, T, K, -1)
-    rz, ra, ref_pos = _reference(Zv, Av, _sample_stats(idata), reference)
+    rz, ra, ref_pos = _reference(Zv, Av, _sample_stats(idata, z_name), reference)
     scale = _scale(ra, Av)
 
     perm = np.empty((C, T, K), dtype=np.int64)

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
+from pymc_ibp.step_methods.stats import SEP
+
 __all__ = ["feature_sizes", "sorted_feature_sizes", "summary"]
 
 _SAMPLE_DIMS = ("chain", "draw")
@@ -52,10 +54,19 @@ def _posterior(idata) -> xr.Dataset:
     raise TypeError(f"expected an xarray.DataTree (from pm.sample) or Dataset, got {type(idata)!r}")
 
 
-def _sample_stats(idata) -> xr.Dataset | None:
-    if isinstance(idata, xr.DataTree) and "sample_stats" in idata.children:
-        return idata["sample_stats"].to_dataset()
-    return None
+def _sample_stats(idata, z_name: str | None = None) -> xr.Dataset | None:
+    """The ``sample_stats`` group; with ``z_name``, the stats of that feature matrix under their
+    plain names (a model sampling several matrices records ``ibp_<stat>__<matrix>``, see
+    :mod:`pymc_ibp.step_methods.stats`), other matrices' stats dropped."""
+    if not (isinstance(idata, xr.DataTree) and "sample_stats" in idata.children):
+        return None
+    ds = idata["sample_stats"].to_dataset()
+    if z_name is None:
+        return ds
+    suffix = f"{SEP}{z_name}"
+    mine = {v: v[: -len(suffix)] for v in ds.data_vars if v.endswith(suffix)}
+    others = [v for v in ds.data_vars if SEP in v and v not in mine and v.startswith("ibp_")]
+    return ds.drop_vars(others + [mine[v] for v in mine if mine[v] in ds]).rename(mine)
 
 
 def _get_z(post: xr.Dataset, z_name: str) -> xr.DataArray:
@@ -188,7 +199,7 @@ def summary(
     """
     post = _posterior(idata)
     Z = _get_z(post, z_name)
-    stats = _sample_stats(idata)
+    stats = _sample_stats(idata, z_name)
 
     out: dict[str, xr.DataArray] = {}
     for name in stat_names:

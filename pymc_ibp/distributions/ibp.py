@@ -206,6 +206,8 @@ class IBP(Discrete):
 
     def __new__(cls, name, *args, **kwargs):
         kwargs = _resolve_shape_from_dims(kwargs)
+        if kwargs.get("observed") is not None:
+            _check_binary_observed(name, kwargs["observed"])
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod
@@ -270,6 +272,29 @@ def _resolve_shape_from_dims(kwargs):
                 raise ValueError(f"pmi.IBP needs fixed-length dims; {d!r} is not.") from err
         kwargs = {**kwargs, "shape": tuple(shape)}
     return kwargs
+
+
+def _check_binary_observed(name, observed):
+    """An observed IBP must be a known binary ``N x K_max`` matrix: reject anything PyMC would
+    otherwise cast silently to int64 (e.g. 0.5 -> 0)."""
+    from pymc_ibp.exceptions import DataError
+
+    try:
+        arr = np.asarray(observed, dtype=float)
+    except (TypeError, ValueError):
+        return  # symbolic data (pm.Data): checked by the logp (-inf for non-binary values)
+    if arr.ndim < 2:
+        raise DataError(
+            f"The observed value of pmi.IBP {name!r} must be an N x K_max binary matrix; got "
+            f"shape {arr.shape}."
+        )
+    bad = ~((arr == 0) | (arr == 1))
+    if bad.any():
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise DataError(
+            f"The observed value of pmi.IBP {name!r} must be binary (0/1); it has "
+            f"{arr[pos]!r} at {pos} ({int(bad.sum())} non-binary entries in all)."
+        )
 
 
 def _check_positive_constant(name, value):

@@ -29,6 +29,8 @@ from pytensor.tensor.random.basic import GammaRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.step_methods.model_matching import _data_of
+from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["IBPAlphaGibbs", "alpha_update"]
 
@@ -94,6 +96,7 @@ class IBPAlphaGibbs(BlockedStep):
     """
 
     name = "ibp_alpha_gibbs"
+    default_blocked = False  # one instance per variable when PyMC assigns several
     stats_dtypes_shapes = {"ibp_alpha_accept": (np.float64, [])}
     _state_class = StepMethodState  # the update keeps no state but its rng
 
@@ -106,6 +109,9 @@ class IBPAlphaGibbs(BlockedStep):
         self.vars = [value_var]
         self.alpha_value_name = value_var.name
         self.z_name = model.rvs_to_values[z_rv].name
+        # an observed pmi.IBP: Z is the data
+        self._z_data = (_data_of(model.rvs_to_values[z_rv])
+                        if z_rv in model.observed_RVs else None)
         beta, n, k_max = z_rv.owner.inputs[3:6]
         self.n = int(pt.get_underlying_scalar_constant_value(n))
         self.k_max = int(pt.get_underlying_scalar_constant_value(k_max))
@@ -118,11 +124,12 @@ class IBPAlphaGibbs(BlockedStep):
         bwd = transform.backward(x, *alpha_rv.owner.inputs) if transform is not None else x
         self._fwd = pytensor.function([x], fwd, mode="FAST_COMPILE")
         self._bwd = pytensor.function([x], bwd, mode="FAST_COMPILE")
+        self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
 
     def step(self, point):
         beta = float(np.asarray(self._beta_fn(point)))
-        Z = point[self.z_name]
+        Z = self._z_data if self._z_data is not None else point[self.z_name]
         kplus = int((Z.sum(axis=0) > 0).sum())
         s = harmonic_mass(beta, self.n)
         alpha = float(self._bwd(point[self.alpha_value_name]))
@@ -131,7 +138,7 @@ class IBPAlphaGibbs(BlockedStep):
         if new_alpha != alpha:
             new[self.alpha_value_name] = np.asarray(self._fwd(new_alpha),
                                                     dtype=point[self.alpha_value_name].dtype)
-        return new, [{"ibp_alpha_accept": float(acc)}]
+        return new, [{self._stat_names["ibp_alpha_accept"]: float(acc)}]
 
     @staticmethod
     def competence(var, has_grad):

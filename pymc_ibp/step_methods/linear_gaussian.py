@@ -26,12 +26,12 @@ import warnings
 
 import numpy as np
 import pymc as pm
-from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 
-from pymc_ibp.distributions.ibp import IBPRV
+from pymc_ibp.distributions.ibp import IBPRV, ibp_draw_core
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
@@ -41,6 +41,7 @@ from pymc_ibp.step_methods.model_matching import (
     matched_models,
 )
 from pymc_ibp.step_methods.prior_modes import prior_mode
+from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["AcceleratedGibbs", "CollapsedGibbs", "LinearGaussianIBPState"]
 
@@ -56,6 +57,22 @@ class LinearGaussianIBPState(StepMethodState):
     restarts: int
     segment: int
     candidates: list
+
+
+def _group_by_matrix(model, vars_):
+    """Split the value variables ``vars_`` by the feature matrix they belong to (its ``Z``,
+    ``A`` and imputed entries); variables of no matched model form a last group."""
+    value_vars = get_value_vars_from_user_vars(vars_, model)
+    groups, seen = [], set()
+    for spec in matched_models(model):
+        mine = {model.rvs_to_values[rv] for rv in (spec.z_rv, spec.a_rv, spec.missing_rv)
+                if rv is not None}
+        group = [v for v in value_vars if v in mine and v not in seen]
+        if group:
+            groups.append(group)
+            seen.update(group)
+    rest = [v for v in value_vars if v not in seen]
+    return groups + ([rest] if rest else [])
 
 
 class _LinearGaussianIBPStep(BlockedStep):
@@ -77,10 +94,25 @@ class _LinearGaussianIBPStep(BlockedStep):
     #: whether the sweep supports the per-entry log-odds prior mode
     supports_logodds = False
 
+    def __new__(cls, *args, **kwargs):
+        # PyMC hands all the variables it assigned to this class to one instance; with several
+        # feature matrices, build one instance per matrix (its Z, A and imputed X)
+        vars_ = kwargs["vars"] if "vars" in kwargs else (args[0] if args else None)
+        if vars_ is not None:
+            model = pm.modelcontext(kwargs.get("model"))
+            groups = _group_by_matrix(model, vars_)
+            if len(groups) > 1:
+                rest = args if "vars" in kwargs else args[1:]
+                kw = {k: v for k, v in kwargs.items() if k != "vars"}
+                rngs = get_random_generator(kw.pop("rng", None)).spawn(len(groups))
+                return CompoundStep([cls(g, *rest, rng=r, **kw)
+                                     for g, r in zip(groups, rngs, strict=True)])
+        return super().__new__(cls, *args, **kwargs)
+
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, init_z="auto", split_merge=5,
                  split_merge_proposal="sequential", init_restarts=4, init_anneal=True,
-                 birth_death=3, birth_rows=64):
+                 birth_death=3, birth_rows=64, init_subsample=1000, init_subsample_sweeps=30):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [spec.z_rv for spec in matched_models(model)]
@@ -128,7 +160,9 @@ class _LinearGaussianIBPStep(BlockedStep):
                                           point_fn=True, **(compile_kwargs or {}))
         self._X = np.where(np.isnan(spec.X), 0.0, spec.X)
         self._mask = spec.missing_mask
-        self._trXX = float(np.sum(self._X**2)) if self._mask is None else None
+        self._offset_fn = spec.compile_offset(model, **(compile_kwargs or {}))
+        fixed = self._mask is None and self._offset_fn is None
+        self._trXX = float(np.sum(self._X**2)) if fixed else None
         if init_z not in ("auto", "prior", "point"):
             raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")
         self.init_z = init_z
@@ -149,8 +183,11 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._split_merge_fn = kinds[split_merge_proposal]
         self.birth_death = int(birth_death) if self.mode.counts else 0
         self.birth_rows = int(birth_rows)
+        self.init_subsample = int(init_subsample or 0)
+        self.init_subsample_sweeps = int(init_subsample_sweeps)
         if self.birth_death < 0 or self.birth_rows < 1:
             raise ValueError("birth_death must be >= 0 and birth_rows >= 1.")
+        self._stat_names = per_matrix_stats(self, model, spec.z_rv.name)
         self.rng = get_random_generator(rng)
         self._reset_chain(0)
 
@@ -181,12 +218,17 @@ class _LinearGaussianIBPStep(BlockedStep):
         sx, sa = float(np.asarray(sx)), float(np.asarray(sa))
         return sx * sx, sa * sa
 
-    def _complete_data(self, point):
-        if self._mask is None:
-            return self._X
-        X = self._X.copy()
-        X[self._mask] = point[self.miss_name]
-        return X
+    def _offset(self, point):
+        return None if self._offset_fn is None else np.asarray(self._offset_fn(point))
+
+    def _complete_data(self, point, offset):
+        """The data the ``Z`` and ``A`` updates see: ``X`` with the imputed entries filled in,
+        minus the offset added to ``Z @ A`` (if any)."""
+        X = self._X
+        if self._mask is not None:
+            X = X.copy()
+            X[self._mask] = point[self.miss_name]
+        return X if offset is None else X - offset
 
     def _sweep(self, Z, X, m, sx2, sa2):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -198,7 +240,40 @@ class _LinearGaussianIBPStep(BlockedStep):
         G, RX = kernels.suff_stats(Z, X, act)
         return self.mode.log_joint(G, RX, Z, m, act, trXX, self.d, sx2, sa2)
 
-    def _start(self, Z):
+    def _fresh_start(self, X, sx2, sa2):
+        """A new starting ``Z`` for the chain or a multi-start segment: a prior draw, or, for a
+        large data set (``N > 2 · init_subsample``, IBP prior), the result of
+        ``init_subsample_sweeps`` annealed sweeps (with split–merge and birth/death moves) on a
+        random subset of ``init_subsample`` rows, the other rows starting with no features (the
+        next full sweep assigns them).  Tuning only: it chooses where the kept chain starts."""
+        ns = self.init_subsample
+        if not (self.mode.counts and ns and self.n > 2 * ns):
+            return self.mode.draw(self.rng)
+        mode, rng = self.mode, self.rng
+        rows = np.sort(rng.choice(self.n, size=ns, replace=False))
+        Xs = np.ascontiguousarray(X[rows])
+        Zs = ibp_draw_core(rng, mode.alpha, mode.beta, ns, self.k_max)
+        trXs = float(np.sum(Xs * Xs))
+        sweeps = self.init_subsample_sweeps
+        span = max(1, int(math.ceil(0.6 * sweeps)))
+        v0 = max(float(np.var(Xs)), sx2)
+        for t in range(sweeps):
+            w = min(1.0, t / span)
+            s2 = math.exp(w * math.log(sx2) + (1.0 - w) * math.log(v0))
+            m = Zs.sum(axis=0).astype(np.int64)
+            kernels.accelerated_sweep(rng, Zs, Xs, m, s2, sa2, mode.alpha, mode.beta,
+                                      max(5, ns // 10), False, kernels.NO_LOGODDS)
+            if self.split_merge:
+                self._split_merge_fn(rng, Zs, Xs, m, s2, sa2, mode.alpha, mode.beta,
+                                     self.split_merge, trXs)
+            if self.birth_death:
+                kernels.sequential_birth_death(rng, Zs, Xs, m, s2, sa2, mode.alpha, mode.beta,
+                                               self.birth_death, self.birth_rows, trXs)
+        Z = np.zeros((self.n, self.k_max), dtype=np.int64)
+        Z[rows] = Zs
+        return Z
+
+    def _start(self, Z, X, sx2, sa2):
         """The chain's first ``Z`` (initialisation policy in the module docstring) and the
         multi-start schedule: ``R`` segments of ``L >= 10`` sweeps in the first half of tuning,
         only when the chain starts from the prior."""
@@ -209,7 +284,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         while R > 1 and self.n_tune // (2 * R) < 10:
             R -= 1
         self.restarts, self.segment = R, (self.n_tune // (2 * R) if R > 1 else 0)
-        return self.mode.draw(self.rng) if from_prior else Z
+        return self._fresh_start(X, sx2, sa2) if from_prior else Z
 
     def _restart(self, Z, X, trXX, sx2, sa2):
         """Multi-start burn-in (tuning only): the first ``R·L`` tuning sweeps are ``R``
@@ -222,7 +297,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             return Z
         self.candidates.append(Z)  # Z is the step's own copy of the point's value
         if s < R * L:
-            return self.mode.draw(self.rng)
+            return self._fresh_start(X, sx2, sa2)
         scores = [self._log_joint(c, X, trXX, sx2, sa2)[0] for c in self.candidates]
         best = self.candidates[int(np.argmax(scores))]
         self.candidates = []
@@ -244,13 +319,14 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     def step(self, point):
         sx2, sa2 = self._hyper(point)
-        Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
-        X = self._complete_data(point)
+        Z = np.array(self.spec.z_value(point, self.z_name), dtype=np.int64, copy=True)
+        offset = self._offset(point)
+        X = self._complete_data(point, offset)
         trXX = self._trXX if self._trXX is not None else float(np.sum(X * X))
         flips = births = deaths = hit = sm_acc = bd_acc = 0
         if self.update_z:
             if not self.started:
-                Z = self._start(Z)
+                Z = self._start(Z, X, sx2, sa2)
             Z = self._restart(Z, X, trXX, sx2, sa2)
             m = Z.sum(axis=0).astype(np.int64)
             sx2_z = self._annealed(sx2)
@@ -275,7 +351,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             new[self.z_name] = Z
         new[self.a_name] = A
         if self._mask is not None:
-            mean = (Z @ A)[self._mask]
+            mean = (Z @ A if offset is None else Z @ A + offset)[self._mask]
             new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
         # label-invariant statistics, with the hyperparameters this sweep used
         log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, self.d, sx2, sa2)
@@ -302,7 +378,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             "ibp_split_merge_accepted": int(sm_acc),
             "ibp_birth_death_accepted": int(bd_acc),
         }
-        return new, [stats_]
+        return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)
@@ -384,6 +460,13 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
     birth_rows : int
         Size of the random row subset a birth allocates (default 64); larger subsets propose
         larger features at ``O(birth_rows (K² + KD))`` per proposal.
+    init_subsample, init_subsample_sweeps : int
+        For large data sets (``N > 2 · init_subsample``; default 1000 rows, 30 sweeps), each
+        prior start of the chain or of a multi-start segment is replaced by an annealed search
+        on a random subset of ``init_subsample`` rows (``init_subsample_sweeps`` sweeps with
+        the split–merge and birth/death moves, about ``30 · 1000 / N`` full sweeps of work);
+        the other rows start empty and the next full sweep assigns them.  Tuning only; 0
+        disables it.
     init_restarts : int
         Multi-start burn-in (default 4; 1 disables it): with ``init_z="prior"``, the first half
         of the tuning sweeps is split into ``init_restarts`` segments of at least 10 sweeps,

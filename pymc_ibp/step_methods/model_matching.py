@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.compile.ops import ViewOp
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.basic import Alloc
@@ -35,7 +36,7 @@ from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.exceptions import DataError, ModelPatternError
 
 __all__ = [
     "PRIOR_MATCHERS",
@@ -115,20 +116,53 @@ class LinearGaussianIBP:
     missing_rv: object = None  # X_unobserved free RV, or None
     missing_mask: np.ndarray | None = None  # N x D bool, True where missing
     k_max: int = 0
+    offset: object = None  # symbolic terms added to Z @ A (broadcast to N x D), or None
+    z_data: np.ndarray | None = None  # the known Z of an observed pmi.IBP / Bernoulli, or None
+
+    def z_value(self, point, z_name):
+        """``Z`` at ``point`` (the data when ``Z`` is observed)."""
+        return self.z_data if self.z_data is not None else point[z_name]
+
+    def compile_offset(self, model, **compile_kwargs):
+        """A point function giving the offset as an ``N x D`` array, or ``None``."""
+        if self.offset is None:
+            return None
+        n, d = self.X.shape
+        [off] = model.replace_rvs_by_values([pt.broadcast_to(self.offset, (n, d))])
+        return model.compile_fn(off, inputs=model.value_vars, on_unused_input="ignore",
+                                point_fn=True, **compile_kwargs)
 
 
 def _strip(var):
-    """Remove casts and dimshuffles that do not change values."""
-    while var.owner is not None and (
-        isinstance(var.owner.op, DimShuffle)
-        or (isinstance(var.owner.op, Elemwise) and type(var.owner.op.scalar_op).__name__ == "Cast")
-    ):
+    """Remove what does not change values: casts, ``pm.Deterministic`` (a ``ViewOp``) and
+    dimshuffles that only add or drop broadcastable axes (not transpositions)."""
+    while var.owner is not None:
+        op = var.owner.op
+        if isinstance(op, DimShuffle):
+            kept = [i for i in op.new_order if i != "x"]
+            if kept != sorted(kept):
+                break
+        elif not (isinstance(op, ViewOp) or (
+                isinstance(op, Elemwise) and type(op.scalar_op).__name__ == "Cast")):
+            break
         var = var.owner.inputs[0]
     return var
 
 
-def _matmul_inputs(mu):
-    """If ``mu`` is ``Z @ A`` (optionally masked), return ``(left, right, mask)``."""
+def _is_matmul(var):
+    if var.owner is None:
+        return False
+    op = var.owner.op
+    name = type(op).__name__
+    return isinstance(op, (Dot, Dot22)) or name in ("Matmul", "Dot", "Dot22") or (
+        name == "Blockwise" and type(op.core_op).__name__ in ("Dot", "Matmul"))
+
+
+def _mean_terms(mu):
+    """Split a likelihood mean into ``(left, right, offset, mask)`` when it is
+    ``left @ right (+ terms not involving the product)``, optionally masked by PyMC's
+    imputation (a constant boolean index); ``offset`` is the sum of the other terms (or
+    ``None``).  Returns ``None`` for any other form."""
     mu = _strip(mu)
     mask = None
     if mu.owner is not None and isinstance(mu.owner.op, AdvancedSubtensor):
@@ -138,16 +172,26 @@ def _matmul_inputs(mu):
             mu = _strip(base)
         else:
             return None
-    if mu.owner is None:
+    terms = [mu]
+    while any(t.owner is not None and isinstance(t.owner.op, Elemwise)
+              and type(t.owner.op.scalar_op).__name__ == "Add" for t in terms):
+        flat = []
+        for t in terms:
+            if t.owner is not None and isinstance(t.owner.op, Elemwise) and type(
+                    t.owner.op.scalar_op).__name__ == "Add":
+                flat += [_strip(u) for u in t.owner.inputs]
+            else:
+                flat.append(t)
+        terms = flat
+    products = [t for t in terms if _is_matmul(t)]
+    if len(products) != 1:
         return None
-    op = mu.owner.op
-    name = type(op).__name__
-    if isinstance(op, (Dot, Dot22)) or name in ("Matmul", "Dot", "Dot22") or (
-        name == "Blockwise" and type(op.core_op).__name__ in ("Dot", "Matmul")
-    ):
-        left, right = mu.owner.inputs[:2]
-        return _strip(left), _strip(right), mask
-    return None
+    left, right = (_strip(v) for v in products[0].owner.inputs[:2])
+    others = [t for t in terms if t is not products[0]]
+    offset = None
+    if others:
+        offset = others[0] if len(others) == 1 else pt.add(*others)
+    return left, right, offset, mask
 
 
 def _is_scalar(var):
@@ -204,18 +248,27 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
     like, missing_rv = [], None
     a_rv = None
     sigma_x = None
+    offset = None
     found = []
     for rv in candidates:
         found.append(f"{rv.name} ~ {type(rv.owner.op).__name__}")
         if not isinstance(rv.owner.op, NormalRV):
             continue
         _, _, mu, sigma = rv.owner.inputs
-        mm = _matmul_inputs(mu)
+        mm = _mean_terms(mu)
         if mm is None:
             continue
-        left, right, mask = mm
+        left, right, off, mask = mm
         if left is not z_rv:
             continue
+        if off is not None:
+            if {z_rv, right} & set(ancestors([off])):
+                raise ModelPatternError(
+                    f"In {rv.name!r} the mean is Z @ A plus terms that depend on Z or A; the "
+                    f"fast samplers need Z @ A + an offset not involving them. "
+                    f"Needed pattern: {PATTERN}."
+                )
+            offset = off if offset is None else offset
         if (right.owner is None or not isinstance(right.owner.op, NormalRV)
                 or right not in model.free_RVs):
             raise ModelPatternError(
@@ -251,7 +304,8 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
             f"Needed pattern: {PATTERN}."
         )
     ip = model.initial_point()
-    n, k_max = ip[model.rvs_to_values[z_rv].name].shape
+    z_val = model.rvs_to_values[z_rv]
+    n, k_max = (ip[z_val.name] if z_val.name in ip else _data_of(z_val)).shape
     a_shape = tuple(int(s) for s in ip[model.rvs_to_values[a_rv].name].shape)
     if len(a_shape) != 2 or a_shape[0] != k_max:
         raise ModelPatternError(
@@ -289,25 +343,30 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
     if missing_mask is not None:
         bad &= ~missing_mask
     if bad.any():
-        raise ValueError(
-            f"Observed data for {obs_rv.name!r} contains {int(bad.sum())} NaN/inf entries that are "
-            "not imputed; pass missing values as NaN (or a masked array) so PyMC imputes them, "
-            "and remove infinite values."
+        r, c = (int(v) for v in np.argwhere(bad)[0])
+        kind = "inf" if np.isinf(X[r, c]) else "NaN that is not imputed"
+        raise DataError(
+            f"The observed data of {obs_rv.name!r} contains {kind} at (row {r}, column {c}) "
+            f"({int(bad.sum())} non-finite entries in all). Remove infinite values; pass "
+            "missing values as NaN (or a masked array) so that PyMC imputes them."
         )
     return LinearGaussianIBP(
         z_rv=z_rv, prior=prior, like_rvs=[obs_rv], a_rv=a_rv, sigma_x=sigma_x,
         sigma_a=_scalar_of(a_sigma), X=X, missing_rv=None if missing_rv is None else missing_rv[0],
-        missing_mask=missing_mask, k_max=k_max,
+        missing_mask=missing_mask, k_max=k_max, offset=offset,
+        z_data=(_data_of(model.rvs_to_values[z_rv]).astype(np.int64)
+                if z_rv in model.observed_RVs else None),
     )
 
 
 def matched_models(model):
     """Yield a :class:`LinearGaussianIBP` for every binary matrix of ``model`` with a known prior
     (:func:`match_prior`) and the linear-Gaussian pattern (the others are skipped)."""
-    for z_rv in model.free_RVs:
+    for z_rv in model.free_RVs + model.observed_RVs:
         if match_prior(model, z_rv) is None:
             continue
         try:
-            yield find_linear_gaussian(model, z_rv)
-        except (ModelPatternError, ValueError):
-            continue
+            spec = find_linear_gaussian(model, z_rv)
+        except ModelPatternError:
+            continue  # not this pattern; data errors (DataError) propagate
+        yield spec

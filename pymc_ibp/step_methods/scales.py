@@ -59,11 +59,13 @@ def _match_scale(model, rv):
 
 @dataclass_state
 class IBPScaleSliceState(StepMethodState):
-    """The adapted slice widths and their tuning counts (one per scale), and ``tune``."""
+    """The adapted slice widths and their tuning counts (one per scale), ``tune``, and whether
+    the chain's data-driven start was applied."""
 
     widths: np.ndarray
     n_tuned: np.ndarray
     tune: bool
+    started: bool
 
 
 class IBPScaleSlice(BlockedStep):
@@ -92,6 +94,7 @@ class IBPScaleSlice(BlockedStep):
                  blocked=True, width=1.0):
         model = pm.modelcontext(model)
         self.vars = get_value_vars_from_user_vars(vars, model)
+        ip = model.initial_point() if initial_point is None else initial_point
         self.entries = []
         for value_var in self.vars:
             rv = model.values_to_rvs[value_var]
@@ -105,13 +108,23 @@ class IBPScaleSlice(BlockedStep):
             u = pt.dscalar("u")
             back = transform.backward(u, *rv.owner.inputs) if transform is not None else u
             back_fn = pytensor.function([u], back, mode="FAST_COMPILE", on_unused_input="ignore")
+            fwd = transform.forward(u, *rv.owner.inputs) if transform is not None else u
+            fwd_fn = pytensor.function([u], fwd, mode="FAST_COMPILE", on_unused_input="ignore")
+            # data-driven start (used when the user gave no initial value): the spread of the
+            # column-centred data, half of it for the noise
+            spread = float(np.sqrt(np.nanmean((spec.X - np.nanmean(spec.X, axis=0)) ** 2)))
+            start = spread / 2.0 if role == "sigma_x" else spread
             self.entries.append(dict(
+                start_u=float(fwd_fn(max(start, 1e-3))), default_u=float(ip[value_var.name]),
+                has_initval=model.rvs_to_initial_values.get(rv) is not None,
                 name=value_var.name, role=role, prior_fn=prior_fn, back_fn=back_fn,
-                z_name=model.rvs_to_values[spec.z_rv].name,
+                z_name=model.rvs_to_values[spec.z_rv].name, spec=spec,
                 a_name=model.rvs_to_values[spec.a_rv].name,
                 miss_name=(model.rvs_to_values[spec.missing_rv].name
                            if spec.missing_rv is not None else None),
                 X=np.where(np.isnan(spec.X), 0.0, spec.X), mask=spec.missing_mask,
+                offset_fn=(spec.compile_offset(model, **(compile_kwargs or {}))
+                           if role == "sigma_x" else None),
             ))
         self.entries = tuple(self.entries)  # fixed at construction; the changing state is below
         self.init_width = float(width)
@@ -119,6 +132,7 @@ class IBPScaleSlice(BlockedStep):
         self.n_tuned = np.zeros(len(self.entries), dtype=np.int64)
         self.rng = get_random_generator(rng)
         self.tune = False
+        self.started = False
 
     def _suff(self, e, point):
         """``(count, sum of squares)`` of the Gaussian terms the scale governs."""
@@ -129,11 +143,24 @@ class IBPScaleSlice(BlockedStep):
         if e["mask"] is not None:
             X = X.copy()
             X[e["mask"]] = point[e["miss_name"]]
-        R = X - point[e["z_name"]] @ A
+        R = X - e["spec"].z_value(point, e["z_name"]) @ A
+        if e["offset_fn"] is not None:
+            R -= np.asarray(e["offset_fn"](point))
         return R.size, float(np.sum(R * R))
+
+    def _start(self, point):
+        """Data-driven start of each scale the user gave no initial value for (PyMC's default
+        start is the prior's support point, which can be far from the data's scale): the
+        spread ``s`` of the column-centred data for ``sigma_a`` and ``s/2`` for ``sigma_x``."""
+        self.started = True
+        for e in self.entries:
+            if not e["has_initval"] and float(point[e["name"]]) == e["default_u"]:
+                point[e["name"]] = np.asarray(e["start_u"], dtype=point[e["name"]].dtype)
 
     def step(self, point):
         point = dict(point)
+        if not self.started:
+            self._start(point)
         evals = 0
         for j, e in enumerate(self.entries):
             count, ss = self._suff(e, point)
@@ -187,6 +214,7 @@ class IBPScaleSlice(BlockedStep):
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)
         self.tune = bool(tune)
+        self.started = False
         # per-chain adaptation: chains must not share tuning history
         self.widths = np.full(len(self.entries), self.init_width)
         self.n_tuned = np.zeros(len(self.entries), dtype=np.int64)

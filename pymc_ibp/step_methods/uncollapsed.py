@@ -12,6 +12,7 @@ arrays with missing entries (PyMC's ``X_observed`` + imputed ``X_unobserved``, w
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 
@@ -30,9 +31,26 @@ from pytensor.tensor.subtensor import AdvancedSubtensor
 from pymc_ibp._numba_utils import bernoulli_logodds
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import log_beta_term, log_birth_rate, prior_logodds
-from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
+from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
+from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["IBPGibbs"]
+
+_log = logging.getLogger("pymc")
+
+
+def _explain_fallback(model, z_rv):
+    """Log one line saying why the fast linear-Gaussian step does not apply to ``z_rv``."""
+    from pymc_ibp.step_methods.model_matching import find_linear_gaussian
+
+    try:
+        find_linear_gaussian(model, z_rv)
+    except ModelPatternError as err:
+        reason = str(err).split(" Needed pattern:")[0]
+        _log.info(f"IBPGibbs for {z_rv.name!r} (uncollapsed; AcceleratedGibbs does not apply: "
+                  f"{reason})")
+    else:
+        _log.info(f"IBPGibbs for {z_rv.name!r} (chosen explicitly; AcceleratedGibbs would apply)")
 
 
 @numba.njit(cache=True)
@@ -207,6 +225,7 @@ class IBPGibbs(BlockedStep):
     """
 
     name = "ibp_gibbs"
+    default_blocked = False  # one instance per variable when PyMC assigns several
     _state_class = IBPGibbsState
     stats_dtypes_shapes = {
         "ibp_n_active": (np.int64, []),
@@ -303,9 +322,11 @@ class IBPGibbs(BlockedStep):
         self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                        point_fn=True, **(compile_kwargs or {}))
         self._check_row_factorisation(ip, children)
+        _explain_fallback(model, z_rv)
         self.split_merge = int(split_merge) if self.is_ibp else 0
         if self.split_merge < 0:
             raise ValueError(f"split_merge must be >= 0; got {split_merge!r}.")
+        self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = False
 
@@ -335,7 +356,7 @@ class IBPGibbs(BlockedStep):
                 # entry first[0] of the flattened observed part is this element of the full array
                 where = tuple(np.argwhere(masks[child])[first[0]]) + first[1:]
                 name = child.name.removesuffix("_observed")
-            raise ValueError(
+            raise DataError(
                 f"The observed data of {name!r} contains {data[first]} at "
                 f"({_format_position(where)}); {int(bad.sum())} non-finite value(s) in all. "
                 "IBPGibbs needs finite observations: mark missing entries as NaN in a NumPy array "
@@ -423,9 +444,10 @@ class IBPGibbs(BlockedStep):
             )
         new = dict(point)
         new[self.z_name] = Z
-        return new, [{"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
-                      "ibp_split_merge_accepted": int(sm_acc),
-                      "ibp_kmax_hit": bool(hit)}]
+        stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
+                         "ibp_split_merge_accepted": int(sm_acc),
+                         "ibp_kmax_hit": bool(hit)}
+        return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
 
     def _rows_ll(self, trial, Z):
         trial[self.z_name] = Z

@@ -1,0 +1,44 @@
+"""Names of the ``ibp_`` sample stats when a model samples several binary feature matrices.
+
+A model with one sampled IBP (or Bernoulli) feature matrix gets the plain names
+(``ibp_n_active``, ``ibp_log_joint``, …).  With several, every step that belongs to one matrix
+suffixes its stats with that matrix's name — ``ibp_n_active__Z1``, ``ibp_n_active__Z2`` — so
+that each stat is attributable to its matrix; :func:`pymc_ibp.summary`, :func:`pymc_ibp.relabel`
+and the plots look up the names of the matrix the user names (:func:`matrix_stat`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SEP", "matrix_stat", "per_matrix_stats", "sampled_matrices"]
+
+SEP = "__"
+
+
+def sampled_matrices(model):
+    """The free binary feature matrices of ``model`` (a recognised prior: pmi.IBP, 2-D
+    Bernoulli)."""
+    from pymc_ibp.step_methods.model_matching import match_prior
+
+    return [rv for rv in model.free_RVs if match_prior(model, rv) is not None]
+
+
+def per_matrix_stats(step, model, z_label):
+    """Rename ``step``'s stats to ``<stat>__<z_label>`` when ``model`` samples several feature
+    matrices (instance attributes, read by PyMC when it builds the trace); returns the map
+    from plain to recorded names, to apply to each ``step()``'s stats dict."""
+    plain = dict(type(step).stats_dtypes_shapes)
+    several = len(sampled_matrices(model)) > 1
+    names = {k: (f"{k}{SEP}{z_label}" if several else k) for k in plain}
+    step.stats_dtypes_shapes = {names[k]: v for k, v in plain.items()}
+    step.stats_dtypes = [{names[k]: v[0] for k, v in plain.items()}]
+    return names
+
+
+def matrix_stat(stats, name, z_name):
+    """The recorded name of stat ``name`` for matrix ``z_name`` in ``stats`` (a Dataset or a
+    mapping), or ``None`` when absent."""
+    if stats is None:
+        return None
+    if f"{name}{SEP}{z_name}" in stats:
+        return f"{name}{SEP}{z_name}"
+    return name if name in stats else None

@@ -1,0 +1,226 @@
+"""Composition: natural PyMC models around an IBP get the fast samplers, or are told why not."""
+
+import logging
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from pymc.sampling.mcmc import assign_step_methods
+
+import pymc_ibp as pmi
+
+N, K, D = 150, 12, 36
+DATA = pmi.datasets.block_images(N, noise=0.5, seed=11)
+OFFSET = np.linspace(-1.0, 1.0, D)
+
+
+def assigned(model):
+    with model:
+        _, sel = assign_step_methods(model)
+    return {k.__name__: sorted(v.name for v in vs) for k, vs in sel.items()}
+
+
+def sample(model, **kw):
+    opts = dict(tune=150, draws=150, chains=1, random_seed=3, progressbar=False,
+                compute_convergence_checks=False)
+    opts.update(kw)
+    with model:
+        return pm.sample(**opts)
+
+
+def lg_model(mean="plain", X=None, offset=False):
+    X = DATA.X if X is None else X
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(N, K))
+        sigma_a = pm.HalfNormal("sigma_a", 2.0)
+        A = pm.Normal("A", 0.0, sigma_a, shape=(K, D))
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        mu = {"plain": lambda: Z @ A, "dot": lambda: pt.dot(Z, A),
+              "mathdot": lambda: pm.math.dot(Z, A)}[mean]()
+        if offset:
+            b = pm.Normal("b", 0.0, 2.0, shape=D)
+            mu = mu + b
+        mu = pm.Deterministic("mu", mu)
+        pm.Normal("X", mu=mu, sigma=sigma_x, observed=X)
+    return model
+
+
+@pytest.mark.parametrize("mean", ["plain", "dot", "mathdot"])
+def test_deterministic_and_dot_forms_get_the_fast_step(mean):
+    got = assigned(lg_model(mean))
+    assert got["AcceleratedGibbs"] == ["A", "Z"]
+    assert got["IBPScaleSlice"] == ["sigma_a_log__", "sigma_x_log__"]
+
+
+def test_offset_gets_its_exact_gaussian_update_and_is_recovered():
+    model = lg_model(X=DATA.X + OFFSET, offset=True)
+    got = assigned(model)
+    assert got["AcceleratedGibbs"] == ["A", "Z"] and got["IBPOffsetGibbs"] == ["b"]
+    idata = sample(model)
+    post = idata["posterior"]
+    sx = post["sigma_x"].values.ravel()
+    assert abs(sx.mean() - 0.5) < 4 * sx.std() + 0.02
+    # the offset is identified only up to what the features absorb; the fit is what counts
+    Z, A, b = (post[v].values[0, -30:] for v in ("Z", "A", "b"))
+    signal = DATA.Z @ DATA.A + OFFSET
+    mse = np.mean([np.mean((z @ a + bb - signal) ** 2) for z, a, bb in zip(Z, A, b,
+                                                                            strict=True)])
+    assert mse < 0.05, mse
+
+
+def test_offset_conditional_moments():
+    """IBPOffsetGibbs draws b from its exact conditional: mean and variance of many draws at a
+    fixed (Z, A, sigma_x) match the conjugate normal–normal formula."""
+    model = lg_model(X=DATA.X + OFFSET, offset=True)
+    with model:
+        step = pmi.IBPOffsetGibbs([model["b"]])
+    step.setup_chain(np.random.default_rng(0), 0, 10)
+    point = model.initial_point()
+    Zt = np.zeros((N, K), dtype=np.int64)
+    Zt[:, :4] = DATA.Z
+    At = np.zeros((K, D))
+    At[:4] = DATA.A
+    point.update(Z=Zt, A=At, sigma_x_log__=np.log(0.5))
+    draws = np.array([step.step(point)[0]["b"] for _ in range(4000)])
+    resid = (DATA.X + OFFSET) - Zt @ At
+    prec = 1 / 2.0**2 + N / 0.25
+    mean = (resid.sum(axis=0) / 0.25) / prec
+    se = np.sqrt(1 / prec / len(draws))
+    assert np.all(np.abs(draws.mean(axis=0) - mean) < 5 * se)
+    np.testing.assert_allclose(draws.var(axis=0), 1 / prec, rtol=0.15)
+
+
+def test_precision_parameterisation_gets_the_fast_z_step():
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        tau = pm.Gamma("tau", 2.0, 0.5)
+        pm.Normal("X", mu=Z @ A, tau=tau, observed=DATA.X)
+    got = assigned(model)
+    assert got["AcceleratedGibbs"] == ["A", "Z"]
+    idata = sample(model)
+    tau = idata["posterior"]["tau"].values.ravel()
+    assert abs(tau.mean() - 4.0) < 0.5  # 1 / 0.5**2
+
+
+def test_inf_in_the_data_is_a_clear_error_not_a_silent_fallback():
+    X = DATA.X.copy()
+    X[17, 3] = np.inf
+    model = lg_model(X=X)
+    with pytest.raises(pmi.DataError, match=r"inf at \(row 17, column 3\)"):
+        assigned(model)
+
+
+def test_fallback_says_why(caplog):
+    X = (DATA.X > 0.5).astype("int64")
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        pm.Bernoulli("X", logit_p=Z @ A, observed=X)
+    with caplog.at_level(logging.INFO, logger="pymc"), model:
+        pm.sample(tune=2, draws=2, chains=1, progressbar=False, compute_convergence_checks=False,
+                  random_seed=1)
+    msgs = [r.getMessage() for r in caplog.records if "AcceleratedGibbs does not apply" in
+            r.getMessage()]
+    assert msgs and "'Z'" in msgs[0] and "No Normal likelihood" in msgs[0]
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_two_ibps_default_assignment_and_per_matrix_stats():
+    d2 = pmi.datasets.block_images(100, noise=0.5, seed=12)
+    with pm.Model() as model:
+        a1 = pm.Gamma("a1", 1.0, 1.0)
+        a2 = pm.Gamma("a2", 1.0, 1.0)
+        Z1 = pmi.IBP("Z1", a1, shape=(N, 6))
+        Z2 = pmi.IBP("Z2", a2, shape=(100, 3))  # too few slots on purpose: K+ differs
+        A1 = pm.Normal("A1", 0.0, 1.0, shape=(6, D))
+        A2 = pm.Normal("A2", 0.0, 1.0, shape=(3, D))
+        pm.Normal("X1", mu=Z1 @ A1, sigma=0.5, observed=DATA.X)
+        pm.Normal("X2", mu=Z2 @ A2, sigma=0.5, observed=d2.X)
+    idata = sample(model, tune=60, draws=40)
+    ss = idata["sample_stats"]
+    for z in ("Z1", "Z2"):
+        for stat in ("ibp_n_active", "ibp_log_joint", "ibp_alpha_accept"):
+            assert f"{stat}__{z}" in ss
+    s1 = pmi.summary(idata, z_name="Z1", var_names=["a1"])
+    s2 = pmi.summary(idata, z_name="Z2", var_names=["a2"])
+    k1 = float(ss["ibp_n_active__Z1"].mean())
+    k2 = float(ss["ibp_n_active__Z2"].mean())
+    assert s1.loc["ibp_n_active", "mean"] == pytest.approx(k1, abs=0.01)
+    assert s2.loc["ibp_n_active", "mean"] == pytest.approx(k2, abs=0.01)
+    assert k2 <= 3 < k1 + 0.5
+    rel = pmi.relabel(idata, z_name="Z2", a_name="A2")
+    assert rel["posterior"]["Z2"].shape == idata["posterior"]["Z2"].shape
+
+
+def test_observed_ibp_learns_alpha_and_features():
+    Zk = np.zeros((N, K), dtype=np.int64)
+    Zk[:, :4] = DATA.Z
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(N, K), observed=Zk)
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=DATA.X)
+    got = assigned(model)
+    assert got == {"IBPAlphaGibbs": ["alpha_log__"], "AcceleratedGibbs": ["A"]}
+    idata = sample(model, tune=50, draws=200)
+    A_mean = idata["posterior"]["A"].mean(("chain", "draw")).values
+    assert np.abs(A_mean[:4] - DATA.A).mean() < 0.1
+    # K+ = 4 with H_150 ≈ 5.6: alpha | Z ~ Gamma(1 + 4, 1 + 5.6) (truncation negligible)
+    al = idata["posterior"]["alpha"].values.ravel()
+    assert abs(al.mean() - 5 / 6.6) < 0.15
+
+
+@pytest.mark.parametrize("bad", [0.5, 2, -1])
+def test_observed_ibp_rejects_non_binary_values(bad):
+    Zk = np.zeros((5, 3))
+    Zk[2, 1] = bad
+    with pm.Model(), pytest.raises(pmi.DataError, match=r"binary.*\(2, 1\)"):
+        pmi.IBP("Z", 1.0, shape=(5, 3), observed=Zk)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto:UserWarning")  # 120 draws
+def test_loo_works_on_the_readme_model_without_initvals():
+    model = lg_model()
+    idata = sample(model, tune=60, draws=60, chains=2, cores=1)
+    with model:
+        pm.compute_log_likelihood(idata, progressbar=False)
+    assert idata["log_likelihood"]["X"].shape == (2, 60, N, D)  # per entry
+    loo = az.loo(idata, var_name="X")
+    assert np.isfinite(loo.elpd)
+
+
+def test_interrupt_returns_the_partial_trace(monkeypatch):
+    """A KeyboardInterrupt inside the IBP step (as Ctrl-C delivers it) ends sampling with the
+    draws so far, as PyMC does for its own steps (cores=1)."""
+    model = lg_model()
+    calls = {"n": 0}
+    original = pmi.AcceleratedGibbs._sweep
+
+    def sweep(self, *args):
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise KeyboardInterrupt
+        return original(self, *args)
+
+    monkeypatch.setattr(pmi.AcceleratedGibbs, "_sweep", sweep)
+    idata = sample(model, tune=10, draws=100, chains=1, cores=1)
+    assert 0 < idata["posterior"].sizes["draw"] < 100
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto:UserWarning")
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # 50 iterations only
+def test_loo_works_on_a_bernoulli_model():
+    X = (DATA.X > 0.5).astype("int64")
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, 6))
+        A = pm.Normal("A", 0.0, 2.0, shape=(6, D))
+        pm.Bernoulli("X", logit_p=Z @ A, observed=X)
+    idata = sample(model, tune=20, draws=30, chains=2, cores=1)
+    with model:
+        pm.compute_log_likelihood(idata, progressbar=False)
+    assert np.isfinite(az.loo(idata, var_name="X").elpd)
