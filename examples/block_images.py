@@ -52,9 +52,9 @@ def main():
     with pm.Model(coords=coords):
         alpha = pm.Gamma("alpha", 1.0, 1.0)
         Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))
-        sigma_a = pm.HalfNormal("sigma_a", 2.0, initval=1.0)
+        sigma_a = pm.HalfNormal("sigma_a", 2.0)
         A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
-        sigma_x = pm.HalfNormal("sigma_x", 1.0, initval=0.5 * float(np.nanstd(X_obs)))
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)  # the scales start from the data's spread
         pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X_obs, dims=("obs", "dim"))
         idata = pm.sample(
             draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,

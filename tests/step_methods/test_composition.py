@@ -224,3 +224,28 @@ def test_loo_works_on_a_bernoulli_model():
     with model:
         pm.compute_log_likelihood(idata, progressbar=False)
     assert np.isfinite(az.loo(idata, var_name="X").elpd)
+
+
+@pytest.mark.parametrize("shape", [(), (N, 1)])
+def test_offset_shapes_scalar_and_per_row(shape):
+    """A scalar or per-row offset: the conditional mean of b at the true (Z, A) recovers it."""
+    rng = np.random.default_rng(5)
+    true_b = rng.normal(0.0, 1.0, size=shape)
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        b = pm.Normal("b", 0.0, 2.0, shape=shape)
+        pm.Normal("X", mu=Z @ A + b, sigma=0.5, observed=DATA.X + true_b)
+    assert assigned(model)["IBPOffsetGibbs"] == ["b"]
+    with model:
+        step = pmi.IBPOffsetGibbs([model["b"]])
+    step.setup_chain(np.random.default_rng(0), 0, 10)
+    point = model.initial_point()
+    Zt = np.zeros((N, K), dtype=np.int64)
+    Zt[:, :4] = DATA.Z
+    At = np.zeros((K, D))
+    At[:4] = DATA.A
+    point.update(Z=Zt, A=At)
+    draws = np.array([step.step(point)[0]["b"] for _ in range(200)])
+    per_entry = 0.5 / np.sqrt(D if shape else N * D)  # posterior sd of b
+    assert np.abs(draws.mean(axis=0) - true_b).max() < 5 * per_entry + 0.01

@@ -265,3 +265,22 @@ def test_annealed_noise_schedule_within_restart_segments():
         np.testing.assert_allclose(seg[6:], sx2)  # ... then σx²
         np.testing.assert_allclose(seg[3], v0 ** 0.5 * sx2 ** 0.5)  # geometric midpoint
     np.testing.assert_allclose(seen[40:], sx2)  # after the restarts: the real σx²
+
+
+def test_subsample_segment_start_for_large_data():
+    """init_subsample: a fresh start of a large data set is an annealed search on a random row
+    subset; the other rows start with no features, and the chain continues normally."""
+    data = pmi.datasets.block_images(120, noise=0.3, seed=4)
+    model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.3, sigma_a=1.0)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_subsample=40, init_subsample_sweeps=15)
+    step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    Z = step._start(np.zeros((120, 8), dtype=np.int64), step._X, 0.09, 1.0)
+    rows = np.flatnonzero(Z.sum(axis=1) > 0)
+    assert 0 < rows.size <= 40  # only the subsample has features
+    assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
+    with model:
+        small = pmi.AcceleratedGibbs([model["Z"]], init_subsample=100)  # N <= 2 * 100: off
+    small.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    Z2 = small._start(np.zeros((120, 8), dtype=np.int64), small._X, 0.09, 1.0)
+    assert (Z2.sum(axis=1) > 0).sum() > 40 or Z2.sum() == 0  # a plain prior draw
