@@ -51,6 +51,7 @@ from pymc_ibp.step_methods.kernels.split_merge import (
 )
 from pymc_ibp.step_methods.kernels.sweeps import (
     NO_LOGODDS,
+    SweepStats,
     accelerated_sweep,
     accelerated_sweep_window,
     collapsed_sweep,
@@ -58,6 +59,7 @@ from pymc_ibp.step_methods.kernels.sweeps import (
 
 __all__ = [
     "NO_LOGODDS",
+    "SweepStats",
     "accelerated_sweep",
     "accelerated_sweep_window",
     "active_slots",

@@ -26,6 +26,7 @@ References
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -46,6 +47,16 @@ from pymc_ibp.step_methods.kernels.slots import (
     sweep_state,
     write_row,
 )
+
+class SweepStats(NamedTuple):
+    """What a sweep did: entries flipped, features born and died, and whether all ``K_max``
+    slots were in use at some row (``kmax_hit``, 0/1)."""
+
+    flips: int
+    births: int
+    deaths: int
+    kmax_hit: int
+
 
 #: ``logodds`` argument of :func:`accelerated_sweep` selecting the IBP-counts mode
 NO_LOGODDS = np.zeros((0, 0))
@@ -82,7 +93,7 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
       and each ``z_nk`` is Gibbs-sampled with prior log-odds ``logodds[n, k]``.
 
     ``m`` (column sums, length K_max) is updated in place, as is ``Z``.
-    Returns ``(flips, births, deaths, kmax_hit)``.
+    Returns a :class:`SweepStats`.
     """
     n, d = X.shape
     k_max = Z.shape[1]
@@ -164,7 +175,7 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
         write_row(Z, i, z, act, k, m)
         row_update(Sig, mu, z, x, k, sx2, 1.0, v, e)
         stats_with_row(G, RX, z, x, k, 1.0)
-    return flips, births, deaths, kmax_hit
+    return SweepStats(flips, births, deaths, kmax_hit)
 
 @numba.njit(cache=True)
 def _window_loglik(C, E, d):
@@ -313,7 +324,7 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
                 z[a] = Zw[r, a]
             row_update(Sig, mu, z, X[i], k, sx2, 1.0, v, e)
             stats_with_row(G, RX, z, X[i], k, 1.0)
-    return flips, births, deaths, kmax_hit
+    return SweepStats(flips, births, deaths, kmax_hit)
 
 @numba.njit(cache=True)
 def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2):
@@ -419,4 +430,4 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
         if k == k_max:
             kmax_hit = 1
         write_row(Z, i, z, act, k, m)
-    return flips, births, deaths, kmax_hit
+    return SweepStats(flips, births, deaths, kmax_hit)
