@@ -48,6 +48,7 @@ from pymc_ibp.step_methods.kernels.slots import (
     write_row,
 )
 
+
 class SweepStats(NamedTuple):
     """What a sweep did: entries flipped, features born and died, and whether all ``K_max``
     slots were in use at some row (``kmax_hit``, 0/1)."""
