@@ -1,7 +1,7 @@
 """Mixing of pmi.IBPGibbs (uncollapsed, any likelihood) with and without its split–merge moves.
 
 Model: the digits example (``examples/digits.py``): ``N`` binarised scikit-learn digits (64
-pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 16``,
+pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 32`` (``--k-max``),
 ``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``, ``X ~ Bernoulli(logit_p = Z @ A + b)``; ``Z`` by
 ``pmi.IBPGibbs`` (``split_merge = 0`` or the default 5), everything else by NUTS.  Every chain
 starts from its own random ``Z`` (half of the slots in use, 30 % of the rows each).
@@ -24,7 +24,7 @@ from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._mixing_stats import ess_bulk, rhat
 
-COLS = ["split_merge", "N", "chains", "tune", "draws", "K_plus_mean", "K_plus_rhat",
+COLS = ["split_merge", "N", "K_max", "chains", "tune", "draws", "K_plus_mean", "K_plus_rhat",
         "K_plus_ess", "log_lik_rhat", "log_lik_ess", "sm_accepted_per_it", "wall_s"]
 
 
@@ -60,7 +60,8 @@ def run(n, k_max, chains, tune, draws, split_merge, seed):
     kp = ss["ibp_n_active"].values
     ll = ss["ibp_log_lik"].values
     return {
-        "split_merge": split_merge, "N": n, "chains": chains, "tune": tune, "draws": draws,
+        "split_merge": split_merge, "N": n, "K_max": k_max, "chains": chains, "tune": tune,
+        "draws": draws,
         "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp), "K_plus_ess": ess_bulk(kp),
         "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
         "sm_accepted_per_it": float(ss["ibp_split_merge_accepted"].values.mean()),
@@ -71,13 +72,14 @@ def run(n, k_max, chains, tune, draws, split_merge, seed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N = 100, 2 chains x (20 + 20)")
+    ap.add_argument("--k-max", type=int, default=32, help="feature slots (default 32)")
     args = ap.parse_args()
     quiet()
     info = machine_info()
     if args.quick:
         cfg = dict(n=100, k_max=10, chains=2, tune=20, draws=20, seed=1)
     else:
-        cfg = dict(n=300, k_max=16, chains=4, tune=150, draws=300, seed=2026)
+        cfg = dict(n=300, k_max=args.k_max, chains=4, tune=150, draws=300, seed=2026)
     rows = []
     for sm in (0, 5):
         rows.append(run(split_merge=sm, **cfg))
@@ -89,7 +91,8 @@ def main():
         "pmi.IBPGibbs, alpha / A / b by NUTS; cores=1; each chain from its own random Z.",
         "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; sm_accepted_per_it = "
         "accepted split–merge moves per iteration (kept draws).",
-        "Command: python -m benchmarks.ibpgibbs_mixing" + (" --quick" if args.quick else ""),
+        "Command: python -m benchmarks.ibpgibbs_mixing"
+        + (" --quick" if args.quick else f" --k-max {args.k_max}"),
     ]
     write_results("ibpgibbs_mixing_quick" if args.quick else "ibpgibbs_mixing", rows, COLS,
                   "IBPGibbs mixing with and without split–merge (digits)", notes, info)

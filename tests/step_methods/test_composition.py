@@ -30,6 +30,17 @@ def sample(model, **kw):
         return pm.sample(**opts)
 
 
+def true_features_point(model):
+    """The model's initial point with Z and A set to the data's true features."""
+    Zt = np.zeros((N, K), dtype=np.int64)
+    Zt[:, :4] = DATA.Z
+    At = np.zeros((K, D))
+    At[:4] = DATA.A
+    point = model.initial_point()
+    point.update(Z=Zt, A=At)
+    return point, Zt, At
+
+
 def lg_model(mean="plain", X=None, offset=False):
     X = DATA.X if X is None else X
     with pm.Model() as model:
@@ -78,12 +89,8 @@ def test_offset_conditional_moments():
     with model:
         step = pmi.IBPOffsetGibbs([model["b"]])
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    point = model.initial_point()
-    Zt = np.zeros((N, K), dtype=np.int64)
-    Zt[:, :4] = DATA.Z
-    At = np.zeros((K, D))
-    At[:4] = DATA.A
-    point.update(Z=Zt, A=At, sigma_x_log__=np.log(0.5))
+    point, Zt, At = true_features_point(model)
+    point["sigma_x_log__"] = np.log(0.5)
     draws = np.array([step.step(point)[0]["b"] for _ in range(4000)])
     resid = (DATA.X + OFFSET) - Zt @ At
     prec = 1 / 2.0**2 + N / 0.25
@@ -240,12 +247,7 @@ def test_offset_shapes_scalar_and_per_row(shape):
     with model:
         step = pmi.IBPOffsetGibbs([model["b"]])
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    point = model.initial_point()
-    Zt = np.zeros((N, K), dtype=np.int64)
-    Zt[:, :4] = DATA.Z
-    At = np.zeros((K, D))
-    At[:4] = DATA.A
-    point.update(Z=Zt, A=At)
+    point, _, _ = true_features_point(model)
     draws = np.array([step.step(point)[0]["b"] for _ in range(200)])
     per_entry = 0.5 / np.sqrt(D if shape else N * D)  # posterior sd of b
     assert np.abs(draws.mean(axis=0) - true_b).max() < 5 * per_entry + 0.01

@@ -25,6 +25,20 @@ def bernoulli_loglik(Z):
     return float(np.sum(X_BIN * logits - np.logaddexp(0, logits)))
 
 
+def ibp_bernoulli_problem(alpha):
+    """pmi.IBP prior, logistic likelihood with fixed features: the model, its IBPGibbs step, all
+    512 labelled matrices and their exact posterior."""
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(N, K))
+        pm.Bernoulli("X", logit_p=Z @ A_FIXED + B_FIXED, observed=X_BIN)
+        step = pmi.IBPGibbs([Z])
+    mats = all_z()
+    value = pt.tensor3("v", dtype="int64")
+    prior = pytensor.function([value], pm.logp(pmi.IBP.dist(alpha, shape=(N, K)), value))(mats)
+    lp = prior + np.array([bernoulli_loglik(z) for z in mats])
+    return model, step, mats, np.exp(lp - special.logsumexp(lp))
+
+
 def run(step, model, n_sweeps, seed, thin):
     step.setup_chain(np.random.default_rng(seed), tune=0, draws=n_sweeps)
     point = model.initial_point()
@@ -41,15 +55,7 @@ def test_ibp_bernoulli_likelihood_exact_posterior():
     """pmi.IBP prior, Bernoulli (logistic) likelihood with fixed features: p(Z | X) by
     enumeration of all 512 labelled matrices vs IBPGibbs visit frequencies (χ²)."""
     alpha = 1.5
-    with pm.Model() as model:
-        Z = pmi.IBP("Z", alpha, shape=(N, K))
-        pm.Bernoulli("X", logit_p=Z @ A_FIXED + B_FIXED, observed=X_BIN)
-        step = pmi.IBPGibbs([Z])
-    mats = all_z()
-    value = pt.tensor3("v", dtype="int64")
-    prior = pytensor.function([value], pm.logp(pmi.IBP.dist(alpha, shape=(N, K)), value))(mats)
-    lp = prior + np.array([bernoulli_loglik(z) for z in mats])
-    post = np.exp(lp - special.logsumexp(lp))
+    model, step, mats, post = ibp_bernoulli_problem(alpha)
     draws = run(step, model, 30000, seed=1, thin=3)
     counts = np.bincount(codes(draws), minlength=len(mats))[codes(mats)]
     res = chi2_pooled(counts, post * len(draws))
@@ -294,15 +300,7 @@ def test_uncollapsed_split_merge_move_leaves_posterior_invariant():
     """i.i.d. exact-posterior draws of Z (Bernoulli likelihood, fixed features) pushed through
     IBPGibbs's split–merge proposals alone still follow the exact posterior (χ²)."""
     alpha = 1.5
-    with pm.Model() as model:
-        Z = pmi.IBP("Z", alpha, shape=(N, K))
-        pm.Bernoulli("X", logit_p=Z @ A_FIXED + B_FIXED, observed=X_BIN)
-        step = pmi.IBPGibbs([Z])
-    mats = all_z()
-    value = pt.tensor3("v", dtype="int64")
-    prior = pytensor.function([value], pm.logp(pmi.IBP.dist(alpha, shape=(N, K)), value))(mats)
-    lp = prior + np.array([bernoulli_loglik(z) for z in mats])
-    post = np.exp(lp - special.logsumexp(lp))
+    model, step, mats, post = ibp_bernoulli_problem(alpha)
     step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
     rng = np.random.default_rng(4)
     n = 12000

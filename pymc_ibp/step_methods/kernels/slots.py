@@ -96,3 +96,15 @@ def write_row(Z, i, z, act, k, m):
         if z[a] != 0.0:
             Z[i, act[a]] = 1
             m[act[a]] += 1
+
+
+@numba.njit(cache=True)
+def reset_to_prior(Sig, mu, a, k, sa2):
+    """Set feature ``a``'s posterior (among the first ``k``) to its prior ``N(0, σa²)``: the
+    posterior of a feature that no remaining row owns."""
+    for b in range(k):
+        Sig[a, b] = 0.0
+        Sig[b, a] = 0.0
+    Sig[a, a] = sa2
+    for t in range(mu.shape[1]):
+        mu[a, t] = 0.0

@@ -250,6 +250,18 @@ def _compact_stats(Gs, RXs, lay, kk):
 
 
 @numba.njit(cache=True)
+def _stats_without(G, RX, kk, drop):
+    """Compact statistics of the first ``kk`` features without feature ``drop``."""
+    keep = np.empty(kk - 1, dtype=np.int64)
+    c = 0
+    for a in range(kk):
+        if a != drop:
+            keep[c] = a
+            c += 1
+    return _compact_stats(G, RX, keep, kk - 1)
+
+
+@numba.njit(cache=True)
 def _option_logpdf(e, v, Sig, mu, q0, sx2, a, b):
     """Collapsed predictive ``log N(x; (z + e_a + e_b) μ, s I)`` (up to ``-D/2 log 2π``) of a
     row whose base pattern ``z`` has ``v = Σz``, ``q0 = zᵀΣz`` and residual ``e = x - zμ``,
@@ -455,13 +467,7 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
                 z[ia] = 1.0
                 z[ib] = 0.0
                 stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
-            keep = np.empty(kk - 1, dtype=np.int64)
-            c = 0
-            for a in range(kk):
-                if a != ib:
-                    keep[c] = a
-                    c += 1
-            Gm2, RXm2 = _compact_stats(Gm, RXm, keep, kk - 1)
+            Gm2, RXm2 = _stats_without(Gm, RXm, kk, ib)
             ll_new = collapsed_loglik(Gm2, RXm2, trXX, n, d, sx2, sa2)
             m1 = m[s1]
             m2 = m[s2]
@@ -595,13 +601,7 @@ def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_r
         if birth:
             ll_without = ll
         else:
-            keep = np.empty(kk - 1, dtype=np.int64)
-            cnt = 0
-            for a in range(kk):
-                if a != ia:
-                    keep[cnt] = a
-                    cnt += 1
-            G2, RX2 = _compact_stats(Gc, RXc, keep, kk - 1)
+            G2, RX2 = _stats_without(Gc, RXc, kk, ia)
             ll_without = collapsed_loglik(G2, RX2, trXX, n, d, sx2, sa2)
         log_r = (ll_with - ll_without + log_ab + log_beta_term(m_new, n, beta)
                  - math.log(n_act_i) - logq)

@@ -43,6 +43,7 @@ from pymc_ibp.step_methods.kernels.rows import birth_count, gibbs_row_entries, r
 from pymc_ibp.step_methods.kernels.slots import (
     append_empty,
     random_free_slots,
+    reset_to_prior,
     swap_remove,
     sweep_state,
     write_row,
@@ -137,12 +138,7 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
                 ma = m[act[a]]
                 skip[a] = ma == 0
                 if ma == 0 and z[a] != 0.0:  # singleton of row i: exactly the prior posterior
-                    for b in range(k):
-                        Sig[a, b] = 0.0
-                        Sig[b, a] = 0.0
-                    Sig[a, a] = sa2
-                    for t in range(d):
-                        mu[a, t] = 0.0
+                    reset_to_prior(Sig, mu, a, k, sa2)
                 elif ma > 0:
                     prior_lo[a] = prior_logodds(ma, n, beta)
         else:
@@ -251,12 +247,7 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
             stats_with_row(G, RX, Zw[r], X[i], k, -1.0)
         for a in range(k):  # columns owned only inside the window: exactly the prior
             if G[a, a] == 0.0:
-                for b in range(k):
-                    Sig[a, b] = 0.0
-                    Sig[b, a] = 0.0
-                Sig[a, a] = sa2
-                for t in range(d):
-                    mu[a, t] = 0.0
+                reset_to_prior(Sig, mu, a, k, sa2)
         # ---- Gibbs the window's rows ---------------------------------------------------
         for r in range(w):
             for a in range(k):
