@@ -11,6 +11,14 @@ PYTEST_ARGS ?=
 
 venv: $(STAMP)
 
+# numba's on-disk cache (cache=True) is keyed on each function's own file: a kernel that calls a
+# function of another module keeps the stale machine code when only that module changes. Any
+# change to the package's sources therefore clears the package's numba cache before a run.
+NUMBA_STAMP := $(VENV)/.pymc_ibp-numba-sources
+$(NUMBA_STAMP): $(shell find pymc_ibp -name '*.py') | $(STAMP)
+	@find pymc_ibp -name '*.nbi' -delete -o -name '*.nbc' -delete
+	@touch $@
+
 $(STAMP): pyproject.toml scripts/find-python.sh
 	@PYBIN=$$(scripts/find-python.sh) || exit 1; \
 	  if [ ! -x $(PY) ]; then echo "creating $(VENV) with $$PYBIN"; "$$PYBIN" -m venv $(VENV) || exit 1; fi
@@ -18,30 +26,30 @@ $(STAMP): pyproject.toml scripts/find-python.sh
 	$(PY) -m pip install --quiet -e ".[plots,test]"
 	@touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) $(NUMBA_STAMP)
 	$(PY) examples/block_images.py --out $(OUT)
 
-test: $(STAMP)
+test: $(STAMP) $(NUMBA_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # ruff (configured in pyproject.toml: line length 100, pycodestyle, pyflakes, isort, pyupgrade, bugbear)
 lint: $(STAMP)
 	$(PY) -m ruff check pymc_ibp tests benchmarks examples
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(NUMBA_STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
-test-all: $(STAMP)
+test-all: $(STAMP) $(NUMBA_STAMP)
 	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) $(NUMBA_STAMP)
 	$(PY) -m benchmarks.run_all
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) $(NUMBA_STAMP)
 	$(PY) -m benchmarks.run_all --quick
 
 # about an hour: long chains of PyMC's default sampler for the ESS/s comparison
-bench-long: $(STAMP)
+bench-long: $(STAMP) $(NUMBA_STAMP)
 	$(PY) -m benchmarks.run_all --only mixing_long
 
 # docs: installs the docs extra once (re-installed when pyproject.toml changes), then builds the

@@ -91,6 +91,7 @@ def measure(kind, n, reps, seed=0):
     Z = pad(data.Z, K_MAX)
     sx2 = data.sigma_x ** 2
     refresh = max(5, n // 10)
+    noise = kernels.noise_blocks(sx2, sa2, D)
     rng = np.random.default_rng(seed)
 
     def one():
@@ -98,7 +99,7 @@ def measure(kind, n, reps, seed=0):
         rs = Z.sum(axis=1)
         kb, S1b, S2b = int((m > 0).sum()), float(rs.sum()), float((rs * rs).sum())
         t = time.perf_counter()
-        flips, births, deaths, _ = kernels.accelerated_sweep(rng, Z, X, m, sx2, sa2, 1.0, 1.0,
+        flips, births, deaths, _ = kernels.accelerated_sweep(rng, Z, X, m, noise, 1.0, 1.0,
                                                              refresh, False,
                                                              kernels.NO_LOGODDS)
         dt = time.perf_counter() - t

@@ -53,16 +53,19 @@ def ibp_logp_fn(n, k, alpha, beta=1.0):
     return pytensor.function([value], lp)
 
 def exact_posterior(X, k_max, alpha, sigma_x, sigma_a, beta=1.0, log_prior=None):
-    """p(Z | X_obs) for every labelled Z by enumeration; A integrated out column by column.
-    The prior is the IBP(alpha, beta) pmf, or ``log_prior(mats)`` when given."""
+    """p(Z | X_obs) for every labelled Z by enumeration; A integrated out column by column
+    (``sigma_x``, ``sigma_a``: scalars or one per column).  The prior is the IBP(alpha, beta)
+    pmf, or ``log_prior(mats)`` when given."""
     n, d = X.shape
+    sxs = np.broadcast_to(np.asarray(sigma_x, dtype=float), (d,))
+    sas = np.broadcast_to(np.asarray(sigma_a, dtype=float), (d,))
     mats = all_binary_matrices(n, k_max)
     lp = ibp_logp_fn(n, k_max, alpha, beta)(mats) if log_prior is None else log_prior(mats)
     for i, Z in enumerate(mats):
         for j in range(d):
             obs = ~np.isnan(X[:, j])
             Zo = Z[obs].astype(float)
-            cov = sigma_a**2 * Zo @ Zo.T + sigma_x**2 * np.eye(obs.sum())
+            cov = sas[j]**2 * Zo @ Zo.T + sxs[j]**2 * np.eye(obs.sum())
             lp[i] += stats.multivariate_normal.logpdf(X[obs, j], np.zeros(obs.sum()), cov)
     return mats, np.exp(lp - special.logsumexp(lp))
 
@@ -81,3 +84,10 @@ def rand_state(rng, n, k, d, p=0.4):
     Z = (rng.random((n, k)) < p).astype(np.int64)
     X = rng.normal(size=(n, d))
     return Z, X
+
+
+def noise_of(step, sx2=0.25, sa2=1.0):
+    """One-block :class:`kernels.Noise` for a linear-Gaussian step's data width."""
+    from pymc_ibp.step_methods import kernels
+
+    return kernels.noise_blocks(sx2, sa2, step.d)

@@ -33,7 +33,8 @@ class GreedyResult(NamedTuple):
     """Result of :func:`greedy_map`."""
 
     Z: np.ndarray  #: the mode found, ``N x K_max`` int64
-    A: np.ndarray  #: posterior mean of the features given ``Z`` (empty slots 0)
+    A: np.ndarray  #: posterior mean of the features given ``Z`` (empty slots 0; with several
+    #: observed matrices sharing ``Z``, their feature matrices side by side)
     log_joint: np.ndarray  #: collapsed ``log p(X | Z) + log P(Z)`` after each sweep
     sweeps: int  #: sweeps run (stops early when ``Z`` no longer changes)
 
@@ -75,17 +76,19 @@ def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=No
     if not isinstance(mode, IBPMode):
         raise ModelPatternError("greedy_map needs a pmi.IBP prior on Z.")
     point = model.initial_point()
-    fn = model.compile_fn(model.replace_rvs_by_values([spec.sigma_x, spec.sigma_a, *mode.symbolic]),
+    fn = model.compile_fn(model.replace_rvs_by_values([*spec.column_scales(), *mode.symbolic]),
                           inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
-    sx, sa, alpha, beta = (float(np.asarray(v)) for v in fn(point))
+    sx, sa, alpha, beta = fn(point)
+    alpha, beta = float(np.asarray(alpha)), float(np.asarray(beta))
     mode.set_params(alpha, beta)
+    noise = kernels.noise_blocks(np.asarray(sx) ** 2, np.asarray(sa) ** 2, d)
     rng = np.random.default_rng(random_seed)
-    X = spec.X
+    offset_fn = spec.compile_offset(model)
+    X = spec.X if offset_fn is None else spec.X - np.asarray(offset_fn(point))
     Z = mode.draw(rng) if start is None else np.array(start, dtype=np.int64, copy=True)
     if Z.shape != (n, spec.k_max):
         raise ValueError(f"start must have shape {(n, spec.k_max)}; got {Z.shape}.")
-    sx2, sa2 = sx * sx, sa * sa
-    trXX = float(np.sum(X * X))
+    trXX = kernels.block_sq_norms(X, noise)
     refresh = max(5, n // 10)
     trace = []
     sweeps = 0
@@ -93,14 +96,14 @@ def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=No
         sweeps += 1
         before = Z.copy()
         m = Z.sum(axis=0).astype(np.int64)
-        kernels.accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, True,
+        kernels.accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, True,
                                   kernels.NO_LOGODDS)
-        trace.append(kernels.log_joint_of(Z, X, sx2, sa2, alpha, beta, trXX)[0])
+        trace.append(kernels.log_joint_of(Z, X, noise, None, alpha, beta, trXX)[0])
         if np.array_equal(before, Z):
             break
     act = np.flatnonzero(Z.sum(axis=0) > 0)
     A = np.zeros((spec.k_max, d))
     if act.size:
         G, RX = kernels.suff_stats(Z, X, act)
-        A[act] = kernels.posterior_from_stats(G, RX, sx2, sa2)[1]
+        A[act] = kernels.posterior_from_stats(G, RX, noise)[1]
     return GreedyResult(Z=Z, A=A, log_joint=np.array(trace), sweeps=sweeps)

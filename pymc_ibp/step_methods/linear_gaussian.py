@@ -65,8 +65,8 @@ def _group_by_matrix(model, vars_):
     value_vars = get_value_vars_from_user_vars(vars_, model)
     groups, seen = [], set()
     for spec in matched_models(model):
-        mine = {model.rvs_to_values[rv] for rv in (spec.z_rv, spec.a_rv, spec.missing_rv)
-                if rv is not None}
+        mine = {model.rvs_to_values[rv]
+                for rv in (spec.z_rv, *spec.a_rvs, *spec.missing_rvs)}
         group = [v for v in value_vars if v in mine and v not in seen]
         if group:
             groups.append(group)
@@ -130,8 +130,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             spec = self._spec_owning(model, value_vars)
         self.spec = spec
         self.update_z = bool(z_vals)
-        owned = ([spec.z_rv] if self.update_z else []) + [spec.a_rv] + (
-            [spec.missing_rv] if spec.missing_rv is not None else [])
+        owned = ([spec.z_rv] if self.update_z else []) + spec.a_rvs + spec.missing_rvs
         owned_vals = [model.rvs_to_values[rv] for rv in owned]
         for v in value_vars:
             if v not in owned_vals:
@@ -141,11 +140,14 @@ class _LinearGaussianIBPStep(BlockedStep):
                 )
         self.vars = owned_vals
         self.z_name = model.rvs_to_values[spec.z_rv].name
-        self.a_name = model.rvs_to_values[spec.a_rv].name
-        self.miss_name = (model.rvs_to_values[spec.missing_rv].name
-                          if spec.missing_rv is not None else None)
-        for rv in [spec.a_rv, spec.missing_rv]:
-            if rv is not None and model.rvs_to_transforms.get(rv) is not None:
+        # one block of columns per observed matrix: its A, its imputed entries (if any)
+        self._blocks = [
+            (int(c0), int(c1), model.rvs_to_values[b.a_rv].name,
+             model.rvs_to_values[b.missing_rv].name if b.missing_rv is not None else None,
+             b.missing_mask)
+            for b, c0, c1 in zip(spec.blocks, spec.cols[:-1], spec.cols[1:], strict=True)]
+        for rv in spec.a_rvs + spec.missing_rvs:
+            if model.rvs_to_transforms.get(rv) is not None:
                 raise ModelPatternError(f"{rv.name!r} must not be transformed.")
         self.n, self.d = spec.X.shape
         self.k_max = spec.k_max
@@ -155,14 +157,15 @@ class _LinearGaussianIBPStep(BlockedStep):
                 f"{type(self).__name__} supports a pmi.IBP prior on {self.z_name!r} only; for a "
                 f"Bernoulli (e.g. stick-breaking) prior use pmi.AcceleratedGibbs (window=1)."
             )
-        hyper = model.replace_rvs_by_values([spec.sigma_x, spec.sigma_a, *self.mode.symbolic])
+        hyper = model.replace_rvs_by_values([*spec.column_scales(), *self.mode.symbolic])
         self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                           point_fn=True, **(compile_kwargs or {}))
         self._X = np.where(np.isnan(spec.X), 0.0, spec.X)
         self._mask = spec.missing_mask
         self._offset_fn = spec.compile_offset(model, **(compile_kwargs or {}))
         fixed = self._mask is None and self._offset_fn is None
-        self._trXX = float(np.sum(self._X**2)) if fixed else None
+        self._colsq = np.sum(self._X**2, axis=0) if fixed else None
+        self._col_var = {}  # data variance of a block of columns, for the annealing
         if init_z not in ("auto", "prior", "point"):
             raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")
         self.init_z = init_z
@@ -173,7 +176,6 @@ class _LinearGaussianIBPStep(BlockedStep):
         if self.init_restarts < 1:
             raise ValueError(f"init_restarts must be >= 1; got {init_restarts!r}.")
         self.init_anneal = bool(init_anneal)
-        self._data_var = float(np.nanvar(spec.X))
         self.split_merge = int(split_merge) if self.mode.counts else 0
         kinds = {"sequential": kernels.sequential_split_merge,
                  "random": kernels.random_split_merge}
@@ -202,8 +204,7 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _spec_owning(model, value_vars):
         """The matched model whose A (or imputed X) is among ``value_vars``."""
         for spec in matched_models(model):
-            mine = {model.rvs_to_values[rv] for rv in (spec.a_rv, spec.missing_rv)
-                    if rv is not None}
+            mine = {model.rvs_to_values[rv] for rv in (*spec.a_rvs, *spec.missing_rvs)}
             if mine & set(value_vars):
                 return spec
         raise ModelPatternError(
@@ -212,11 +213,27 @@ class _LinearGaussianIBPStep(BlockedStep):
         )
 
     def _hyper(self, point):
-        """``(σx², σa²)``; the prior mode's parameters are set from the same point."""
+        """The likelihood's variances as a :class:`kernels.Noise` (column blocks of equal
+        scales); the prior mode's parameters are set from the same point."""
         sx, sa, *prior = self._hyper_fn(point)
         self.mode.set_params(*prior)
-        sx, sa = float(np.asarray(sx)), float(np.asarray(sa))
-        return sx * sx, sa * sa
+        sx, sa = np.asarray(sx, dtype=np.float64), np.asarray(sa, dtype=np.float64)
+        return kernels.noise_blocks(sx * sx, sa * sa, self.d)
+
+    def _trXX(self, X, noise):
+        """``‖X_b‖²`` per block of ``noise``."""
+        if self._colsq is None:
+            return kernels.block_sq_norms(X, noise)
+        return np.add.reduceat(self._colsq, noise.cols[:-1])
+
+    def _data_var(self, noise):
+        """The observed data's variance in each block of ``noise`` (cached)."""
+        key = tuple(noise.cols)
+        if key not in self._col_var:
+            X = self.spec.X
+            self._col_var[key] = np.array([float(np.nanvar(X[:, a:b]))
+                                           for a, b in zip(key[:-1], key[1:], strict=True)])
+        return self._col_var[key]
 
     def _offset(self, point):
         return None if self._offset_fn is None else np.asarray(self._offset_fn(point))
@@ -227,20 +244,28 @@ class _LinearGaussianIBPStep(BlockedStep):
         X = self._X
         if self._mask is not None:
             X = X.copy()
-            X[self._mask] = point[self.miss_name]
+            for c0, c1, _, miss, mask in self._blocks:
+                if miss is not None:
+                    X[:, c0:c1][mask] = point[miss]
         return X if offset is None else X - offset
 
-    def _sweep(self, Z, X, m, sx2, sa2):  # pragma: no cover - abstract
+    def _sweep(self, Z, X, m, noise):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _log_joint(self, Z, X, trXX, sx2, sa2):
+    def _log_joint(self, Z, X, trXX, noise):
         """``(log p(X | Z, σ) + log P(Z), log p(X | Z, σ))``, ``A`` integrated out."""
         m = Z.sum(axis=0)
         act = np.flatnonzero(m > 0)
         G, RX = kernels.suff_stats(Z, X, act)
-        return self.mode.log_joint(G, RX, Z, m, act, trXX, self.d, sx2, sa2)
+        return self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
 
-    def _fresh_start(self, X, sx2, sa2):
+    def _tempered(self, noise, w, v0):
+        """``noise`` with each block's ``σx²`` moved geometrically towards ``v0`` (weight
+        ``1 - w``; never below ``σx²``)."""
+        v0 = np.maximum(v0, noise.sx2)
+        return noise._replace(sx2=np.exp(w * np.log(noise.sx2) + (1.0 - w) * np.log(v0)))
+
+    def _fresh_start(self, X, noise):
         """A new starting ``Z`` for the chain or a multi-start segment: a prior draw, or, for a
         large data set (``N > 2 · init_subsample``, IBP prior), the result of
         ``init_subsample_sweeps`` annealed sweeps (with split–merge and birth/death moves) on a
@@ -253,27 +278,27 @@ class _LinearGaussianIBPStep(BlockedStep):
         rows = np.sort(rng.choice(self.n, size=ns, replace=False))
         Xs = np.ascontiguousarray(X[rows])
         Zs = ibp_draw_core(rng, mode.alpha, mode.beta, ns, self.k_max)
-        trXs = float(np.sum(Xs * Xs))
+        trXs = kernels.block_sq_norms(Xs, noise)
         sweeps = self.init_subsample_sweeps
         span = max(1, int(math.ceil(0.6 * sweeps)))
-        v0 = max(float(np.var(Xs)), sx2)
+        v0 = np.array([float(np.var(Xs[:, a:b]))
+                       for a, b in zip(noise.cols[:-1], noise.cols[1:], strict=True)])
         for t in range(sweeps):
-            w = min(1.0, t / span)
-            s2 = math.exp(w * math.log(sx2) + (1.0 - w) * math.log(v0))
+            s2 = self._tempered(noise, min(1.0, t / span), v0)
             m = Zs.sum(axis=0).astype(np.int64)
-            kernels.accelerated_sweep(rng, Zs, Xs, m, s2, sa2, mode.alpha, mode.beta,
+            kernels.accelerated_sweep(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
                                       max(5, ns // 10), False, kernels.NO_LOGODDS)
             if self.split_merge:
-                self._split_merge_fn(rng, Zs, Xs, m, s2, sa2, mode.alpha, mode.beta,
+                self._split_merge_fn(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
                                      self.split_merge, trXs)
             if self.birth_death:
-                kernels.sequential_birth_death(rng, Zs, Xs, m, s2, sa2, mode.alpha, mode.beta,
+                kernels.sequential_birth_death(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
                                                self.birth_death, self.birth_rows, trXs)
         Z = np.zeros((self.n, self.k_max), dtype=np.int64)
         Z[rows] = Zs
         return Z
 
-    def _start(self, Z, X, sx2, sa2):
+    def _start(self, Z, X, noise):
         """The chain's first ``Z`` (initialisation policy in the module docstring) and the
         multi-start schedule: ``R`` segments of ``L >= 10`` sweeps in the first half of tuning,
         only when the chain starts from the prior."""
@@ -284,9 +309,9 @@ class _LinearGaussianIBPStep(BlockedStep):
         while R > 1 and self.n_tune // (2 * R) < 10:
             R -= 1
         self.restarts, self.segment = R, (self.n_tune // (2 * R) if R > 1 else 0)
-        return self._fresh_start(X, sx2, sa2) if from_prior else Z
+        return self._fresh_start(X, noise) if from_prior else Z
 
-    def _restart(self, Z, X, trXX, sx2, sa2):
+    def _restart(self, Z, X, trXX, noise):
         """Multi-start burn-in (tuning only): the first ``R·L`` tuning sweeps are ``R``
         segments of ``L`` sweeps, each from its own prior draw of ``Z``; after the last one the
         chain continues from the segment end with the highest collapsed log joint (evaluated
@@ -297,64 +322,69 @@ class _LinearGaussianIBPStep(BlockedStep):
             return Z
         self.candidates.append(Z)  # Z is the step's own copy of the point's value
         if s < R * L:
-            return self._fresh_start(X, sx2, sa2)
-        scores = [self._log_joint(c, X, trXX, sx2, sa2)[0] for c in self.candidates]
+            return self._fresh_start(X, noise)
+        scores = [self._log_joint(c, X, trXX, noise)[0] for c in self.candidates]
         best = self.candidates[int(np.argmax(scores))]
         self.candidates = []
         return best
 
-    def _annealed(self, sx2):
-        """Noise variance for the Z moves.  Inside a multi-start segment (tuning only, with
-        ``init_anneal``) it falls geometrically from the data's variance to ``σx²`` over the
-        first 60% of the segment's sweeps, so that features appear largest first instead of
-        all slots filling with noise in the first sweep; ``σx²`` itself everywhere else."""
+    def _annealed(self, noise):
+        """Noise variances for the Z moves.  Inside a multi-start segment (tuning only, with
+        ``init_anneal``) each block's falls geometrically from the data's variance to its
+        ``σx²`` over the first 60% of the segment's sweeps, so that features appear largest
+        first instead of all slots filling with noise in the first sweep; ``σx²`` itself
+        everywhere else."""
         L = self.segment
         if not (L and self.init_anneal) or self.sweeps >= self.restarts * L:
-            return sx2
+            return noise
         t, span = self.sweeps % L, max(1, int(math.ceil(0.6 * L)))
-        if t >= span or self._data_var <= sx2:
-            return sx2
-        w = t / span
-        return math.exp(w * math.log(sx2) + (1.0 - w) * math.log(self._data_var))
+        if t >= span:
+            return noise
+        return self._tempered(noise, t / span, self._data_var(noise))
 
     def step(self, point):
-        sx2, sa2 = self._hyper(point)
+        noise = self._hyper(point)
         Z = np.array(self.spec.z_value(point, self.z_name), dtype=np.int64, copy=True)
         offset = self._offset(point)
         X = self._complete_data(point, offset)
-        trXX = self._trXX if self._trXX is not None else float(np.sum(X * X))
+        trXX = self._trXX(X, noise)
         flips = births = deaths = hit = sm_acc = bd_acc = 0
         if self.update_z:
             if not self.started:
-                Z = self._start(Z, X, sx2, sa2)
-            Z = self._restart(Z, X, trXX, sx2, sa2)
+                Z = self._start(Z, X, noise)
+            Z = self._restart(Z, X, trXX, noise)
             m = Z.sum(axis=0).astype(np.int64)
-            sx2_z = self._annealed(sx2)
-            flips, births, deaths, hit = self._sweep(Z, X, m, sx2_z, sa2)
+            noise_z = self._annealed(noise)
+            flips, births, deaths, hit = self._sweep(Z, X, m, noise_z)
             if self.split_merge > 0:
-                sm_acc = self._split_merge_fn(self.rng, Z, X, m, sx2_z, sa2, self.mode.alpha,
+                sm_acc = self._split_merge_fn(self.rng, Z, X, m, noise_z, self.mode.alpha,
                                               self.mode.beta, self.split_merge, trXX)
             if self.birth_death > 0:
                 bd_acc = kernels.sequential_birth_death(
-                    self.rng, Z, X, m, sx2_z, sa2, self.mode.alpha, self.mode.beta,
+                    self.rng, Z, X, m, noise_z, self.mode.alpha, self.mode.beta,
                     self.birth_death, self.birth_rows, trXX)
         else:
             m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
         act = np.flatnonzero(m > 0)
         G, RX = kernels.suff_stats(Z, X, act)
-        A = self.rng.normal(0.0, math.sqrt(sa2), size=(self.k_max, self.d))
+        widths = np.diff(noise.cols)
+        sa_col = np.sqrt(np.repeat(noise.sa2, widths))
+        A = self.rng.standard_normal((self.k_max, self.d)) * sa_col
         if act.size:
-            A[act] = kernels.draw_active_features(self.rng, G, RX, sx2, sa2)
+            A[act] = kernels.draw_active_features(self.rng, G, RX, noise)
         new = dict(point)
         if self.update_z:
             new[self.z_name] = Z
-        new[self.a_name] = A
-        if self._mask is not None:
-            mean = (Z @ A if offset is None else Z @ A + offset)[self._mask]
-            new[self.miss_name] = mean + math.sqrt(sx2) * self.rng.standard_normal(mean.shape)
+        sx_col = np.sqrt(np.repeat(noise.sx2, widths))
+        for c0, c1, a_name, miss, mask in self._blocks:
+            new[a_name] = A[:, c0:c1]
+            if miss is not None:
+                mean = Z @ A[:, c0:c1] + (0.0 if offset is None else offset[:, c0:c1])
+                sd = np.broadcast_to(sx_col[c0:c1], mean.shape)[mask]
+                new[miss] = mean[mask] + sd * self.rng.standard_normal(sd.shape)
         # label-invariant statistics, with the hyperparameters this sweep used
-        log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, self.d, sx2, sa2)
+        log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
         if hit and not self.warned and self.sweeps >= self.n_tune:  # kept draws only
             self.warned = True
             warnings.warn(
@@ -398,7 +428,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         except TypeError:
             return Competence.INCOMPATIBLE
         for spec in matched_models(model):
-            if var is spec.z_rv or var is spec.a_rv or var is spec.missing_rv:
+            if var is spec.z_rv or var in spec.a_rvs or var in spec.missing_rvs:
                 return Competence.IDEAL
         return Competence.INCOMPATIBLE
 
@@ -496,13 +526,13 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
             )
         self.refresh = int(refresh) if refresh is not None else max(5, self.n // 10)
 
-    def _sweep(self, Z, X, m, sx2, sa2):
+    def _sweep(self, Z, X, m, noise):
         mode = self.mode
         if self.window > 1:
-            return kernels.accelerated_sweep_window(self.rng, Z, X, m, sx2, sa2, mode.alpha,
+            return kernels.accelerated_sweep_window(self.rng, Z, X, m, noise, mode.alpha,
                                                     mode.beta, self.refresh, self.window)
         alpha, beta = (mode.alpha, mode.beta) if mode.counts else (1.0, 1.0)
-        return kernels.accelerated_sweep(self.rng, Z, X, m, sx2, sa2, alpha, beta, self.refresh,
+        return kernels.accelerated_sweep(self.rng, Z, X, m, noise, alpha, beta, self.refresh,
                                          False, mode.logodds)
 
 
@@ -526,6 +556,6 @@ class CollapsedGibbs(_LinearGaussianIBPStep):
         # never chosen automatically: AcceleratedGibbs is the same chain, faster
         return Competence.INCOMPATIBLE
 
-    def _sweep(self, Z, X, m, sx2, sa2):
-        return kernels.collapsed_sweep(self.rng, Z, X, m, sx2, sa2, self.mode.alpha,
-                                       self.mode.beta, float((X * X).sum()))
+    def _sweep(self, Z, X, m, noise):
+        return kernels.collapsed_sweep(self.rng, Z, X, m, noise, self.mode.alpha,
+                                       self.mode.beta, kernels.block_sq_norms(X, noise))

@@ -11,10 +11,14 @@
 **What the likelihood is** (:func:`find_linear_gaussian`): the linear-Gaussian model the
 collapsed and accelerated samplers need::
 
-    A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))      # K x D, scalar sigma_a
-    pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X)             # scalar sigma_x
+    A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))      # K x D
+    pm.Normal("X", mu=Z @ A + b, sigma=sigma_x, observed=X)         # b optional
 
-The prior's parameters, ``sigma_a`` and ``sigma_x`` may be constants or free variables with any
+``sigma_a`` and ``sigma_x`` are scalars or one value per column (shape ``(D,)``).  One ``Z``
+may feed several such observed matrices (``X1 ~ Normal(Z @ A1, s1)``,
+``X2 ~ Normal(Z @ A2, s2)``, …): each is a :class:`GaussianBlock` of columns with its own
+``A``, scales and offset, and the samplers see the blocks side by side.  The prior's
+parameters, the scales and the offsets may be constants or free variables with any
 transform; they are read from the current point at every step.  Observed arrays with NaNs
 (PyMC's automatic imputation, ``X_observed`` + ``X_unobserved``) are supported.
 """
@@ -40,6 +44,7 @@ from pymc_ibp.exceptions import DataError, ModelPatternError
 
 __all__ = [
     "PRIOR_MATCHERS",
+    "GaussianBlock",
     "IBPPrior",
     "LinearGaussianIBP",
     "LogOddsPrior",
@@ -51,8 +56,9 @@ __all__ = [
 PATTERN = (
     "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')) or pm.Bernoulli('Z', p=P, "
     "dims=('obs', 'feature')); "
-    "A = pm.Normal('A', 0, sigma_a, dims=('feature', 'dim')) with scalar sigma_a; "
-    "pm.Normal('X', mu=Z @ A, sigma=sigma_x, observed=X) with scalar sigma_x"
+    "A = pm.Normal('A', 0, sigma_a, dims=('feature', 'dim')); "
+    "pm.Normal('X', mu=Z @ A (+ offset), sigma=sigma_x, observed=X), sigma_a and sigma_x "
+    "scalars or one per column"
 )
 
 
@@ -103,32 +109,84 @@ def match_prior(model, z_rv):
 
 
 @dataclass
+class GaussianBlock:
+    """One observed Normal whose mean is ``Z @ A (+ offset)``: a block of columns of the data
+    with its own feature matrix, scales and offset."""
+
+    obs_rv: object  # the observed Normal (or X_observed)
+    a_rv: object  # its feature matrix A (K_max x D_b)
+    sigma_x: object  # symbolic noise scale, one per column (shape (D_b,)) or a scalar
+    sigma_a: object  # symbolic prior scale of A, one per column or a scalar
+    X: np.ndarray  # N x D_b with NaN at missing entries
+    missing_rv: object = None  # X_unobserved free RV, or None
+    missing_mask: np.ndarray | None = None  # N x D_b bool, True where missing
+    offset: object = None  # symbolic terms added to Z @ A (broadcast to N x D_b), or None
+
+    @property
+    def like_rvs(self):
+        """The random variables whose logp holds this block's data terms."""
+        return [self.obs_rv] + ([self.missing_rv] if self.missing_rv is not None else [])
+
+
+@dataclass
 class LinearGaussianIBP:
-    """The pieces of a matched linear-Gaussian latent feature model."""
+    """The pieces of a matched linear-Gaussian latent feature model: the binary matrix, its
+    prior and the blocks of columns it explains (one per observed matrix)."""
 
     z_rv: object
     prior: object  # IBPPrior or LogOddsPrior
-    a_rv: object
-    like_rvs: list  # observed Normal RVs (one, or X_observed) and imputed X_unobserved
-    sigma_x: object
-    sigma_a: object
-    X: np.ndarray  # N x D with NaN at missing entries
-    missing_rv: object = None  # X_unobserved free RV, or None
-    missing_mask: np.ndarray | None = None  # N x D bool, True where missing
+    blocks: list  # GaussianBlock, in a fixed order
     k_max: int = 0
-    offset: object = None  # symbolic terms added to Z @ A (broadcast to N x D), or None
     z_data: np.ndarray | None = None  # the known Z of an observed pmi.IBP / Bernoulli, or None
+
+    @property
+    def X(self):
+        """All blocks' data side by side, ``N x D`` (NaN at missing entries)."""
+        return np.hstack([b.X for b in self.blocks])
+
+    @property
+    def cols(self):
+        """Block boundaries in the stacked columns (length ``B + 1``)."""
+        return np.concatenate([[0], np.cumsum([b.X.shape[1] for b in self.blocks])]).astype(int)
+
+    @property
+    def missing_mask(self):
+        """``N x D`` mask of the imputed entries, or ``None`` if none are imputed."""
+        if all(b.missing_mask is None for b in self.blocks):
+            return None
+        return np.hstack([b.missing_mask if b.missing_mask is not None
+                          else np.zeros(b.X.shape, dtype=bool) for b in self.blocks])
+
+    @property
+    def a_rvs(self):
+        return [b.a_rv for b in self.blocks]
+
+    @property
+    def missing_rvs(self):
+        return [b.missing_rv for b in self.blocks if b.missing_rv is not None]
+
+    @property
+    def like_rvs(self):
+        return [rv for b in self.blocks for rv in b.like_rvs]
 
     def z_value(self, point, z_name):
         """``Z`` at ``point`` (the data when ``Z`` is observed)."""
         return self.z_data if self.z_data is not None else point[z_name]
 
+    def column_scales(self):
+        """Symbolic per-column ``(σx, σa)``, each of length ``D`` (the stacked columns)."""
+        sx = [pt.broadcast_to(b.sigma_x, (b.X.shape[1],)) for b in self.blocks]
+        sa = [pt.broadcast_to(b.sigma_a, (b.X.shape[1],)) for b in self.blocks]
+        return pt.concatenate(sx), pt.concatenate(sa)
+
     def compile_offset(self, model, **compile_kwargs):
-        """A point function giving the offset as an ``N x D`` array, or ``None``."""
-        if self.offset is None:
+        """A point function giving the blocks' offsets as one ``N x D`` array, or ``None``."""
+        if all(b.offset is None for b in self.blocks):
             return None
-        n, d = self.X.shape
-        [off] = model.replace_rvs_by_values([pt.broadcast_to(self.offset, (n, d))])
+        n = self.blocks[0].X.shape[0]
+        parts = [pt.zeros((n, b.X.shape[1])) if b.offset is None
+                 else pt.broadcast_to(b.offset, (n, b.X.shape[1])) for b in self.blocks]
+        [off] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1)])
         return model.compile_fn(off, inputs=model.value_vars, on_unused_input="ignore",
                                 point_fn=True, **compile_kwargs)
 
@@ -229,8 +287,55 @@ def _data_of(value_var):
     return np.asarray(value_var.eval(), dtype=float)
 
 
+def _column_scale(sigma, what, masked=False):
+    """The symbolic scale of a Normal over an ``R x D`` matrix as a scalar or one value per
+    column; raises :class:`ModelPatternError` when it varies across rows.  ``masked``: the
+    scale was indexed by PyMC's imputation split, whose base is the unmasked scale."""
+    if masked and not _is_scalar(sigma) and sigma.owner is not None and isinstance(
+            sigma.owner.op, AdvancedSubtensor):
+        sigma = sigma.owner.inputs[0]
+    if _is_scalar(sigma):
+        return _scalar_of(sigma)
+    if sigma.ndim == 2:
+        if not sigma.type.broadcastable[0]:
+            raise ModelPatternError(
+                f"{what} varies across rows (shape {sigma.type.shape}); the collapsed "
+                f"linear-Gaussian samplers need a scalar or one value per column. "
+                f"Needed pattern: {PATTERN}."
+            )
+        sigma = sigma[0]
+    if sigma.ndim != 1:
+        raise ModelPatternError(f"{what} must be a scalar or one value per column.")
+    return sigma
+
+
+def _block_data(model, z_rv, obs_rv, obs_mask, shape):
+    """The data of ``obs_rv`` as an ``N x D_b`` array (NaN where PyMC imputes)."""
+    n, d = shape
+    X = np.full((n, d), np.nan)
+    data = _data_of(model.rvs_to_values[obs_rv])
+    if obs_mask is None:
+        if data.shape != (n, d):
+            raise ModelPatternError(
+                f"Shape mismatch: observed {obs_rv.name!r} has shape {data.shape} "
+                f"but {z_rv.name} @ A is {n} x {d}."
+            )
+        X[:] = data
+    else:
+        if obs_mask.shape != (n, d):
+            raise ModelPatternError(
+                f"Mask shape {obs_mask.shape} does not match {z_rv.name} @ A ({n} x {d})."
+            )
+        X[obs_mask] = data
+    return X
+
+
 def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
-    """Match the linear-Gaussian pattern around ``z_rv`` or raise :class:`ModelPatternError`."""
+    """Match the linear-Gaussian pattern around ``z_rv`` or raise :class:`ModelPatternError`.
+
+    Every Normal child whose mean is ``z_rv @ A (+ offset)`` is collected; children with the
+    same ``A`` (an observed matrix and its imputed entries) form one :class:`GaussianBlock`.
+    """
     if z_rv.ndim != 2:
         raise ModelPatternError(
             f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim})."
@@ -245,10 +350,7 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
         rv for rv in model.observed_RVs + model.free_RVs
         if rv is not z_rv and z_rv in set(ancestors([rv]))
     ]
-    like, missing_rv = [], None
-    a_rv = None
-    sigma_x = None
-    offset = None
+    groups = {}  # A -> {"obs": [(rv, mask)], "missing": [(rv, mask)], "sigma", "offset"}
     found = []
     for rv in candidates:
         found.append(f"{rv.name} ~ {type(rv.owner.op).__name__}")
@@ -261,14 +363,12 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
         left, right, off, mask = mm
         if left is not z_rv:
             continue
-        if off is not None:
-            if {z_rv, right} & set(ancestors([off])):
-                raise ModelPatternError(
-                    f"In {rv.name!r} the mean is Z @ A plus terms that depend on Z or A; the "
-                    f"fast samplers need Z @ A + an offset not involving them. "
-                    f"Needed pattern: {PATTERN}."
-                )
-            offset = off if offset is None else offset
+        if off is not None and {z_rv, right} & set(ancestors([off])):
+            raise ModelPatternError(
+                f"In {rv.name!r} the mean is Z @ A plus terms that depend on Z or A; the "
+                f"fast samplers need Z @ A + an offset not involving them. "
+                f"Needed pattern: {PATTERN}."
+            )
         if (right.owner is None or not isinstance(right.owner.op, NormalRV)
                 or right not in model.free_RVs):
             raise ModelPatternError(
@@ -276,84 +376,61 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
                 "but the right factor must be "
                 f"a free pm.Normal feature matrix. Needed pattern: {PATTERN}."
             )
-        if a_rv is not None and right is not a_rv:
-            raise ModelPatternError("Z @ A uses two different feature matrices.")
-        a_rv = right
-        if not _is_scalar(sigma):
-            raise ModelPatternError(
-                f"{rv.name!r} has a non-scalar noise sigma (shape {sigma.type.shape}); "
-                "the collapsed "
-                f"linear-Gaussian samplers need one scalar sigma_x. Needed pattern: {PATTERN}."
-            )
-        sigma_x = _scalar_of(sigma) if sigma_x is None else sigma_x
-        if rv in model.observed_RVs:
-            like.append((rv, mask))
-        else:
-            missing_rv = (rv, mask)
-    if a_rv is None:
+        g = groups.setdefault(right, {"obs": [], "missing": [], "sigma": None, "offset": None})
+        g["sigma"] = g["sigma"] if g["sigma"] is not None else _column_scale(
+            sigma, f"The noise sigma of {rv.name!r}", masked=mask is not None)
+        g["offset"] = off if g["offset"] is None else g["offset"]
+        g["obs" if rv in model.observed_RVs else "missing"].append((rv, mask))
+    if not groups:
         raise ModelPatternError(
             f"No Normal likelihood with mean Z @ A found for {z_rv.name!r}. Needed pattern: "
             f"{PATTERN}. Found children: {', '.join(found) or 'none'}."
         )
-    _, _, a_mu, a_sigma = a_rv.owner.inputs
-    if not _is_zero_constant(a_mu):
-        raise ModelPatternError(f"{a_rv.name!r} must have mean 0. Needed pattern: {PATTERN}.")
-    if not _is_scalar(a_sigma):
-        raise ModelPatternError(
-            f"{a_rv.name!r} must have one scalar sigma_a (got shape {a_sigma.type.shape}). "
-            f"Needed pattern: {PATTERN}."
-        )
     ip = model.initial_point()
     z_val = model.rvs_to_values[z_rv]
     n, k_max = (ip[z_val.name] if z_val.name in ip else _data_of(z_val)).shape
-    a_shape = tuple(int(s) for s in ip[model.rvs_to_values[a_rv].name].shape)
-    if len(a_shape) != 2 or a_shape[0] != k_max:
-        raise ModelPatternError(
-            f"Shape mismatch: {z_rv.name!r} is {n} x {k_max} but "
-            f"{a_rv.name!r} has shape {a_shape}; "
-            f"A must be K_max x D = {k_max} x D."
-        )
-    d = a_shape[1]
-    X = np.full((n, d), np.nan)
-    missing_mask = None
-    if len(like) != 1:
-        raise ModelPatternError(
-            f"Expected exactly one observed Normal with mean Z @ A, found {len(like)}."
-        )
-    obs_rv, obs_mask = like[0]
-    data = _data_of(model.rvs_to_values[obs_rv])
-    if obs_mask is None:
-        if data.shape != (n, d):
+    blocks = []
+    for a_rv, g in groups.items():
+        _, _, a_mu, a_sigma = a_rv.owner.inputs
+        if not _is_zero_constant(a_mu):
+            raise ModelPatternError(f"{a_rv.name!r} must have mean 0. Needed pattern: {PATTERN}.")
+        a_shape = tuple(int(s) for s in ip[model.rvs_to_values[a_rv].name].shape)
+        if len(a_shape) != 2 or a_shape[0] != k_max:
             raise ModelPatternError(
-                f"Shape mismatch: observed {obs_rv.name!r} has shape {data.shape} "
-                f"but Z @ A is {n} x {d}."
+                f"Shape mismatch: {z_rv.name!r} is {n} x {k_max} but "
+                f"{a_rv.name!r} has shape {a_shape}; "
+                f"A must be K_max x D = {k_max} x D."
             )
-        X[:] = data
-    else:
-        if obs_mask.shape != (n, d):
+        if len(g["obs"]) != 1 or len(g["missing"]) > 1:
             raise ModelPatternError(
-                f"Mask shape {obs_mask.shape} does not match Z @ A ({n} x {d})."
+                f"Expected exactly one observed Normal with mean {z_rv.name} @ {a_rv.name}, "
+                f"found {len(g['obs'])}."
             )
-        X[obs_mask] = data
-    if missing_rv is not None:
-        missing_mask = np.asarray(missing_rv[1])
-        if missing_mask.shape != (n, d):
-            raise ModelPatternError("Imputed entries do not index Z @ A.")
-    bad = ~np.isfinite(X)
-    if missing_mask is not None:
-        bad &= ~missing_mask
-    if bad.any():
-        r, c = (int(v) for v in np.argwhere(bad)[0])
-        kind = "inf" if np.isinf(X[r, c]) else "NaN that is not imputed"
-        raise DataError(
-            f"The observed data of {obs_rv.name!r} contains {kind} at (row {r}, column {c}) "
-            f"({int(bad.sum())} non-finite entries in all). Remove infinite values; pass "
-            "missing values as NaN (or a masked array) so that PyMC imputes them."
-        )
+        obs_rv, obs_mask = g["obs"][0]
+        X = _block_data(model, z_rv, obs_rv, obs_mask, (n, a_shape[1]))
+        missing_rv = missing_mask = None
+        if g["missing"]:
+            missing_rv, missing_mask = g["missing"][0]
+            missing_mask = np.asarray(missing_mask)
+            if missing_mask.shape != X.shape:
+                raise ModelPatternError("Imputed entries do not index Z @ A.")
+        bad = ~np.isfinite(X)
+        if missing_mask is not None:
+            bad &= ~missing_mask
+        if bad.any():
+            r, c = (int(v) for v in np.argwhere(bad)[0])
+            kind = "inf" if np.isinf(X[r, c]) else "NaN that is not imputed"
+            raise DataError(
+                f"The observed data of {obs_rv.name!r} contains {kind} at (row {r}, column "
+                f"{c}) ({int(bad.sum())} non-finite entries in all). Remove infinite values; "
+                "pass missing values as NaN (or a masked array) so that PyMC imputes them."
+            )
+        blocks.append(GaussianBlock(
+            obs_rv=obs_rv, a_rv=a_rv, sigma_x=g["sigma"],
+            sigma_a=_column_scale(a_sigma, f"The sigma of {a_rv.name!r}"), X=X,
+            missing_rv=missing_rv, missing_mask=missing_mask, offset=g["offset"]))
     return LinearGaussianIBP(
-        z_rv=z_rv, prior=prior, like_rvs=[obs_rv], a_rv=a_rv, sigma_x=sigma_x,
-        sigma_a=_scalar_of(a_sigma), X=X, missing_rv=None if missing_rv is None else missing_rv[0],
-        missing_mask=missing_mask, k_max=k_max, offset=offset,
+        z_rv=z_rv, prior=prior, blocks=blocks, k_max=k_max,
         z_data=(_data_of(model.rvs_to_values[z_rv]).astype(np.int64)
                 if z_rv in model.observed_RVs else None),
     )

@@ -5,16 +5,20 @@ For ``X ~ Normal(Z @ A + b, σx)`` with ``b ~ Normal(μ0, s0)`` (any shape that 
 conditional of each entry ``b_j`` is Gaussian (conjugate normal–normal update, e.g. Gelman et
 al. 2013, §2.5):
 
-    precision  P_j = 1/s0_j² + c_j/σx²,     mean  (μ0_j/s0_j² + Σ_{(n,d) ∈ j} r_nd/σx²) / P_j,
+    precision  P_j = 1/s0_j² + Σ_{(n,d) ∈ j} 1/σx_d²,
+    mean       (μ0_j/s0_j² + Σ_{(n,d) ∈ j} r_nd/σx_d²) / P_j,
 
-with ``r = X - Z A`` (imputed entries filled in) and ``c_j`` the number of entries of ``X`` that
-``b_j`` is added to.  One draw costs ``O(N D)``; no gradients.
+with ``r = X - Z A`` (imputed entries filled in) and the sums over the entries of ``X`` that
+``b_j`` is added to (``σx_d`` the noise scale of column ``d``: a scalar or one per column).
+One draw costs ``O(N D)``; no gradients.  With several observed matrices sharing ``Z``, the
+offset belongs to one of them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
@@ -32,16 +36,18 @@ OFFSET_PATTERN = (
 
 
 def _match_offset(model, rv):
-    """``spec`` of the linear-Gaussian model whose offset is exactly ``rv`` (broadcast)."""
+    """``(spec, block index)`` of the linear-Gaussian model whose offset (of one observed
+    matrix) is exactly ``rv`` (broadcast)."""
     if not isinstance(rv.owner.op, NormalRV) or model.rvs_to_transforms.get(rv) is not None:
         raise ModelPatternError(f"{rv.name!r} is not an untransformed pm.Normal.")
     for spec in matched_models(model):
-        if spec.offset is None or _strip(spec.offset) is not rv:
-            continue
-        others = [r for r in model.basic_RVs if r is not rv]
-        users = {r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))}
-        if users <= {*spec.like_rvs, spec.missing_rv}:
-            return spec
+        for i, blk in enumerate(spec.blocks):
+            if blk.offset is None or _strip(blk.offset) is not rv:
+                continue
+            others = [r for r in model.basic_RVs if r is not rv]
+            users = {r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))}
+            if users <= set(blk.like_rvs):
+                return spec, i
     raise ModelPatternError(
         f"{rv.name!r} is not the offset of a linear-Gaussian IBP model. Needed: {OFFSET_PATTERN}."
     )
@@ -58,10 +64,11 @@ class IBPOffsetGibbs(BlockedStep):
     r"""Exact Gibbs update of an offset ``b`` in ``X ~ Normal(Z @ A + b, σx)``.
 
     .. math:: b_j \mid \cdot \sim \mathcal N\Big(\frac{\mu_{0j}/s_{0j}^2 +
-        \sum_{(n,d)\in j} r_{nd}/\sigma_x^2}{1/s_{0j}^2 + c_j/\sigma_x^2},\
-        \frac{1}{1/s_{0j}^2 + c_j/\sigma_x^2}\Big),\qquad r = X - ZA,
+        \sum_{(n,d)\in j} r_{nd}/\sigma_{x,d}^2}{P_j},\ \frac{1}{P_j}\Big),\qquad
+        P_j = \frac{1}{s_{0j}^2} + \sum_{(n,d)\in j} \frac{1}{\sigma_{x,d}^2},\qquad
+        r = X - ZA,
 
-    where ``c_j`` counts the entries of ``X`` that ``b_j`` is added to.  Chosen automatically
+    the sums running over the entries of ``X`` that ``b_j`` is added to.  Chosen automatically
     for a ``pm.Normal`` offset of a model that :class:`pymc_ibp.AcceleratedGibbs` handles.
     """
 
@@ -79,20 +86,22 @@ class IBPOffsetGibbs(BlockedStep):
                 f"IBPOffsetGibbs updates one offset; got {[v.name for v in value_vars]}.")
         [value_var] = value_vars
         rv = model.values_to_rvs[value_var]
-        spec = _match_offset(model, rv)
+        spec, i = _match_offset(model, rv)
+        blk = spec.blocks[i]
         self.vars = [value_var]
         self.name_b = value_var.name
         _, _, mu0, s0 = rv.owner.inputs
-        sym = model.replace_rvs_by_values([mu0, s0, spec.sigma_x])
+        sx_cols = pt.broadcast_to(blk.sigma_x, (blk.X.shape[1],))
+        sym = model.replace_rvs_by_values([mu0, s0, sx_cols])
         self._params = model.compile_fn(sym, inputs=model.value_vars, on_unused_input="ignore",
                                         point_fn=True, **(compile_kwargs or {}))
         self.spec = spec
         self.z_name = model.rvs_to_values[spec.z_rv].name
-        self.a_name = model.rvs_to_values[spec.a_rv].name
-        self.miss_name = (model.rvs_to_values[spec.missing_rv].name
-                          if spec.missing_rv is not None else None)
-        self._X = np.where(np.isnan(spec.X), 0.0, spec.X)
-        self._mask = spec.missing_mask
+        self.a_name = model.rvs_to_values[blk.a_rv].name
+        self.miss_name = (model.rvs_to_values[blk.missing_rv].name
+                          if blk.missing_rv is not None else None)
+        self._X = np.where(np.isnan(blk.X), 0.0, blk.X)
+        self._mask = blk.missing_mask
         self.rng = get_random_generator(rng)
 
     def step(self, point):
@@ -103,11 +112,11 @@ class IBPOffsetGibbs(BlockedStep):
             X = X.copy()
             X[self._mask] = point[self.miss_name]
         R = X - self.spec.z_value(point, self.z_name) @ point[self.a_name]
-        sums = _sum_to_shape(R, b.shape).reshape(b.shape)
-        count = R.size / max(b.size, 1)
-        prec = 1.0 / np.broadcast_to(s0, b.shape) ** 2 + count / sx**2
-        mean = (np.broadcast_to(mu0, b.shape) / np.broadcast_to(s0, b.shape) ** 2
-                + sums / sx**2) / prec
+        w = np.broadcast_to(1.0 / sx**2, R.shape)  # precision of each entry
+        sums = _sum_to_shape(R * w, b.shape).reshape(b.shape)
+        prec = (1.0 / np.broadcast_to(s0, b.shape) ** 2
+                + _sum_to_shape(w, b.shape).reshape(b.shape))
+        mean = (np.broadcast_to(mu0, b.shape) / np.broadcast_to(s0, b.shape) ** 2 + sums) / prec
         new = dict(point)
         new[self.name_b] = (mean + self.rng.standard_normal(b.shape) / np.sqrt(prec)).astype(
             b.dtype)

@@ -44,11 +44,11 @@ class IBPMode:
         """Whether ``Z`` is PyMC's default start for this prior (all zeros)."""
         return not np.any(Z)
 
-    def log_joint(self, G, RX, Z, m, act, trXX, d, sx2, sa2):
+    def log_joint(self, G, RX, Z, m, act, trXX, noise):
         """``(log p(X | Z) + log P(Z), log p(X | Z))`` (the one home:
         :func:`pymc_ibp.step_methods.kernels.collapsed_log_joint`)."""
-        return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, self.n, d, sx2,
-                                           sa2, self.alpha, self.beta, self.k_max)
+        return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, self.n, noise,
+                                           self.alpha, self.beta, self.k_max)
 
 
 class LogOddsMode:
@@ -88,9 +88,9 @@ class LogOddsMode:
         support point) at the current ``p``."""
         return bool(np.array_equal(Z, (self.p >= 0.5).astype(Z.dtype)))
 
-    def log_joint(self, G, RX, Z, m, act, trXX, d, sx2, sa2):
+    def log_joint(self, G, RX, Z, m, act, trXX, noise):
         """``(log p(X | Z) + Σ log Bernoulli(z_nk; p_nk), log p(X | Z))``."""
-        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, d, sx2, sa2)
+        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, noise)
         logprior = float(np.where(Z != 0, self._log1, self._log0).sum())
         return loglik + logprior, loglik
 

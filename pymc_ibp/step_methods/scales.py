@@ -38,19 +38,24 @@ __all__ = ["IBPScaleSlice"]
 
 
 def _match_scale(model, rv):
-    """Return ``(spec, role)`` with role ``"sigma_x"`` or ``"sigma_a"`` if ``rv`` is one of the
-    scales of a linear-Gaussian IBP model and enters the model nowhere else."""
+    """Return ``(spec, role, blocks)`` with role ``"sigma_x"`` or ``"sigma_a"`` if ``rv`` is a
+    scalar scale of one or more column blocks (observed matrices sharing ``Z``) of a
+    linear-Gaussian IBP model, and enters the model nowhere else."""
     for spec in matched_models(model):
-        if rv is spec.sigma_x:
-            role, allowed = "sigma_x", {*spec.like_rvs, spec.missing_rv}
-        elif rv is spec.sigma_a:
-            role, allowed = "sigma_a", {spec.a_rv}
+        noise = [i for i, b in enumerate(spec.blocks) if rv is b.sigma_x]
+        prior = [i for i, b in enumerate(spec.blocks) if rv is b.sigma_a]
+        if noise and not prior:
+            role, blocks = "sigma_x", noise
+            allowed = {r for i in noise for r in spec.blocks[i].like_rvs}
+        elif prior and not noise:
+            role, blocks = "sigma_a", prior
+            allowed = {spec.blocks[i].a_rv for i in prior}
         else:
             continue
         others = [r for r in model.basic_RVs if r is not rv]
         users = {r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))}
         if users <= allowed:
-            return spec, role
+            return spec, role, blocks
     raise ModelPatternError(
         f"{rv.name!r} is not the sigma_x or sigma_a (a scalar used nowhere else) of a "
         "linear-Gaussian pmi.IBP model."
@@ -100,7 +105,7 @@ class IBPScaleSlice(BlockedStep):
             rv = model.values_to_rvs[value_var]
             if rv.ndim != 0:
                 raise ModelPatternError(f"{rv.name!r} must be a scalar.")
-            spec, role = _match_scale(model, rv)
+            spec, role, blocks = _match_scale(model, rv)
             [prior] = model.logp(vars=[rv], jacobian=True, sum=False)
             prior_fn = model.compile_fn(prior, inputs=model.value_vars, on_unused_input="ignore",
                                         point_fn=True, **(compile_kwargs or {}))
@@ -111,18 +116,22 @@ class IBPScaleSlice(BlockedStep):
             fwd = transform.forward(u, *rv.owner.inputs) if transform is not None else u
             fwd_fn = pytensor.function([u], fwd, mode="FAST_COMPILE", on_unused_input="ignore")
             # data-driven start (used when the user gave no initial value): the spread of the
-            # column-centred data, half of it for the noise
-            spread = float(np.sqrt(np.nanmean((spec.X - np.nanmean(spec.X, axis=0)) ** 2)))
+            # column-centred data of its blocks, half of it for the noise
+            cols = spec.cols
+            Xb = np.hstack([spec.blocks[i].X for i in blocks])
+            spread = float(np.sqrt(np.nanmean((Xb - np.nanmean(Xb, axis=0)) ** 2)))
             start = spread / 2.0 if role == "sigma_x" else spread
             self.entries.append(dict(
                 start_u=float(fwd_fn(max(start, 1e-3))), default_u=float(ip[value_var.name]),
                 has_initval=model.rvs_to_initial_values.get(rv) is not None,
                 name=value_var.name, role=role, prior_fn=prior_fn, back_fn=back_fn,
                 z_name=model.rvs_to_values[spec.z_rv].name, spec=spec,
-                a_name=model.rvs_to_values[spec.a_rv].name,
-                miss_name=(model.rvs_to_values[spec.missing_rv].name
-                           if spec.missing_rv is not None else None),
-                X=np.where(np.isnan(spec.X), 0.0, spec.X), mask=spec.missing_mask,
+                blocks=[(int(cols[i]), int(cols[i + 1]),
+                         model.rvs_to_values[spec.blocks[i].a_rv].name,
+                         (model.rvs_to_values[spec.blocks[i].missing_rv].name
+                          if spec.blocks[i].missing_rv is not None else None),
+                         spec.blocks[i].missing_mask) for i in blocks],
+                X=np.where(np.isnan(spec.X), 0.0, spec.X),
                 offset_fn=(spec.compile_offset(model, **(compile_kwargs or {}))
                            if role == "sigma_x" else None),
             ))
@@ -135,18 +144,24 @@ class IBPScaleSlice(BlockedStep):
         self.started = False
 
     def _suff(self, e, point):
-        """``(count, sum of squares)`` of the Gaussian terms the scale governs."""
-        A = point[e["a_name"]]
-        if e["role"] == "sigma_a":
-            return A.size, float(np.sum(A * A))
-        X = e["X"]
-        if e["mask"] is not None:
-            X = X.copy()
-            X[e["mask"]] = point[e["miss_name"]]
-        R = X - e["spec"].z_value(point, e["z_name"]) @ A
-        if e["offset_fn"] is not None:
-            R -= np.asarray(e["offset_fn"](point))
-        return R.size, float(np.sum(R * R))
+        """``(count, sum of squares)`` of the Gaussian terms the scale governs (over its
+        blocks)."""
+        count, ss = 0, 0.0
+        offset = None if e["offset_fn"] is None else np.asarray(e["offset_fn"](point))
+        for c0, c1, a_name, miss_name, mask in e["blocks"]:
+            A = point[a_name]
+            if e["role"] == "sigma_a":
+                count, ss = count + A.size, ss + float(np.sum(A * A))
+                continue
+            X = e["X"][:, c0:c1]
+            if mask is not None:
+                X = X.copy()
+                X[mask] = point[miss_name]
+            R = X - e["spec"].z_value(point, e["z_name"]) @ A
+            if offset is not None:
+                R -= offset[:, c0:c1]
+            count, ss = count + R.size, ss + float(np.sum(R * R))
+        return count, ss
 
     def _start(self, point):
         """Data-driven start of each scale the user gave no initial value for (PyMC's default

@@ -9,81 +9,110 @@ from scipy import stats
 from pymc_ibp.step_methods import kernels
 from tests._helpers import rand_state
 
+#: per-column scales making three column blocks
+COL_SX = np.array([0.5, 0.5, 0.9, 0.3])
+COL_SA = np.array([1.3, 1.3, 0.7, 2.0])
+
 
 @numba.njit
-def state_after_rows(Z, X, rows, sx2, sa2):
+def state_after_rows(Z, X, rows, noise):
     """``(Σ, μ)`` maintained by :func:`kernels.row_update` while each of ``rows`` is removed
     and re-added (``z`` unchanged), with no refresh."""
     k = Z.shape[1]
     d = X.shape[1]
     G, RX = kernels.suff_stats(Z, X, np.arange(k))
-    Sig, mu, _ = kernels.posterior_from_stats(G, RX, sx2, sa2)
-    v = np.zeros(k)
+    Sig, mu = kernels.posterior_from_stats(G, RX, noise)
+    v = np.zeros((noise.sx2.shape[0], k))
     e = np.zeros(d)
     z = np.zeros(k)
     for it in range(rows.shape[0]):
         i = rows[it]
         for a in range(k):
             z[a] = float(Z[i, a])
-        kernels.row_update(Sig, mu, z, X[i], k, sx2, -1.0, v, e)
-        kernels.row_update(Sig, mu, z, X[i], k, sx2, 1.0, v, e)
+        kernels.row_update(Sig, mu, z, X[i], k, noise, -1.0, v, e)
+        kernels.row_update(Sig, mu, z, X[i], k, noise, 1.0, v, e)
     return Sig, mu
 
 
-def test_collapsed_loglik_matches_direct_mvn():
+@pytest.mark.parametrize("sx,sa", [(0.6, 1.3), (COL_SX, COL_SA)], ids=["scalar", "blocks"])
+def test_collapsed_loglik_matches_direct_mvn(sx, sa):
     rng = np.random.default_rng(1)
     Z, X = rand_state(rng, 7, 3, 4)
-    sx, sa = 0.6, 1.3
+    sx, sa = np.broadcast_to(sx, (4,)), np.broadcast_to(sa, (4,))
+    noise = kernels.noise_blocks(sx**2, sa**2, 4)
+    assert len(noise.sx2) == (1 if np.all(sx == sx[0]) else 3)
     G, RX = kernels.suff_stats(Z, X, np.arange(3))
-    got = kernels.collapsed_loglik(G, RX, float((X**2).sum()), 7, 4, sx**2, sa**2)
-    cov = sa**2 * Z @ Z.T + sx**2 * np.eye(7)
-    ref = sum(stats.multivariate_normal.logpdf(X[:, j], np.zeros(7), cov) for j in range(4))
+    got = kernels.collapsed_loglik(G, RX, kernels.block_sq_norms(X, noise), 7, noise)
+    ref = sum(stats.multivariate_normal.logpdf(
+        X[:, j], np.zeros(7), sa[j] ** 2 * Z @ Z.T + sx[j] ** 2 * np.eye(7)) for j in range(4))
     np.testing.assert_allclose(got, ref, rtol=1e-12)
+    np.testing.assert_allclose(kernels.log_joint_of(Z, X, sx**2, sa**2, 1.0)[1], ref, rtol=1e-12)
 
 @pytest.mark.parametrize("seed", range(5))
-def test_accelerated_and_collapsed_conditionals_agree(seed):
+@pytest.mark.parametrize("blocks", [False, True])
+def test_accelerated_and_collapsed_conditionals_agree(seed, blocks):
     """log p(X|Z¹) - log p(X|Z⁰) (collapsed) equals the predictive-ratio of row n under the
-    rank-one downdated posterior p(A | X₋ₙ, Z₋ₙ) (accelerated, spec §4.4) to 1e-9."""
+    rank-one downdated posterior p(A | X₋ₙ, Z₋ₙ) (accelerated, Doshi-Velez & Ghahramani 2009,
+    eq. 8) to 1e-9, with one or three column blocks of their own scales (the predictive of
+    each column uses its own block's posterior)."""
     rng = np.random.default_rng(seed)
-    n, k, d = 9, 4, 3
+    n, k, d = 9, 4, 4
     Z, X = rand_state(rng, n, k, d)
-    sx2, sa2 = 0.5**2, 1.2**2
-    trXX = float((X**2).sum())
-    # full-data posterior, then remove row i by the corrected E1 rank-one downdate
+    sxc = COL_SX if blocks else np.full(d, 0.5)
+    sac = COL_SA if blocks else np.full(d, 1.2)
+    noise = kernels.noise_blocks(sxc**2, sac**2, d)
+    trXX = kernels.block_sq_norms(X, noise)
     G, RX = kernels.suff_stats(Z, X, np.arange(k))
-    Sig, mu, _ = kernels.posterior_from_stats(G, RX, sx2, sa2)
+    Sig, mu = kernels.posterior_from_stats(G, RX, noise)
+    # the kernels' predictive moments of row i, after its rank-one removal
+    v = np.zeros((len(noise.sx2), k))
+    e, r = np.zeros(d), np.zeros(d)
+    s2, rr = np.zeros(len(noise.sx2)), np.zeros(len(noise.sx2))
     for i in range(n):
         z = Z[i].astype(float)
-        v = Sig @ z
-        c = sx2 - z @ v
-        Sig_m = Sig + np.outer(v, v) / c
-        mu_m = mu - np.outer(v, X[i] - z @ mu) / c
+        Sig_m, mu_m = Sig.copy(), mu.copy()
+        kernels.row_update(Sig_m, mu_m, z, X[i], k, noise, -1.0, v, e)
         for kk in range(k):
-            lls = []
-            llc = []
+            lls, llc = [], []
             for val in (0, 1):
                 zz = z.copy()
                 zz[kk] = val
-                s2 = zz @ Sig_m @ zz + sx2
-                r = X[i] - zz @ mu_m
-                lls.append(-0.5 * d * np.log(2 * np.pi * s2) - r @ r / (2 * s2))
+                kernels.row_moments(Sig_m, mu_m, zz, X[i], k, noise, r, v, s2, rr)
+                lls.append(kernels.row_loglik(s2, rr, noise))
+                # reference: column by column with numpy, from scratch
+                ref = 0.0
+                for j in range(d):
+                    P = G - np.outer(z, z)
+                    P = P / sxc[j] ** 2 + np.eye(k) / sac[j] ** 2
+                    Sj = np.linalg.inv(P)
+                    mj = Sj @ (RX[:, j] - z * X[i, j]) / sxc[j] ** 2
+                    sj = zz @ Sj @ zz + sxc[j] ** 2
+                    ref += -0.5 * np.log(sj) - (X[i, j] - zz @ mj) ** 2 / (2 * sj)
+                np.testing.assert_allclose(lls[-1], ref, rtol=1e-9)
                 Z2 = Z.copy()
                 Z2[i, kk] = val
                 G2, RX2 = kernels.suff_stats(Z2, X, np.arange(k))
-                llc.append(kernels.collapsed_loglik(G2, RX2, trXX, n, d, sx2, sa2))
+                llc.append(kernels.collapsed_loglik(G2, RX2, trXX, n, noise))
             np.testing.assert_allclose(lls[1] - lls[0], llc[1] - llc[0], rtol=1e-9, atol=1e-9)
 
-def test_feature_draw_moments():
-    """A | Z, X draws have the posterior mean and covariance of spec §3.1."""
+@pytest.mark.parametrize("blocks", [False, True])
+def test_feature_draw_moments(blocks):
+    """A | Z, X draws have the posterior mean and covariance of Doshi-Velez & Ghahramani
+    (2009, eq. 6), column by column with each column's own scales."""
     rng = np.random.default_rng(0)
-    Z, X = rand_state(rng, 50, 5, 3)
+    d = 4
+    Z, X = rand_state(rng, 50, 5, d)
+    sxc = COL_SX if blocks else np.full(d, 0.55)
+    sac = COL_SA if blocks else np.full(d, 1.4)
+    noise = kernels.noise_blocks(sxc**2, sac**2, d)
     G, RX = kernels.suff_stats(Z, X, np.arange(5))
-    Sig, mu, _ = kernels.posterior_from_stats(G, RX, 0.3, 2.0)
-    draws = np.array([kernels.draw_active_features(rng, G, RX, 0.3, 2.0) for _ in range(20000)])
-    se = np.sqrt(np.diag(Sig))[:, None] / np.sqrt(len(draws))
-    assert np.all(np.abs(draws.mean(axis=0) - mu) < 5 * se)
-    for j in range(3):
-        np.testing.assert_allclose(np.cov(draws[:, :, j].T), Sig, atol=0.1 * np.abs(Sig).max())
+    draws = np.array([kernels.draw_active_features(rng, G, RX, noise) for _ in range(20000)])
+    for j in range(d):
+        Sj = np.linalg.inv(G / sxc[j] ** 2 + np.eye(5) / sac[j] ** 2)
+        mj = Sj @ RX[:, j] / sxc[j] ** 2
+        se = np.sqrt(np.diag(Sj)) / np.sqrt(len(draws))
+        assert np.all(np.abs(draws[:, :, j].mean(axis=0) - mj) < 5 * se)
+        np.testing.assert_allclose(np.cov(draws[:, :, j].T), Sj, atol=0.1 * np.abs(Sj).max())
 
 def test_rank_one_drift_ill_conditioned():
     """10^4 rank-one down/up-dates on data whose dimensions' variances differ 100x: the
@@ -93,8 +122,9 @@ def test_rank_one_drift_ill_conditioned():
     Z = (rng.random((n, k)) < 0.3).astype(np.int64)
     X = rng.normal(size=(n, d)) * np.array([10.0, 10.0, 1.0, 1.0, 0.1, 0.1])
     rows = rng.integers(0, n, size=5000)  # 5000 rows x (remove + add) = 10^4 updates
-    Sig, mu = state_after_rows(Z, X, rows, 0.05**2, 1.0)
+    noise = kernels.noise_blocks(np.array([0.05, 0.05, 0.05, 0.01, 0.05, 0.2]) ** 2, 1.0, d)
+    Sig, mu = state_after_rows(Z, X, rows, noise)
     G, RX = kernels.suff_stats(Z, X, np.arange(k))
-    Sig0, mu0, _ = kernels.posterior_from_stats(G, RX, 0.05**2, 1.0)
+    Sig0, mu0 = kernels.posterior_from_stats(G, RX, noise)
     assert np.abs(Sig - Sig0).max() / np.abs(Sig0).max() < 1e-8
     assert np.abs(mu - mu0).max() / np.abs(mu0).max() < 1e-8

@@ -251,3 +251,72 @@ def test_offset_shapes_scalar_and_per_row(shape):
     draws = np.array([step.step(point)[0]["b"] for _ in range(200)])
     per_entry = 0.5 / np.sqrt(D if shape else N * D)  # posterior sd of b
     assert np.abs(draws.mean(axis=0) - true_b).max() < 5 * per_entry + 0.01
+
+
+def two_block_data(seed=21):
+    """One Z (the block images' 4 glyphs) explaining two observed matrices with their own
+    features and noise scales: X1 the glyphs' first 18 pixels at σ = 0.5, X2 the other 18
+    pixels, doubled, at σ = 0.25."""
+    rng = np.random.default_rng(seed)
+    A1, A2 = DATA.A[:, :18], 2.0 * DATA.A[:, 18:]
+    X1 = DATA.Z @ A1 + 0.5 * rng.standard_normal((N, 18))
+    X2 = DATA.Z @ A2 + 0.25 * rng.standard_normal((N, 18))
+    return X1, X2, A1, A2
+
+
+def test_one_z_shared_by_two_observed_matrices_gets_the_fast_step_and_is_recovered():
+    X1, X2, A1, A2 = two_block_data()
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(N, K))
+        sa1 = pm.HalfNormal("sigma_a1", 2.0)
+        sa2 = pm.HalfNormal("sigma_a2", 4.0)
+        A1_ = pm.Normal("A1", 0.0, sa1, shape=(K, 18))
+        A2_ = pm.Normal("A2", 0.0, sa2, shape=(K, 18))
+        sx1 = pm.HalfNormal("sigma_x1", 1.0)
+        sx2 = pm.HalfNormal("sigma_x2", 1.0)
+        pm.Normal("X1", mu=Z @ A1_, sigma=sx1, observed=X1)
+        pm.Normal("X2", mu=pm.Deterministic("mu2", Z @ A2_), sigma=sx2, observed=X2)
+    got = assigned(model)
+    assert got["AcceleratedGibbs"] == ["A1", "A2", "Z"]
+    assert got["IBPScaleSlice"] == ["sigma_a1_log__", "sigma_a2_log__", "sigma_x1_log__",
+                                    "sigma_x2_log__"]
+    post = sample(model)["posterior"]
+    for name, truth in (("sigma_x1", 0.5), ("sigma_x2", 0.25)):
+        lo, hi = np.quantile(post[name].values.ravel(), [0.005, 0.995])
+        assert lo - 0.01 < truth < hi + 0.01, (name, lo, hi)
+    Z, B1, B2 = (post[v].values[0, -30:] for v in ("Z", "A1", "A2"))
+    large = [int(((z.sum(axis=0) > 10)).sum()) for z in Z]
+    assert np.median(large) == 4, large
+    fit = np.mean([np.mean((z @ b1 - DATA.Z @ A1) ** 2) + np.mean((z @ b2 - DATA.Z @ A2) ** 2)
+                   for z, b1, b2 in zip(Z, B1, B2, strict=True)])
+    assert fit < 0.05, fit
+
+
+def test_per_dimension_noise_scales_get_the_fast_z_step_and_are_recovered():
+    rng = np.random.default_rng(8)
+    true_sx = np.linspace(0.2, 0.8, D)
+    X = DATA.Z @ DATA.A + true_sx * rng.standard_normal((N, D))
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        sigma_x = pm.HalfNormal("sigma_x", 1.0, shape=D)
+        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X)
+    got = assigned(model)
+    assert got["AcceleratedGibbs"] == ["A", "Z"] and got["NUTS"] == ["sigma_x_log__"]
+    post = sample(model)["posterior"]
+    sx = post["sigma_x"].values[0].mean(axis=0)
+    assert np.abs(sx - true_sx).max() < 0.15, sx
+    assert np.corrcoef(sx, true_sx)[0, 1] > 0.95
+    Z = post["Z"].values[0, -30:]
+    assert np.median([int(((z.sum(axis=0) > 10)).sum()) for z in Z]) == 4
+
+
+def test_noise_varying_across_rows_is_refused_with_the_reason():
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        s = pm.HalfNormal("s", 1.0, shape=(N, 1))
+        pm.Normal("X", mu=Z @ A, sigma=s, observed=DATA.X)
+    with pytest.raises(pmi.ModelPatternError, match="varies across rows"):
+        pmi.step_methods.model_matching.find_linear_gaussian(model, model["Z"])

@@ -9,6 +9,7 @@ from pymc.step_methods import CompoundStep
 from pymc.step_methods.state import equal_dataclass_values
 
 import pymc_ibp as pmi
+from tests._helpers import noise_of
 
 
 def readme_model(X, k_max=8):
@@ -122,7 +123,7 @@ def test_init_z_policy_unit():
         with model:
             step = pmi.AcceleratedGibbs([model["Z"]], init_z=init_z)
         step.setup_chain(np.random.default_rng(0), 100, 10)
-        out = step._start(given.copy(), step._X, 0.25, 1.0)
+        out = step._start(given.copy(), step._X, noise_of(step))
         assert np.array_equal(out, given) == expect_same, init_z
         assert (step.restarts > 1) == (not expect_same)
     with pytest.raises(ValueError, match="init_z"):
@@ -145,5 +146,5 @@ def test_bernoulli_support_point_start_counts_as_not_given():
     np.testing.assert_array_equal(point["Z"], p >= 0.5)
     step.setup_chain(np.random.default_rng(1), 100, 10)
     step._hyper(point)
-    out = step._start(point["Z"].copy(), step._X, 0.25, 1.0)
+    out = step._start(point["Z"].copy(), step._X, noise_of(step))
     assert not np.array_equal(out, point["Z"]) and step.restarts > 1

@@ -4,9 +4,9 @@
 module                    concept
 ========================  =====================================================================
 ``linalg``                Cholesky inverses and triangular solves
-``gaussian``              the linear-Gaussian likelihood with ``A`` integrated out: sufficient
-                          statistics, feature posterior, collapsed likelihood and log joint,
-                          exact ``A | Z`` draws
+``gaussian``              the linear-Gaussian likelihood with ``A`` integrated out, by column
+                          block (``Noise``): sufficient statistics, feature posterior,
+                          collapsed likelihood and log joint, exact ``A | Z`` draws
 ``slots``                 bookkeeping of the active feature slots
 ``rows``                  per-row kernels shared by every prior (rank-one updates, Gibbs of a
                           row's entries given per-entry prior log-odds, birth counts)
@@ -19,11 +19,14 @@ normaliser, pmf) live in :mod:`pymc_ibp.distributions.ibp_math`.
 """
 
 from pymc_ibp.step_methods.kernels.gaussian import (
+    Noise,
+    block_sq_norms,
     collapsed_log_joint,
     collapsed_loglik,
     draw_active_features,
     draw_features,
     log_joint_of,
+    noise_blocks,
     posterior_from_stats,
     stats_with_row,
     suff_stats,
@@ -33,6 +36,8 @@ from pymc_ibp.step_methods.kernels.rows import (
     birth_count,
     gibbs_row_entries,
     residual,
+    row_loglik,
+    row_moments,
     row_update,
     sig_z,
 )
@@ -60,6 +65,7 @@ from pymc_ibp.step_methods.kernels.sweeps import (
 
 __all__ = [
     "NO_LOGODDS",
+    "Noise",
     "SweepStats",
     "accelerated_sweep",
     "accelerated_sweep_window",
@@ -67,6 +73,7 @@ __all__ = [
     "append_empty",
     "backward_sub_t",
     "birth_count",
+    "block_sq_norms",
     "chol_inverse",
     "collapsed_log_joint",
     "collapsed_loglik",
@@ -76,11 +83,14 @@ __all__ = [
     "forward_sub",
     "gibbs_row_entries",
     "log_joint_of",
+    "noise_blocks",
     "posterior_from_stats",
     "random_free_slots",
     "random_split_merge",
     "reset_to_prior",
     "residual",
+    "row_loglik",
+    "row_moments",
     "row_update",
     "sequential_birth_death",
     "sequential_split_merge",

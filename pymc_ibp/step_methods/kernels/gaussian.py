@@ -1,11 +1,18 @@
 """The linear-Gaussian likelihood with the features integrated out (numba).
 
 ``X = Z A + ε``, ``ε ~ N(0, σx² I)``, ``A ~ N(0, σa² I)`` (Griffiths & Ghahramani 2011, §5;
-Doshi-Velez & Ghahramani 2009, eq. 2).  Everything here is a function of the sufficient
-statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` over the active columns, which are sums over rows and
-therefore add across data shards:
+Doshi-Velez & Ghahramani 2009, eq. 2), generalised to column *blocks*: the columns of ``X``
+fall into ``B`` contiguous blocks, block ``b`` with its own noise variance ``σx_b²`` and
+feature-prior variance ``σa_b²`` (:class:`Noise`).  This covers one ``Z`` shared by several
+observed matrices, each with its own ``A`` and scales (their columns stacked), and
+per-dimension noise scales (one block per column).  Given ``Z`` the blocks are independent,
+so each has its own feature posterior while ``G = ZᵀZ`` is shared.
 
-* the feature posterior ``P = G/σx² + I/σa²``, ``Σ = P⁻¹``, ``μ = Σ RX/σx²``;
+Everything here is a function of the sufficient statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` over
+the active columns, which are sums over rows and therefore add across data shards:
+
+* the feature posterior of each block ``P_b = G/σx_b² + I/σa_b²``, ``Σ_b = P_b⁻¹``,
+  ``μ[:, b] = Σ_b RX[:, b]/σx_b²``;
 * the collapsed likelihood ``log p(X | Z)`` and the collapsed log joint
   ``log p(X | Z) + log P(Z)``;
 * the exact draw of ``A | Z, X``.
@@ -21,6 +28,7 @@ References
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -30,6 +38,35 @@ from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, f
 
 LOG2PI = math.log(2.0 * math.pi)
 
+
+class Noise(NamedTuple):
+    """The variances of the linear-Gaussian likelihood by column block (a numba-friendly
+    named tuple): block ``b`` is columns ``cols[b]:cols[b+1]`` with noise variance ``sx2[b]``
+    and feature-prior variance ``sa2[b]``.  Build it with :func:`noise_blocks`."""
+
+    cols: np.ndarray  # int64, B + 1 block boundaries, cols[0] = 0, cols[B] = D
+    sx2: np.ndarray  # float64, B noise variances σx_b²
+    sa2: np.ndarray  # float64, B feature-prior variances σa_b²
+
+
+def noise_blocks(sx2, sa2, d) -> Noise:
+    """:class:`Noise` from per-column (length ``D``) or scalar variances; runs of adjacent
+    columns with equal ``(σx², σa²)`` form one block, so scalar scales give ``B = 1``."""
+    sx2 = np.broadcast_to(np.asarray(sx2, dtype=np.float64), (d,))
+    sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (d,))
+    if not (np.all(np.isfinite(sx2)) and np.all(sx2 > 0) and np.all(np.isfinite(sa2))
+            and np.all(sa2 > 0)):
+        raise ValueError("The noise and feature variances must be positive and finite.")
+    change = np.flatnonzero((sx2[1:] != sx2[:-1]) | (sa2[1:] != sa2[:-1])) + 1
+    cols = np.concatenate([[0], change, [d]]).astype(np.int64)
+    starts = cols[:-1]
+    return Noise(cols, np.ascontiguousarray(sx2[starts]), np.ascontiguousarray(sa2[starts]))
+
+
+def block_sq_norms(X, noise) -> np.ndarray:
+    """``‖X_b‖²`` of each column block (the ``trXX`` argument of the kernels)."""
+    return np.array([float(np.sum(X[:, a:b] ** 2))
+                     for a, b in zip(noise.cols[:-1], noise.cols[1:], strict=True)])
 
 
 @numba.njit(cache=True)
@@ -61,33 +98,26 @@ def stats_with_row(G, RX, z, x, k, sign):
                     G[a, b] += sign
 
 @numba.njit(cache=True)
-def posterior_from_stats(G, RX, sx2, sa2):
+def posterior_from_stats(G, RX, noise):
     """Feature posterior ``p(A | Z, X)`` (Doshi-Velez & Ghahramani 2009, eq. 6, in information
-    form): ``P = G/σx² + I/σa²``, ``Σ = P⁻¹``, ``μ = Σ RX/σx²``."""
+    form), block by block: ``P_b = G/σx_b² + I/σa_b²``, ``Σ_b = P_b⁻¹`` and
+    ``μ[:, b] = Σ_b RX[:, b]/σx_b²``.  Returns ``(Σ, μ)`` with ``Σ`` of shape ``B x K x K``."""
     k = G.shape[0]
-    P = G / sx2
-    for i in range(k):
-        P[i, i] += 1.0 / sa2
-    Sig, logdetP = chol_inverse(P)
-    mu = (Sig @ RX) / sx2
-    return Sig, mu, logdetP
+    nb = noise.sx2.shape[0]
+    Sig = np.empty((nb, k, k))
+    mu = np.empty(RX.shape)
+    for b in range(nb):
+        P = G / noise.sx2[b]
+        for i in range(k):
+            P[i, i] += 1.0 / noise.sa2[b]
+        S, _ = chol_inverse(P)
+        Sig[b] = S
+        c0, c1 = noise.cols[b], noise.cols[b + 1]
+        mu[:, c0:c1] = (S @ np.ascontiguousarray(RX[:, c0:c1])) / noise.sx2[b]
+    return Sig, mu
 
 @numba.njit(cache=True)
-def collapsed_loglik(G, RX, trXX, n, d, sx2, sa2):
-    """``log p(X | Z)`` with ``A`` integrated out (Griffiths & Ghahramani 2011, §5).
-
-    ``-ND/2 log 2π - (N-K)D log σx - KD log σa - D/2 log|ZᵀZ + σx²/σa² I|
-    - (‖X‖² - tr(RXᵀ M RX)) / (2σx²)``, ``M = (ZᵀZ + σx²/σa² I)⁻¹``, costing ``O(K³ + K²D)``.
-
-    This is the corrected form of eq. 5 of Doshi-Velez & Ghahramani (2009) (= eq. A.2 of
-    Doshi-Velez 2009), whose exponent ``Xᵀ(I - ZMZᵀ)X`` is printed without the trace.
-    Derivation: the ``D`` columns of ``X`` are independent ``N(0, σa² ZZᵀ + σx² I_N)``
-    vectors and ``(σa² ZZᵀ + σx² I_N)⁻¹ = (I - ZMZᵀ)/σx²`` (Woodbury), so their quadratic
-    forms add up to ``tr(Xᵀ(I - ZMZᵀ)X)/σx²``, and
-    ``tr(Xᵀ(I - ZMZᵀ)X) = ‖X‖² - tr((ZᵀX)ᵀ M (ZᵀX))``.  Written with the cached ``ZᵀZ`` and
-    ``ZᵀX`` the cost does not depend on ``N`` (the papers' ``O(N³)`` refers to the ``N x N``
-    form).
-    """
+def _block_loglik(G, RX, trXX, n, d, sx2, sa2):
     k = G.shape[0]
     ratio = sx2 / sa2
     lp = -0.5 * n * d * LOG2PI - 0.5 * (n - k) * d * math.log(sx2) - 0.5 * k * d * math.log(sa2)
@@ -105,51 +135,92 @@ def collapsed_loglik(G, RX, trXX, n, d, sx2, sa2):
     return lp - 0.5 * d * logdet - 0.5 * (trXX - quad) / sx2
 
 @numba.njit(cache=True)
-def draw_active_features(rng, G, RX, sx2, sa2):
-    """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6): one Cholesky
-    ``P = L Lᵀ`` of ``P = G/σx² + I/σa²``; ``μ = L⁻ᵀ L⁻¹ RX/σx²``, ``A = μ + L⁻ᵀ ε``."""
-    k, d = RX.shape
-    P = G / sx2
-    for i in range(k):
-        P[i, i] += 1.0 / sa2
-    L = np.linalg.cholesky(P)
-    eps = np.empty((k, d))
-    for i in range(k):
-        for t in range(d):
-            eps[i, t] = rng.standard_normal()
-    return backward_sub_t(L, forward_sub(L, RX / sx2) + eps)
+def collapsed_loglik(G, RX, trXX, n, noise):
+    """``log p(X | Z)`` with ``A`` integrated out (Griffiths & Ghahramani 2011, §5), summed over
+    the column blocks (``trXX[b] = ‖X_b‖²``).  For one block of ``D`` columns:
 
-def draw_features(rng, Z, X, sx2, sa2):
+    ``-ND/2 log 2π - (N-K)D log σx - KD log σa - D/2 log|ZᵀZ + σx²/σa² I|
+    - (‖X‖² - tr(RXᵀ M RX)) / (2σx²)``, ``M = (ZᵀZ + σx²/σa² I)⁻¹``, costing ``O(K³ + K²D)``.
+
+    This is the corrected form of eq. 5 of Doshi-Velez & Ghahramani (2009) (= eq. A.2 of
+    Doshi-Velez 2009), whose exponent ``Xᵀ(I - ZMZᵀ)X`` is printed without the trace.
+    Derivation: the ``D`` columns of ``X`` are independent ``N(0, σa² ZZᵀ + σx² I_N)``
+    vectors and ``(σa² ZZᵀ + σx² I_N)⁻¹ = (I - ZMZᵀ)/σx²`` (Woodbury), so their quadratic
+    forms add up to ``tr(Xᵀ(I - ZMZᵀ)X)/σx²``, and
+    ``tr(Xᵀ(I - ZMZᵀ)X) = ‖X‖² - tr((ZᵀX)ᵀ M (ZᵀX))``.  Written with the cached ``ZᵀZ`` and
+    ``ZᵀX`` the cost does not depend on ``N`` (the papers' ``O(N³)`` refers to the ``N x N``
+    form).
+    """
+    total = 0.0
+    for b in range(noise.sx2.shape[0]):
+        c0, c1 = noise.cols[b], noise.cols[b + 1]
+        total += _block_loglik(G, np.ascontiguousarray(RX[:, c0:c1]), trXX[b], n, c1 - c0,
+                               noise.sx2[b], noise.sa2[b])
+    return total
+
+@numba.njit(cache=True)
+def draw_active_features(rng, G, RX, noise):
+    """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6), per block: one
+    Cholesky ``P_b = L Lᵀ`` of ``P_b = G/σx_b² + I/σa_b²``; ``μ = L⁻ᵀ L⁻¹ RX_b/σx_b²``,
+    ``A_b = μ + L⁻ᵀ ε``."""
+    k, d = RX.shape
+    A = np.empty((k, d))
+    for b in range(noise.sx2.shape[0]):
+        c0, c1 = noise.cols[b], noise.cols[b + 1]
+        P = G / noise.sx2[b]
+        for i in range(k):
+            P[i, i] += 1.0 / noise.sa2[b]
+        L = np.linalg.cholesky(P)
+        eps = np.empty((k, c1 - c0))
+        for i in range(k):
+            for t in range(c1 - c0):
+                eps[i, t] = rng.standard_normal()
+        rhs = np.ascontiguousarray(RX[:, c0:c1]) / noise.sx2[b]
+        A[:, c0:c1] = backward_sub_t(L, forward_sub(L, rhs) + eps)
+    return A
+
+def _as_noise(noise_or_sx2, sa2, d):
+    if isinstance(noise_or_sx2, Noise):
+        return noise_or_sx2
+    return noise_blocks(noise_or_sx2, sa2, d)
+
+
+def draw_features(rng, Z, X, sx2, sa2=None):
     """``A | Z, X`` for all ``K_max`` slots: active rows from :func:`draw_active_features`,
-    empty slots from the prior ``N(0, σa²)``."""
+    empty slots from the prior ``N(0, σa²)``.  ``sx2`` is a :class:`Noise` (then ``sa2`` is
+    unused) or the variances, scalars or per column."""
+    noise = _as_noise(sx2, sa2, X.shape[1])
     k_max = Z.shape[1]
-    A = rng.normal(0.0, math.sqrt(sa2), size=(k_max, X.shape[1]))
+    sa_col = np.sqrt(np.repeat(noise.sa2, np.diff(noise.cols)))
+    A = rng.normal(0.0, 1.0, size=(k_max, X.shape[1])) * sa_col
     act = np.flatnonzero(Z.sum(axis=0) > 0)
     if act.size:
         G, RX = suff_stats(Z, X, act)
-        A[act] = draw_active_features(rng, G, RX, sx2, sa2)
+        A[act] = draw_active_features(rng, G, RX, noise)
     return A
 
 
 @numba.njit(cache=True)
-def collapsed_log_joint(G, RX, m_act, trXX, n, d, sx2, sa2, alpha, beta, k_max):
+def collapsed_log_joint(G, RX, m_act, trXX, n, noise, alpha, beta, k_max):
     """``(log p(X | Z) + log P(Z), log p(X | Z))`` under :class:`pymc_ibp.IBP`: the collapsed
     likelihood (:func:`collapsed_loglik`) plus the truncated IBP pmf
     (:func:`pymc_ibp.distributions.ibp_math.ibp_log_pmf`) of the active column sizes
     ``m_act``.  The ``ibp_log_joint`` sample stat, the multi-start selection and the
     benchmarks all use this function."""
-    loglik = collapsed_loglik(G, RX, trXX, n, d, sx2, sa2)
+    loglik = collapsed_loglik(G, RX, trXX, n, noise)
     return loglik + ibp_log_pmf(m_act, n, k_max, alpha, beta), loglik
 
 
 def log_joint_of(Z, X, sx2, sa2, alpha, beta=1.0, trXX=None):
     """:func:`collapsed_log_joint` of a whole ``N x K_max`` matrix ``Z`` (Python entry point:
-    the statistics are computed from ``Z`` at ``O(N K (K + D))``)."""
+    the statistics are computed from ``Z`` at ``O(N K (K + D))``).  ``sx2`` and ``sa2`` are
+    scalars or per-column variances (or ``sx2`` a :class:`Noise`)."""
     Z = np.asarray(Z, dtype=np.int64)
     n, d = X.shape
+    noise = _as_noise(sx2, sa2, d)
     m = Z.sum(axis=0)
     act = np.flatnonzero(m > 0)
     G, RX = suff_stats(Z, X, act)
-    trXX = float(np.sum(X * X)) if trXX is None else float(trXX)
-    return collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, n, d, float(sx2),
-                               float(sa2), float(alpha), float(beta), Z.shape[1])
+    trXX = block_sq_norms(X, noise) if trXX is None else np.asarray(trXX, dtype=np.float64)
+    return collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX.reshape(-1), n, noise,
+                               float(alpha), float(beta), Z.shape[1])

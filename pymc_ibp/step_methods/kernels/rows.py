@@ -1,8 +1,10 @@
 """Per-row kernels of the accelerated sampler, shared by every prior and every sweep (numba).
 
 Given the feature posterior ``(Σ, μ)`` of all rows but one, the row's entries are drawn from
-their exact conditionals at ``O(K + D)`` each (Doshi-Velez & Ghahramani 2009, eq. 7–8 and
-Alg. 1, with the rank-one updates written out in :func:`row_update`).  The prior enters only
+their exact conditionals at ``O(BK + D)`` each (Doshi-Velez & Ghahramani 2009, eq. 7–8 and
+Alg. 1, with the rank-one updates written out in :func:`row_update`); ``B`` is the number of
+column blocks with their own scales (:class:`pymc_ibp.step_methods.kernels.gaussian.Noise`),
+each with its own ``Σ_b``.  The prior enters only
 through one log-odds per entry, so the same kernels serve the IBP's counts, a stick-breaking
 prior's feature probabilities and any per-entry prior.
 
@@ -50,12 +52,15 @@ def residual(x, z, mu, k, r):
     return rr
 
 @numba.njit(cache=True)
-def row_update(Sig, mu, z, x, k, sx2, sign, v, e):
+def row_update(Sig, mu, z, x, k, noise, sign, v, e):
     """Add (``sign=+1``) or remove (``sign=-1``) observation row ``(z, x)`` from the feature
-    posterior ``(Σ, μ)`` by a rank-one Sherman–Morrison update:
+    posterior ``(Σ, μ)`` by a rank-one Sherman–Morrison update of each column block ``b``:
 
     remove: ``Σ₋ = Σ + v vᵀ/(σx² - zᵀv)``, ``μ₋ = μ - v (x - zμ)ᵀ/(σx² - zᵀv)``;
-    add:    ``Σ = Σ₋ - v vᵀ/(σx² + zᵀv)``, ``μ = μ₋ + v (x - zμ₋)ᵀ/(σx² + zᵀv)``; ``v = Σz``.
+    add:    ``Σ = Σ₋ - v vᵀ/(σx² + zᵀv)``, ``μ = μ₋ + v (x - zμ₋)ᵀ/(σx² + zᵀv)``; ``v = Σz``
+
+    (``Σ = Σ_b``, ``σx² = σx_b²``, ``μ`` and ``x`` restricted to the block's columns; ``v[b]``
+    receives ``Σ_b z``).
 
     These are the window equations of Doshi-Velez & Ghahramani (2009, §4; Doshi-Velez 2009,
     §4.2) for a window of ``W = 1`` row, in corrected form: the printed window-removal *mean*
@@ -66,31 +71,68 @@ def row_update(Sig, mu, z, x, k, sx2, sign, v, e):
     since ``vᵀP = zᵀ`` and ``Σ₋z = v σx²/c``, ``μ₋ = Σ₋h₋ = μ + v(zᵀμ)/c - v xᵀ/c``.
     Re-adding the row (``P = P₋ + z zᵀ/σx²``) is the same computation with the opposite sign.
     """
-    q = sig_z(Sig, z, k, v)
-    c = sx2 + sign * q
     residual(x, z, mu, k, e)
-    for a in range(k):
-        va = v[a] / c
-        for b in range(k):
-            Sig[a, b] -= sign * va * v[b]
-        for t in range(mu.shape[1]):
-            mu[a, t] += sign * va * e[t]
+    for blk in range(noise.sx2.shape[0]):
+        S = Sig[blk]
+        vb = v[blk]
+        q = sig_z(S, z, k, vb)
+        c = noise.sx2[blk] + sign * q
+        c0, c1 = noise.cols[blk], noise.cols[blk + 1]
+        eb = e[c0:c1]  # 1-d views keep the inner loops vectorisable
+        for a in range(k):
+            va = sign * vb[a] / c
+            for b in range(k):
+                S[a, b] -= va * vb[b]
+            mrow = mu[a, c0:c1]
+            for t in range(c1 - c0):
+                mrow[t] += va * eb[t]
 
 @numba.njit(cache=True)
-def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v, order, greedy):
+def row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr):
+    """Predictive moments of row ``x`` with pattern ``z`` under the posterior ``(Σ, μ)`` of the
+    other rows: ``r = x - zμ``, and per block ``v[b] = Σ_b z``,
+    ``s2[b] = zᵀΣ_b z + σx_b²`` and ``rr[b] = ‖r_b‖²``."""
+    total = residual(x, z, mu, k, r)
+    nb = noise.sx2.shape[0]
+    for b in range(nb):
+        s2[b] = noise.sx2[b] + sig_z(Sig[b], z, k, v[b])
+        if nb == 1:
+            rr[0] = total
+        else:
+            s = 0.0
+            for t in range(noise.cols[b], noise.cols[b + 1]):
+                s += r[t] * r[t]
+            rr[b] = s
+
+@numba.njit(cache=True, inline="always")
+def row_loglik(s2, rr, noise):
+    """``Σ_b log N(x_b; zμ_b, s2[b] I)`` up to ``-D/2 log 2π``."""
+    ll = 0.0
+    for b in range(noise.sx2.shape[0]):
+        ll -= 0.5 * (noise.cols[b + 1] - noise.cols[b]) * math.log(s2[b]) + 0.5 * rr[b] / s2[b]
+    return ll
+
+@numba.njit(cache=True)
+def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr, work, order,
+                      greedy):
     """Gibbs-sample ``z[a]`` for ``a < k`` with ``skip[a] == False`` (random order), given the
     posterior ``(Σ, μ)`` of the *other* rows (Doshi-Velez & Ghahramani 2009, eq. 8 with a
     window of ``W = 1`` row):
 
-    ``log P(z_a=1)/P(z_a=0) = prior_lo[a] + log N(x; z¹μ, s²₁ I) - log N(x; z⁰μ, s²₀ I)``,
-    ``s² = zΣzᵀ + σx²``.  ``prior_lo`` carries each entry's own prior log-odds (the IBP's
-    ``log m/(N-1-m+β)`` here; a per-entry probability for a dependent IBP).  Each test costs
-    ``O(D)`` and each flip ``O(K + D)``.  On return ``r = x - zμ``, ``v = Σz``; returns
-    ``(‖r‖², s², flips)``.
+    ``log P(z_a=1)/P(z_a=0) = prior_lo[a] + Σ_b [log N(x_b; z¹μ_b, s²_{1b} I)
+    - log N(x_b; z⁰μ_b, s²_{0b} I)]``, ``s²_b = zΣ_b zᵀ + σx_b²``.  ``prior_lo`` carries each
+    entry's own prior log-odds (the IBP's ``log m/(N-1-m+β)`` here; a per-entry probability for
+    a dependent IBP).  Each test costs ``O(B + D)`` and each flip ``O(BK + D)``.  On return
+    ``r = x - zμ``, ``v[b] = Σ_b z``, ``s2`` and ``rr`` hold the row's moments
+    (:func:`row_moments`); ``work`` is scratch of shape ``(2, B)``.  Returns the number of
+    flips.
     """
-    d = x.shape[0]
-    s2 = sx2 + sig_z(Sig, z, k, v)
-    rr = residual(x, z, mu, k, r)
+    nb = noise.sx2.shape[0]
+    row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr)
+    ll_cur = row_loglik(s2, rr, noise)
+    s2n = work[0]
+    rrn = work[1]
+    cols = noise.cols
     for a in range(k):
         order[a] = a
     partial_shuffle(rng, order[:k], k)
@@ -100,41 +142,60 @@ def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v, order, g
         if skip[a]:
             continue
         delta = 1.0 - 2.0 * z[a]
-        s2n = s2 + 2.0 * delta * v[a] + Sig[a, a]
-        rmu = 0.0
-        mm = 0.0
-        for t in range(d):
-            rmu += r[t] * mu[a, t]
-            mm += mu[a, t] * mu[a, t]
-        rrn = rr - 2.0 * delta * rmu + mm
-        ll_cur = -0.5 * d * math.log(s2) - 0.5 * rr / s2
-        ll_new = -0.5 * d * math.log(s2n) - 0.5 * rrn / s2n
+        mrow = mu[a]
+        ll_new = 0.0
+        for b in range(nb):
+            c0, c1 = cols[b], cols[b + 1]
+            sn = s2[b] + 2.0 * delta * v[b, a] + Sig[b, a, a]
+            rmu = 0.0
+            mm = 0.0
+            rb = r[c0:c1]
+            mb = mrow[c0:c1]
+            for t in range(c1 - c0):
+                rmu += rb[t] * mb[t]
+                mm += mb[t] * mb[t]
+            rn = rr[b] - 2.0 * delta * rmu + mm
+            s2n[b] = sn
+            rrn[b] = rn
+            ll_new -= 0.5 * (c1 - c0) * math.log(sn) + 0.5 * rn / sn
         lo = prior_lo[a] + (ll_cur - ll_new if z[a] != 0.0 else ll_new - ll_cur)
         newz = (1 if lo > 0 else 0) if greedy else bernoulli_logodds(rng, lo)
         if newz != int(z[a]):
             flips += 1
-            for t in range(d):
-                r[t] -= delta * mu[a, t]
-            rr = rrn
-            s2 = s2n
-            for b in range(k):
-                v[b] += delta * Sig[b, a]
+            for t in range(x.shape[0]):
+                r[t] -= delta * mrow[t]
+            ll_cur = ll_new
+            for b in range(nb):
+                rr[b] = rrn[b]
+                s2[b] = s2n[b]
+                S = Sig[b]
+                vb = v[b]
+                for c in range(k):
+                    vb[c] += delta * S[c, a]
             z[a] = float(newz)
-    return rr, s2, flips
+    return flips
 
 @numba.njit(cache=True)
-def birth_count(rng, navail, log_lam, s2, rr, d, sa2, logpj, greedy):
+def birth_count(rng, navail, log_lam, s2, rr, noise, logpj, greedy):
     """Draw the number ``j`` of row-``n`` singleton features:
-    ``p(j) ∝ Poisson(j; λ) N(x; zμ, (s² + jσa²) I)`` over ``j = 0..navail``.
+    ``p(j) ∝ Poisson(j; λ) Π_b N(x_b; zμ_b, (s²_b + jσa_b²) I)`` over ``j = 0..navail``.
 
     Eq. 3.7 of Doshi-Velez (2009) (eq. 4 of Doshi-Velez & Ghahramani 2009) with the new
     features' values integrated out (each adds ``σa²`` to the predictive variance and nothing
     to its mean) and ``λ = α/N`` (``αβ/(N-1+β)`` for the two-parameter IBP).  The sum starts at
     ``j = 0``: the thesis text ranges over ``1..k_max``, which would force a new feature on
     every row."""
+    lf = 0.0  # log j!
     for j in range(navail + 1):
-        sj = s2 + j * sa2
-        logpj[j] = j * log_lam - math.lgamma(j + 1.0) - 0.5 * d * math.log(sj) - 0.5 * rr / sj
+        if j > 1:
+            lf += math.log(j)
+        logpj[j] = j * log_lam - lf
+    for b in range(noise.sx2.shape[0]):
+        hd = 0.5 * (noise.cols[b + 1] - noise.cols[b])
+        s, a, q = s2[b], noise.sa2[b], 0.5 * rr[b]
+        for j in range(navail + 1):
+            sj = s + j * a
+            logpj[j] -= hd * math.log(sj) + q / sj
     if greedy:
         best = 0
         for j in range(navail + 1):

@@ -1,7 +1,8 @@
 """Bookkeeping of the active feature slots (numba).
 
 ``Z`` is the model's ``N x K_max`` matrix (all slots); ``act[:k]`` lists the active slots in a
-compact order and the per-feature arrays (``G``, ``RX``, ``Σ``, ``μ``) are indexed in that order.
+compact order and the per-feature arrays (``G``, ``RX``, ``Σ``, ``μ``) are indexed in that order
+(``Σ`` has one ``K x K`` matrix per column block, shape ``B x K_max x K_max``).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ def active_slots(m):
     return act, k
 
 @numba.njit(cache=True)
-def sweep_state(Z, X, m):
+def sweep_state(Z, X, m, nb):
     """Capacity-sized sweep state: active slots, ``G = ZᵀZ``, ``RX = ZᵀX`` (compact order)
-    and room for the posterior ``(Σ, μ)``."""
+    and room for the posterior ``(Σ, μ)`` of ``nb`` column blocks."""
     k_max = Z.shape[1]
     d = X.shape[1]
     act, k = active_slots(m)
@@ -36,7 +37,7 @@ def sweep_state(Z, X, m):
     G0, RX0 = suff_stats(Z, X, act[:k])
     G[:k, :k] = G0
     RX[:k] = RX0
-    return act, k, G, RX, np.zeros((k_max, k_max)), np.zeros((k_max, d))
+    return act, k, G, RX, np.zeros((nb, k_max, k_max)), np.zeros((k_max, d))
 
 @numba.njit(cache=True)
 def swap_remove(idx, k, act, Sig, mu, G, RX):
@@ -45,13 +46,16 @@ def swap_remove(idx, k, act, Sig, mu, G, RX):
     if idx != last:
         act[idx] = act[last]
         for j in range(k):
-            Sig[idx, j] = Sig[last, j]
             G[idx, j] = G[last, j]
         for j in range(k):
-            Sig[j, idx] = Sig[j, last]
             G[j, idx] = G[j, last]
-        Sig[idx, idx] = Sig[last, last]
         G[idx, idx] = G[last, last]
+        for b in range(Sig.shape[0]):
+            for j in range(k):
+                Sig[b, idx, j] = Sig[b, last, j]
+            for j in range(k):
+                Sig[b, j, idx] = Sig[b, j, last]
+            Sig[b, idx, idx] = Sig[b, last, last]
         for t in range(mu.shape[1]):
             mu[idx, t] = mu[last, t]
             RX[idx, t] = RX[last, t]
@@ -59,14 +63,17 @@ def swap_remove(idx, k, act, Sig, mu, G, RX):
 
 @numba.njit(cache=True)
 def append_empty(k, act, slot, Sig, mu, G, RX, sa2):
-    """Append ``slot`` as compact index ``k`` with no data: prior posterior ``N(0, σa²)``."""
+    """Append ``slot`` as compact index ``k`` with no data: prior posterior ``N(0, σa_b²)``
+    (``sa2`` per block)."""
     act[k] = slot
     for b in range(k + 1):
-        Sig[k, b] = 0.0
-        Sig[b, k] = 0.0
         G[k, b] = 0.0
         G[b, k] = 0.0
-    Sig[k, k] = sa2
+    for blk in range(Sig.shape[0]):
+        for b in range(k + 1):
+            Sig[blk, k, b] = 0.0
+            Sig[blk, b, k] = 0.0
+        Sig[blk, k, k] = sa2[blk]
     for t in range(mu.shape[1]):
         mu[k, t] = 0.0
         RX[k, t] = 0.0
@@ -100,11 +107,12 @@ def write_row(Z, i, z, act, k, m):
 
 @numba.njit(cache=True)
 def reset_to_prior(Sig, mu, a, k, sa2):
-    """Set feature ``a``'s posterior (among the first ``k``) to its prior ``N(0, σa²)``: the
-    posterior of a feature that no remaining row owns."""
-    for b in range(k):
-        Sig[a, b] = 0.0
-        Sig[b, a] = 0.0
-    Sig[a, a] = sa2
+    """Set feature ``a``'s posterior (among the first ``k``) to its prior ``N(0, σa_b²)``
+    (``sa2`` per block): the posterior of a feature that no remaining row owns."""
+    for blk in range(Sig.shape[0]):
+        for b in range(k):
+            Sig[blk, a, b] = 0.0
+            Sig[blk, b, a] = 0.0
+        Sig[blk, a, a] = sa2[blk]
     for t in range(mu.shape[1]):
         mu[a, t] = 0.0

@@ -83,10 +83,10 @@ _LOG3 = math.log(3.0)
 
 
 @numba.njit(cache=True)
-def _loglik_of(Z, X, m, trXX, sx2, sa2):
+def _loglik_of(Z, X, m, trXX, noise):
     act, k = active_slots(m)
     G, RX = suff_stats(Z, X, act[:k])
-    return collapsed_loglik(G, RX, trXX, X.shape[0], X.shape[1], sx2, sa2)
+    return collapsed_loglik(G, RX, trXX, X.shape[0], noise)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, be
 
 
 @numba.njit(cache=True)
-def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
+def random_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     """``n_proposals`` split–merge moves with uniformly random allocation (Meeds et al. 2007).
 
     Split (probability ½): an active column ``k`` chosen uniformly, an empty slot ``e`` chosen
@@ -122,7 +122,7 @@ def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
     """
     n, k_max = Z.shape
     accepted = 0
-    ll = _loglik_of(Z, X, m, trXX, sx2, sa2)
+    ll = _loglik_of(Z, X, m, trXX, noise)
     col1 = np.empty(n, dtype=np.int64)
     col2 = np.empty(n, dtype=np.int64)
     free = np.empty(k_max, dtype=np.int64)
@@ -156,7 +156,7 @@ def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
             Z[:, e] = col2
             m[a] = m1
             m[e] = m2
-            ll_new = _loglik_of(Z, X, m, trXX, sx2, sa2)
+            ll_new = _loglik_of(Z, X, m, trXX, noise)
             log_acc = _log_split_ratio(ll_new, ll, m1, m2, mm, k, n, alpha, beta)
             if math.log(rng.random()) < log_acc:
                 ll = ll_new
@@ -187,7 +187,7 @@ def random_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
                 mm += v
             m[keep] = mm
             m[rem] = 0
-            ll_new = _loglik_of(Z, X, m, trXX, sx2, sa2)
+            ll_new = _loglik_of(Z, X, m, trXX, noise)
             log_acc = -_log_split_ratio(ll, ll_new, m1, m2, mm, k - 1, n, alpha, beta)
             if math.log(rng.random()) < log_acc:
                 ll = ll_new
@@ -262,32 +262,38 @@ def _stats_without(G, RX, kk, drop):
 
 
 @numba.njit(cache=True)
-def _option_logpdf(e, v, Sig, mu, q0, sx2, a, b):
-    """Collapsed predictive ``log N(x; (z + e_a + e_b) μ, s I)`` (up to ``-D/2 log 2π``) of a
-    row whose base pattern ``z`` has ``v = Σz``, ``q0 = zᵀΣz`` and residual ``e = x - zμ``,
-    with columns ``a`` and ``b`` switched on (``-1``: none); ``O(D)``."""
-    d = e.shape[0]
-    s = sx2 + q0
-    if a >= 0:
-        s += 2.0 * v[a] + Sig[a, a]
-    if b >= 0:
-        s += 2.0 * v[b] + Sig[b, b]
+def _option_logpdf(e, v, Sig, mu, q0, noise, a, b):
+    """Collapsed predictive ``Σ_blk log N(x_blk; (z + e_a + e_b) μ_blk, s_blk I)`` (up to
+    ``-D/2 log 2π``) of a row whose base pattern ``z`` has ``v[blk] = Σ_blk z``,
+    ``q0[blk] = zᵀΣ_blk z`` and residual ``e = x - zμ``, with columns ``a`` and ``b`` switched
+    on (``-1``: none); ``O(B + D)``."""
+    total = 0.0
+    for blk in range(noise.sx2.shape[0]):
+        S = Sig[blk]
+        vb = v[blk]
+        s = noise.sx2[blk] + q0[blk]
         if a >= 0:
-            s += 2.0 * Sig[a, b]
-    rr = 0.0
-    for t in range(d):
-        u = e[t]
-        if a >= 0:
-            u -= mu[a, t]
+            s += 2.0 * vb[a] + S[a, a]
         if b >= 0:
-            u -= mu[b, t]
-        rr += u * u
-    return -0.5 * d * math.log(s) - 0.5 * rr / s
+            s += 2.0 * vb[b] + S[b, b]
+            if a >= 0:
+                s += 2.0 * S[a, b]
+        rr = 0.0
+        c0, c1 = noise.cols[blk], noise.cols[blk + 1]
+        for t in range(c0, c1):
+            u = e[t]
+            if a >= 0:
+                u -= mu[a, t]
+            if b >= 0:
+                u -= mu[b, t]
+            rr += u * u
+        total -= 0.5 * (c1 - c0) * math.log(s) + 0.5 * rr / s
+    return total
 
 
 @numba.njit(cache=True)
-def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx2, sa2,
-                           replay, alloc):
+def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, noise, replay,
+                           alloc):
     """Allocate ``rows[:nr]`` to compact columns ``ia`` / ``ib`` of layout ``lay``, one at a
     time, each by its collapsed predictive given the rows already in.
 
@@ -323,8 +329,10 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         if split:
             z[ib] = 0.0 if anchor == 0 else 1.0
         stats_with_row(G, RX, z, X[r], kk, 1.0)
-    Sig, mu, _ = posterior_from_stats(G, RX, sx2, sa2)
-    v = np.empty(kk)
+    Sig, mu = posterior_from_stats(G, RX, noise)
+    nb = noise.sx2.shape[0]
+    v = np.empty((nb, kk))
+    q0 = np.empty(nb)
     e = np.empty(d)
     lp = np.empty(3)
     logq = 0.0
@@ -337,11 +345,12 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
             z[ib] = 0.0
         # the options differ from the base row z (none of the columns) by e_ia, e_ib or both:
         # predictive variance s = σx² + zᵀΣz and residual x - zμ updated in O(K + D)
-        q0 = sig_z(Sig, z, kk, v)  # v = Σz
+        for blk in range(nb):
+            q0[blk] = sig_z(Sig[blk], z, kk, v[blk])  # v = Σz
         residual(x, z, mu, kk, e)  # e = x - zμ
         mx = -np.inf
         for o in range(n_opt):
-            lp[o] = _option_logpdf(e, v, Sig, mu, q0, sx2, ia if has_a[o] else -1,
+            lp[o] = _option_logpdf(e, v, Sig, mu, q0, noise, ia if has_a[o] else -1,
                                    ib if has_b[o] else -1)
             mx = max(mx, lp[o])
         tot = 0.0
@@ -363,7 +372,7 @@ def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, sx
         z[ia] = float(has_a[o])
         if split:
             z[ib] = float(has_b[o])
-        row_update(Sig, mu, z, x, kk, sx2, 1.0, v, e)
+        row_update(Sig, mu, z, x, kk, noise, 1.0, v, e)
         stats_with_row(G, RX, z, x, kk, 1.0)
     return logq
 
@@ -376,14 +385,13 @@ def _shuffle(rng, arr, nr):
 
 
 @numba.njit(cache=True)
-def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trXX):
+def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     """``n_proposals`` anchored, sequentially-allocated split–merge moves (module docstring).
 
     ``Z`` (``N x K_max`` int64) and its column sums ``m`` are updated in place.  Returns the
     number of accepted moves.
     """
     n, k_max = Z.shape
-    d = X.shape[1]
     accepted = 0
     if n < 2:
         return 0
@@ -391,7 +399,7 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
     Gs, RXs = suff_stats(Z, X, all_slots)  # slot-indexed, kept current across moves
     act, k = active_slots(m)
     G, RX = _compact_stats(Gs, RXs, act, k)
-    ll = collapsed_loglik(G, RX, trXX, n, d, sx2, sa2)
+    ll = collapsed_loglik(G, RX, trXX, n, noise)
     rows = np.empty(n, dtype=np.int64)
     alloc = np.empty(n, dtype=np.int64)
     free = np.empty(k_max, dtype=np.int64)
@@ -441,8 +449,8 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
         Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
         if split:
             logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                          sx2, sa2, False, alloc)
-            ll_split = collapsed_loglik(Gc, RXc, trXX, n, d, sx2, sa2)
+                                          noise, False, alloc)
+            ll_split = collapsed_loglik(Gc, RXc, trXX, n, noise)
             m1 = 1
             m2 = 1
             for q in range(nr):
@@ -457,7 +465,7 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
         else:
             Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
             logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                          sx2, sa2, True, alloc)
+                                          noise, True, alloc)
             # merged state's statistics: every owner carries ia only, then drop ib
             z = np.empty(kk)
             for q in range(nr + 2):
@@ -468,7 +476,7 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
                 z[ib] = 0.0
                 stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
             Gm2, RXm2 = _stats_without(Gm, RXm, kk, ib)
-            ll_new = collapsed_loglik(Gm2, RXm2, trXX, n, d, sx2, sa2)
+            ll_new = collapsed_loglik(Gm2, RXm2, trXX, n, noise)
             m1 = m[s1]
             m2 = m[s2]
             mm = nr + 2
@@ -501,7 +509,7 @@ def sequential_split_merge(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, trX
 # data-driven births and deaths (a split from nothing)
 # ---------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_rows, trXX):
+def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows, trXX):
     """``n_proposals`` data-driven birth/death Metropolis–Hastings moves (a split from nothing).
 
     A row ``i`` (the anchor) is drawn uniformly, and a uniformly random ordered subset ``R`` of
@@ -530,7 +538,6 @@ def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_r
     ``Z`` and ``m`` are updated in place; returns the number of accepted moves.
     """
     n, k_max = Z.shape
-    d = X.shape[1]
     if n < 2 or n_rows < 1:
         return 0
     M = min(n_rows, n - 1)
@@ -538,7 +545,7 @@ def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_r
     Gs, RXs = suff_stats(Z, X, np.arange(k_max))
     act, k = active_slots(m)
     G, RX = _compact_stats(Gs, RXs, act, k)
-    ll = collapsed_loglik(G, RX, trXX, n, d, sx2, sa2)
+    ll = collapsed_loglik(G, RX, trXX, n, noise)
     pool = np.empty(n - 1, dtype=np.int64)
     in_r = np.zeros(n, dtype=np.bool_)
     alloc = np.empty(M, dtype=np.int64)
@@ -589,8 +596,8 @@ def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_r
                     ia = a
         Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
         logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, -1, i, -1, rows, M,
-                                      sx2, sa2, not birth, alloc)
-        ll_with = collapsed_loglik(Gc, RXc, trXX, n, d, sx2, sa2)
+                                      noise, not birth, alloc)
+        ll_with = collapsed_loglik(Gc, RXc, trXX, n, noise)
         m_new = 1
         for q in range(M):
             m_new += alloc[q]
@@ -602,7 +609,7 @@ def sequential_birth_death(rng, Z, X, m, sx2, sa2, alpha, beta, n_proposals, n_r
             ll_without = ll
         else:
             G2, RX2 = _stats_without(Gc, RXc, kk, ia)
-            ll_without = collapsed_loglik(G2, RX2, trXX, n, d, sx2, sa2)
+            ll_without = collapsed_loglik(G2, RX2, trXX, n, noise)
         log_r = (ll_with - ll_without + log_ab + log_beta_term(m_new, n, beta)
                  - math.log(n_act_i) - logq)
         if not birth:

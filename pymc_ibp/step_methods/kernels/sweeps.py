@@ -65,14 +65,16 @@ NO_LOGODDS = np.zeros((0, 0))
 
 
 @numba.njit(cache=True)
-def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logodds):
+def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds):
     """One sweep of the accelerated collapsed Gibbs sampler (Doshi-Velez & Ghahramani 2009,
     Alg. 1, with the rank-one updates of :func:`row_update`).
 
     Maintains the full-data feature posterior ``(Σ, μ)`` and updates it by rank-one
     Sherman–Morrison down/up-dates as each row is removed and re-added, so each element costs
-    ``O(K + D)`` and a sweep ``O(N(K² + KD))``.  ``Σ, μ`` are recomputed from the exact
-    statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` every ``refresh`` rows (drift control).
+    ``O(K + D)`` and a sweep ``O(N(K² + KD))`` (``O(N(BK² + KD))`` with ``B`` column blocks
+    of their own scales, :class:`pymc_ibp.step_methods.kernels.gaussian.Noise`).  ``Σ, μ`` are
+    recomputed from the exact statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` every ``refresh`` rows
+    (drift control).
 
     Two prior modes:
 
@@ -99,16 +101,21 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
     """
     n, d = X.shape
     k_max = Z.shape[1]
+    nb = noise.sx2.shape[0]
+    sa2 = noise.sa2
     counts = logodds.shape[0] == 0
     if counts:
-        act, k, G, RX, Sig, mu = sweep_state(Z, X, m)
+        act, k, G, RX, Sig, mu = sweep_state(Z, X, m, nb)
         log_lam = log_birth_rate(alpha, beta, n)
     else:
-        act, k, G, RX, Sig, mu = sweep_state(Z, X, np.ones(k_max, dtype=np.int64))
+        act, k, G, RX, Sig, mu = sweep_state(Z, X, np.ones(k_max, dtype=np.int64), nb)
         log_lam = 0.0
     flips = births = deaths = kmax_hit = 0
     z = np.zeros(k_max)
-    v = np.zeros(k_max)
+    v = np.zeros((nb, k_max))
+    s2 = np.zeros(nb)
+    rr = np.zeros(nb)
+    work = np.zeros((2, nb))
     r = np.zeros(d)
     e = np.zeros(d)
     prior_lo = np.zeros(k_max)
@@ -121,14 +128,14 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
     for it in range(n):
         i = rows[it]
         if k > 0 and (it == 0 or (refresh > 0 and it % refresh == 0)):
-            S1, mu1, _ = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), sx2, sa2)
-            Sig[:k, :k] = S1
+            S1, mu1 = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), noise)
+            Sig[:, :k, :k] = S1
             mu[:k] = mu1
         x = X[i]
         # ---- 1. remove row i ---------------------------------------------------------------
         for a in range(k):
             z[a] = 1.0 if Z[i, act[a]] != 0 else 0.0
-        row_update(Sig, mu, z, x, k, sx2, -1.0, v, e)
+        row_update(Sig, mu, z, x, k, noise, -1.0, v, e)
         stats_with_row(G, RX, z, x, k, -1.0)
         for a in range(k):
             if z[a] != 0.0:
@@ -145,21 +152,22 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
             for a in range(k):
                 prior_lo[a] = logodds[i, act[a]]
         # ---- 2. element-wise Gibbs (all entries, or the shared features) -------------------
-        rr, s2, nfl = gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, sx2, r, v,
-                                        order, greedy)
+        nfl = gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr,
+                                work, order, greedy)
         flips += nfl
         # ---- 3. singletons of row i: drop, then block-Gibbs the new count ------------------
         if counts:
             a = 0
             while a < k:
                 if z[a] != 0.0 and m[act[a]] == 0:
-                    s2 -= sa2
+                    for b in range(nb):
+                        s2[b] -= sa2[b]
                     deaths += 1
                     z[a] = z[k - 1]
                     k = swap_remove(a, k, act, Sig, mu, G, RX)
                 else:
                     a += 1
-            jnew = birth_count(rng, k_max - k, log_lam, s2, rr, d, sa2, logpj, greedy)
+            jnew = birth_count(rng, k_max - k, log_lam, s2, rr, noise, logpj, greedy)
             if jnew > 0:
                 random_free_slots(rng, act, k, k_max, jnew, free)
                 for j in range(jnew):
@@ -170,7 +178,7 @@ def accelerated_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, greedy, logo
                 kmax_hit = 1
         # ---- 4. re-add row i ---------------------------------------------------------------
         write_row(Z, i, z, act, k, m)
-        row_update(Sig, mu, z, x, k, sx2, 1.0, v, e)
+        row_update(Sig, mu, z, x, k, noise, 1.0, v, e)
         stats_with_row(G, RX, z, x, k, 1.0)
     return SweepStats(flips, births, deaths, kmax_hit)
 
@@ -188,19 +196,27 @@ def _window_loglik(C, E, d):
 
 
 @numba.njit(cache=True)
-def _window_moments(Zw, Sig, mu, Xw, k, sx2):
-    """``C_W = Z_W Σ Z_Wᵀ + σx² I`` and ``E = X_W - Z_W μ`` over the first ``k`` features."""
+def _window_ll(Zw, Sig, mu, Xw, k, noise, r, j):
+    """``Σ_b log N(X_{W,b}; Z_W μ_b, C_{W,b} ⊗ I)`` over the column blocks, with
+    ``C_{W,b} = Z_W Σ_b Z_Wᵀ + σx_b² I`` over the first ``k`` features, plus ``j σa_b²`` on the
+    diagonal entry of window row ``r`` (``j`` singletons of that row; ``r = -1``: none)."""
     w = Zw.shape[0]
     Zk = np.ascontiguousarray(Zw[:, :k])
-    C = Zk @ np.ascontiguousarray(Sig[:k, :k]) @ np.ascontiguousarray(Zk.T)
-    for i in range(w):
-        C[i, i] += sx2
     E = Xw - Zk @ np.ascontiguousarray(mu[:k])
-    return C, E
+    ll = 0.0
+    for b in range(noise.sx2.shape[0]):
+        C = Zk @ np.ascontiguousarray(Sig[b, :k, :k]) @ np.ascontiguousarray(Zk.T)
+        for i in range(w):
+            C[i, i] += noise.sx2[b]
+        if r >= 0:
+            C[r, r] += j * noise.sa2[b]
+        c0, c1 = noise.cols[b], noise.cols[b + 1]
+        ll += _window_loglik(C, np.ascontiguousarray(E[:, c0:c1]), c1 - c0)
+    return ll
 
 
 @numba.njit(cache=True)
-def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, window):
+def accelerated_sweep_window(rng, Z, X, m, noise, alpha, beta, refresh, window):
     """Accelerated sweep removing ``W = window`` rows at a time (Doshi-Velez 2009, §4.2 and
     Alg. 1).
 
@@ -214,10 +230,12 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
     """
     n, d = X.shape
     k_max = Z.shape[1]
-    act, k, G, RX, Sig, mu = sweep_state(Z, X, m)
+    nb = noise.sx2.shape[0]
+    sa2 = noise.sa2
+    act, k, G, RX, Sig, mu = sweep_state(Z, X, m, nb)
     log_lam = log_birth_rate(alpha, beta, n)
     flips = births = deaths = kmax_hit = 0
-    v = np.zeros(k_max)
+    v = np.zeros((nb, k_max))
     e = np.zeros(d)
     z = np.zeros(k_max)
     order = np.arange(k_max)
@@ -231,8 +249,8 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
         wrows = rows[start:stop]
         if k > 0 and (start == 0 or (refresh > 0 and done >= refresh)):
             done = 0
-            S1, mu1, _ = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), sx2, sa2)
-            Sig[:k, :k] = S1
+            S1, mu1 = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), noise)
+            Sig[:, :k, :k] = S1
             mu[:k] = mu1
         done += w
         # ---- remove the window ---------------------------------------------------------
@@ -243,7 +261,7 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
             Xw[r] = X[i]
             for a in range(k):
                 Zw[r, a] = 1.0 if Z[i, act[a]] != 0 else 0.0
-            row_update(Sig, mu, Zw[r], X[i], k, sx2, -1.0, v, e)
+            row_update(Sig, mu, Zw[r], X[i], k, noise, -1.0, v, e)
             stats_with_row(G, RX, Zw[r], X[i], k, -1.0)
         for a in range(k):  # columns owned only inside the window: exactly the prior
             if G[a, a] == 0.0:
@@ -253,16 +271,14 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
             for a in range(k):
                 order[a] = a
             partial_shuffle(rng, order[:k], k)
-            C, E = _window_moments(Zw, Sig, mu, Xw, k, sx2)
-            ll_cur = _window_loglik(C, E, d)
+            ll_cur = _window_ll(Zw, Sig, mu, Xw, k, noise, -1, 0)
             for oi in range(k):
                 a = order[oi]
                 mk = m[act[a]] - int(Zw[r, a])  # owners other than this row
                 if mk == 0:
                     continue
                 Zw[r, a] = 1.0 - Zw[r, a]
-                C2, E2 = _window_moments(Zw, Sig, mu, Xw, k, sx2)
-                ll_new = _window_loglik(C2, E2, d)
+                ll_new = _window_ll(Zw, Sig, mu, Xw, k, noise, -1, 0)
                 lo = prior_logodds(mk, n, beta)
                 lo += ll_new - ll_cur if Zw[r, a] != 0.0 else ll_cur - ll_new
                 now = int(Zw[r, a])
@@ -286,12 +302,10 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
                     k = swap_remove(a, k, act, Sig, mu, G, RX)
                 else:
                     a += 1
-            C, E = _window_moments(Zw, Sig, mu, Xw, k, sx2)
             navail = k_max - k
             for j in range(navail + 1):
-                Cj = C.copy()
-                Cj[r, r] += j * sa2
-                logpj[j] = j * log_lam - math.lgamma(j + 1.0) + _window_loglik(Cj, E, d)
+                logpj[j] = (j * log_lam - math.lgamma(j + 1.0)
+                            + _window_ll(Zw, Sig, mu, Xw, k, noise, r, j))
             jnew = categorical_logp(rng, logpj, navail + 1)
             if jnew > 0:
                 random_free_slots(rng, act, k, k_max, jnew, free)
@@ -314,12 +328,12 @@ def accelerated_sweep_window(rng, Z, X, m, sx2, sa2, alpha, beta, refresh, windo
                     Z[i, act[a]] = 1
             for a in range(k):
                 z[a] = Zw[r, a]
-            row_update(Sig, mu, z, X[i], k, sx2, 1.0, v, e)
+            row_update(Sig, mu, z, X[i], k, noise, 1.0, v, e)
             stats_with_row(G, RX, z, X[i], k, 1.0)
     return SweepStats(flips, births, deaths, kmax_hit)
 
 @numba.njit(cache=True)
-def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2):
+def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, noise):
     """``log p(X | Z)`` after appending ``j`` new columns that are 1 in row ``x``'s row only
     (``G``, ``RX`` already include that row with pattern ``z``)."""
     kj = k + j
@@ -335,10 +349,10 @@ def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2):
             if z[a] != 0.0:
                 Gj[a, b] = 1.0
                 Gj[b, a] = 1.0
-    return collapsed_loglik(Gj, RXj, trXX, n, d, sx2, sa2)
+    return collapsed_loglik(Gj, RXj, trXX, n, noise)
 
 @numba.njit(cache=True)
-def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
+def collapsed_sweep(rng, Z, X, m, noise, alpha, beta, trXX):
     """One sweep of the collapsed Gibbs sampler (Griffiths & Ghahramani 2011; Doshi-Velez 2009,
     eqs. 3.6–3.7).
 
@@ -357,7 +371,7 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
     n, d = X.shape
     k_max = Z.shape[1]
     # no posterior is kept here; no_sig / no_mu only satisfy the shared slot helpers
-    act, k, G, RX, no_sig, no_mu = sweep_state(Z, X, m)
+    act, k, G, RX, no_sig, no_mu = sweep_state(Z, X, m, noise.sx2.shape[0])
     log_lam = log_birth_rate(alpha, beta, n)
     flips = births = deaths = kmax_hit = 0
     z = np.zeros(k_max)
@@ -383,7 +397,7 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
                 stats_with_row(G, RX, z, x, k, -1.0)
                 z[a] = float(val)
                 stats_with_row(G, RX, z, x, k, 1.0)
-                ll[val] = collapsed_loglik(G[:k, :k], RX[:k], trXX, n, d, sx2, sa2)
+                ll[val] = collapsed_loglik(G[:k, :k], RX[:k], trXX, n, noise)
                 stats_with_row(G, RX, z, x, k, -1.0)
                 z[a] = old
                 stats_with_row(G, RX, z, x, k, 1.0)
@@ -409,14 +423,14 @@ def collapsed_sweep(rng, Z, X, m, sx2, sa2, alpha, beta, trXX):
         navail = k_max - k
         for j in range(navail + 1):
             logpj[j] = (j * log_lam - math.lgamma(j + 1.0)
-                        + _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, sx2, sa2))
+                        + _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, noise))
         jnew = categorical_logp(rng, logpj, navail + 1)
         if jnew > 0:
             stats_with_row(G, RX, z, x, k, -1.0)
             random_free_slots(rng, act, k, k_max, jnew, free)
             for j in range(jnew):
                 z[k] = 1.0
-                k = append_empty(k, act, free[j], no_sig, no_mu, G, RX, sa2)
+                k = append_empty(k, act, free[j], no_sig, no_mu, G, RX, noise.sa2)
             births += jnew
             stats_with_row(G, RX, z, x, k, 1.0)
         if k == k_max:
