@@ -11,7 +11,8 @@ import numpy as np
 
 
 def collapsed_log_joint(Z, X, sigma_x, sigma_a, alpha, beta=1.0, prior=True):
-    """``log p(X | Z) + log P(Z)``: A integrated out (spec §3.1, E14) and the truncated IBP
+    """``log p(X | Z) + log P(Z)``: A integrated out (Griffiths & Ghahramani 2011, §5, with the
+    trace of the exponent) and the truncated IBP
     pmf of :class:`pymc_ibp.IBP`; the same number as the ``ibp_log_joint`` stat.
     ``prior=False``: the collapsed log-likelihood ``log p(X | Z)`` alone."""
     from pymc_ibp.step_methods import kernels
@@ -53,7 +54,7 @@ def ess_bulk(x) -> float:
 
 
 def ess_bda2(x) -> float:
-    """BDA-2 (Gelman et al. 2003) ``n_eff = m n var+/B`` (spec §9.2), capped at ``m n``."""
+    """BDA-2 (Gelman et al. 2003) ``n_eff = m n var+/B``, capped at ``m n``."""
     x = np.asarray(x, dtype=float)
     if np.ptp(x) == 0:
         return float("nan")

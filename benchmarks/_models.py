@@ -82,7 +82,8 @@ def ibp_model(X, k_max, *, alpha=None, sigma_x=None, sigma_a=None, sx_init=None,
 
 
 def finite_model(X, k_max, *, sx_init=None, sa_init=None):
-    """The finite Beta-Bernoulli version (spec §2.3): ``pi_k ~ Beta(alpha/K, 1)``,
+    """The finite Beta-Bernoulli version (Griffiths & Ghahramani 2011, §3): ``pi_k ~ Beta(alpha/K,
+    1)``,
     ``Z_nk ~ Bernoulli(pi_k)``, same priors and likelihood as :func:`ibp_model`."""
     import pymc as pm
 
@@ -106,9 +107,11 @@ def _make_conjugate_a_class():
     from pymc_ibp.step_methods import kernels
 
     class ConjugateA(BlockedStep):
-        """``A | Z, X, sigma_x, sigma_a`` drawn from its exact Gaussian conditional (spec §3.1).
+        """``A | Z, X, sigma_x, sigma_a`` drawn from its exact Gaussian conditional (Griffiths &
+        Ghahramani 2011, §5).
 
-        The A update of the uncollapsed / semi-collapsed Gibbs sampler of [000 §3.1, §4.4]:
+        The A update of the uncollapsed / semi-collapsed Gibbs sampler of Doshi-Velez (2009, §3.1,
+        §4.4):
         active rows from ``N(mu, Sigma)`` (one Cholesky, ``O(NKD + K^2 D + K^3)``), empty slots
         from the prior.  With a held-out ``mask`` (the masked model of :func:`ibp_model`) each
         column ``d`` has its own posterior over its observed rows (``O(N K^2 D)``).

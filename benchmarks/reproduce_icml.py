@@ -1,4 +1,5 @@
-"""Reproduce the accelerated-sampler experiments of [000 ch.4] = [001 §6] (spec §11.1).
+"""Reproduce the accelerated-sampler experiments of Doshi-Velez (2009, ch. 4) = Doshi-Velez &
+Ghahramani (2009, §6).
 
 **Synthetic (Table 2).**  Data from the prior: ``pmi.datasets.ibp_linear_gaussian(N, 10,
 alpha=2, sigma_x=0.2, sigma_a=2)``, N in {50, 100, 250, 500}.  The model has alpha, sigma_a and
@@ -19,7 +20,7 @@ iterations (100 tune, discarded, + 900 draws), ``cores=1``:
 Chains of the linear-Gaussian samplers start from a draw of the IBP prior (the steps' default);
 IBPGibbs chains get prior draws of Z as initial values.  Reported: seconds per iteration
 (``sampling_time / (chains x 1000)``), effective samples per sample of K+
-(``az.ess(method="bulk") / (chains x draws)``, and the BDA-2 estimate of spec §9.2),
+(``az.ess(method="bulk") / (chains x draws)``, and the BDA-2 estimate of Gelman et al. 2003),
 ``pmi.heldout_metrics(..., last=50)``: L2 error and test log-likelihood (``mean_log_pred``:
 per entry, per draw, with the draw's A and sigma_x), printed beside the paper's numbers.
 
@@ -56,11 +57,13 @@ from benchmarks._timing import sampling_time
 SAMPLERS = ["collapsed", "ibpgibbs+conjA", "accelerated"]
 PAPER_COLUMN = {"collapsed": "Collapsed", "ibpgibbs+conjA": "Semi-collapsed",
                 "accelerated": "Accelerated"}
-# [000 Table 4.2] = [001 Table 2]: iteration time (s), effective N per sample, L2, test log-lik
+# Doshi-Velez (2009) Table 4.2 = Doshi-Velez & Ghahramani (2009) Table 2: iteration time (s),
+# effective N per sample, L2, test log-lik
 TABLE2 = {"collapsed": (90.273, 0.020, 0.710, -24.557),
           "ibpgibbs+conjA": (1.302, 0.019, 4.534, -13.977),
           "accelerated": (1.566, 0.020, 1.780, -26.936)}
-# [000 Table 4.4] = [001 Table 4], Images: iteration time, burn-in count, L2, test log-lik
+# Doshi-Velez (2009) Table 4.4 = Doshi-Velez & Ghahramani (2009) Table 4, Images: iteration time,
+# burn-in count, L2, test log-lik
 TABLE4 = {"collapsed": (1526.4, 12.0, 0.1066, -2.0),
           "ibpgibbs+conjA": (38.1, 2.0, 0.1239, -1.7),
           "accelerated": (7.6, 4.0, 0.0555, -2.0)}
@@ -262,11 +265,12 @@ def main():
                        "paper_s_per_iteration", "ess_per_sample", "paper_ess_per_sample",
                        "l2", "paper_l2", "test_loglik", "paper_test_loglik"])
     notes = [
-        "Paper numbers: [000 Table 4.2] = [001 Table 2] (synthetic; its N is unspecified, the "
-        "same numbers are repeated on every row) and [000 Table 4.4] Images row; paper_column "
+        "Paper numbers: Doshi-Velez (2009) Table 4.2 = Doshi-Velez & Ghahramani (2009) Table 2 "
+        "(synthetic; its N is unspecified, the same numbers are repeated on every row) and "
+        "Doshi-Velez (2009) Table 4.4, Images row; paper_column "
         "names the paper's sampler each of ours stands in for.",
         "ess_per_sample = az.ess(K+, method='bulk') / (chains x draws); ess_bda2_per_sample = "
-        "the BDA-2 estimate (spec §9.2), capped at 1.",
+        "the BDA-2 estimate (Gelman et al. 2003), capped at 1.",
         "l2 and test_loglik = pmi.heldout_metrics(last=50): per held-out entry and draw, with "
         "the draw's A and sigma_x (mean_log_pred); the paper's collapsed/accelerated numbers "
         "use the posterior-mean A given Z and the predictive variance sigma_x^2 + z Sigma z'.",
@@ -284,8 +288,8 @@ def main():
         "the full protocol: `python -m benchmarks.reproduce_icml --full` (hours).",
         f"Total script time {time.perf_counter() - t0:.0f} s.",
     ]
-    write_results(name, rows, cols, "Reproduction of [000 ch.4] / [001 §6] (spec §11.1)",
-                  notes, info)
+    write_results(name, rows, cols, "Reproduction of Doshi-Velez (2009, ch. 4) / "
+                  "Doshi-Velez & Ghahramani (2009, §6)", notes, info)
 
 
 # iterations of the collapsed sampler in the default grid (the others run the full 1000)

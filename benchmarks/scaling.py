@@ -11,7 +11,8 @@ driven by hand on a PyMC model (``alpha ~ Gamma(1, 1)``, ``sigma_a ~ HalfNormal(
 * ``collapsed``:   ``pmi.CollapsedGibbs`` (same, with p(X | Z) recomputed per element);
 * ``ibpgibbs+conjA``: ``pmi.IBPGibbs`` on Z (uncollapsed, 2 K_max likelihood evaluations of
   the compiled PyMC model) followed by a *conjugate* draw of A | Z, X (the ConjugateA helper of
-  ``_models.py``, the A update of the uncollapsed sampler of [000 §3.1]).  NUTS on A is not
+  ``_models.py``, the A update of the uncollapsed sampler of Doshi-Velez (2009, §3.1)).  NUTS on A
+  is not
   timed here (its cost depends on its adaptation; it appears in mixing.py).
 
 Data: block images (D = 36, ``pmi.datasets.block_images``, noise 0.5, K = 4) and synthetic

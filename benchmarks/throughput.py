@@ -23,7 +23,8 @@ sweep, ``T = N k`` flip tests (an upper bound: a row's own singletons are not te
     refreshes (P, Cholesky, inverse, mu = Sigma RX): ceil(N/r) (4/3 k^3 + 2 k^2 D + k^2)
     initial statistics:                             D S1b + S2b
 
-The leading term is ``N (4k^2 + 8kD)``: the O(N(K^2 + KD)) of spec §4.10.  The achieved rate
+The leading term is ``N (4k^2 + 8kD)``: the O(N(K^2 + KD)) of Doshi-Velez & Ghahramani (2009, §4).
+The achieved rate
 is low by construction: the kernel is scalar loops over short vectors (k ~ 4-12, D = 36 or
 161) with a data-dependent branch per entry, which cannot use the wide vector units dgemm
 saturates.

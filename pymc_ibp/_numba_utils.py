@@ -2,14 +2,51 @@
 
 All randomness comes from the numpy ``Generator`` passed in, so results are reproducible
 for a seed and independent across chains.
+
+Passing a ``Generator`` to a jitted function is not safe against Ctrl-C: numba unboxes it by
+running Python attribute lookups (``rng.bit_generator.ctypes``), and a ``KeyboardInterrupt``
+raised inside them crashes the interpreter (a segmentation fault, or a ``SystemError``), which
+also loses PyMC's partial trace.  :func:`interrupt_safe` defers a SIGINT that arrives during a
+call until the call has returned.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import signal
+import threading
 
 import numba
 import numpy as np
+
+
+def interrupt_safe(fn):
+    """Decorator: a SIGINT (Ctrl-C) arriving while ``fn`` runs is recorded and delivered to the
+    previous handler (by default: ``KeyboardInterrupt``) as soon as ``fn`` returns, so that it
+    never interrupts numba's unboxing of a ``Generator`` argument.  Outside the main thread
+    (where Python delivers signals) ``fn`` runs unchanged."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            return fn(*args, **kwargs)
+        pending = []
+        try:
+            previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(frame))
+        except (ValueError, TypeError):  # e.g. a sub-interpreter: signals are not ours to set
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            if pending:
+                if callable(previous):
+                    previous(signal.SIGINT, pending[0])
+                elif previous == signal.SIG_DFL:
+                    raise KeyboardInterrupt
+
+    return wrapper
 
 
 @numba.njit(cache=True)

@@ -68,7 +68,7 @@ from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Discrete
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_ibp._numba_utils import categorical_logp, partial_shuffle
+from pymc_ibp._numba_utils import categorical_logp, interrupt_safe, partial_shuffle
 from pymc_ibp.distributions.ibp_math import ibp_logp_symbolic, ibp_mass, log_beta_term
 
 __all__ = ["IBP", "IBPRV", "ibp_draw_core"]
@@ -127,6 +127,7 @@ class IBPRV(RandomVariable):
         return (n, k_max)
 
     @classmethod
+    @interrupt_safe  # the numba core takes the Generator (see pymc_ibp._numba_utils)
     def rng_fn(cls, rng, alpha, beta, n, k_max, size):
         n = int(np.asarray(n).flat[0])
         k_max = int(np.asarray(k_max).flat[0])

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import pymc as pm
 
+from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import find_linear_gaussian, matched_models
@@ -39,6 +40,7 @@ class GreedyResult(NamedTuple):
     sweeps: int  #: sweeps run (stops early when ``Z`` no longer changes)
 
 
+@interrupt_safe
 def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=None):
     """Greedy MAP search for ``Z`` in a linear-Gaussian IBP model.
 

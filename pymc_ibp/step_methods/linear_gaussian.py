@@ -31,6 +31,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 
+from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.distributions.ibp import IBPRV, ibp_draw_core
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods import kernels
@@ -342,6 +343,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             return noise
         return self._tempered(noise, t / span, self._data_var(noise))
 
+    @interrupt_safe  # the kernels take the step's Generator (see _numba_utils)
     def step(self, point):
         noise = self._hyper(point)
         Z = np.array(self.spec.z_value(point, self.z_name), dtype=np.int64, copy=True)

@@ -28,7 +28,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV
 from pytensor.tensor.subtensor import AdvancedSubtensor
 
-from pymc_ibp._numba_utils import bernoulli_logodds
+from pymc_ibp._numba_utils import bernoulli_logodds, interrupt_safe
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import log_beta_term, log_birth_rate, prior_logodds
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
@@ -395,6 +395,7 @@ class IBPGibbs(BlockedStep):
                     "rows of Z, which IBPGibbs needs."
                 )
 
+    @interrupt_safe  # the column kernels take the step's Generator (see _numba_utils)
     def step(self, point):
         Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
         hyper = self._hyper(point)

@@ -1,4 +1,5 @@
-"""Tests for ``pymc_ibp.datasets`` (spec §2.1, §2.5, §3.1, §12.5).
+"""Tests for ``pymc_ibp.datasets`` (ground truth of the generators; IBP moments of Griffiths &
+Ghahramani 2011, §4).
 
 Statistical checks use z-tests with ``|z| < 4`` or scipy tests with ``p > 1e-3`` at fixed
 seeds, so they are deterministic yet would flag a wrong generator.
@@ -188,7 +189,8 @@ def _draw_many(n, alpha, beta, reps, seed):
     ("n", "alpha", "beta"), [(5, 2.0, 1.0), (8, 1.5, 1.0), (6, 2.0, 3.0), (6, 3.0, 0.4)]
 )
 def test_ibp_restaurant_feature_counts(n, alpha, beta):
-    """E[K+] = α Σ β/(β+i-1) (α H_N if β=1), K+ Poisson, rows Poisson(α) (spec §2.5)."""
+    """E[K+] = α Σ β/(β+i-1) (α H_N if β=1), K+ Poisson, rows Poisson(α) (Griffiths & Ghahramani
+    2011, §4; Ghahramani, Griffiths & Sollich 2007)."""
     reps = 2000
     Zs = _draw_many(n, alpha, beta, reps, seed=2024)
     kplus = np.array([Z.shape[1] for Z in Zs])
@@ -217,7 +219,8 @@ def test_ibp_restaurant_feature_counts(n, alpha, beta):
 
 
 def test_ibp_restaurant_second_customer_shares_dishes():
-    """P(customer 2 takes a given dish of customer 1) = 1/(β+1) (spec §2.1)."""
+    """P(customer 2 takes a given dish of customer 1) = 1/(β+1) (the two-parameter buffet of
+    Ghahramani, Griffiths & Sollich 2007)."""
     beta, alpha, reps = 2.0, 2.0, 2000
     shared = trials = 0
     for Z in _draw_many(2, alpha, beta, reps, seed=77):

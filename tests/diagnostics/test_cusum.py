@@ -1,4 +1,4 @@
-"""Tests for the CUSUM / hairiness diagnostics (spec §9.1, seed [000 §5.3]).
+"""Tests for the CUSUM / hairiness diagnostics (Brooks 1998; Doshi-Velez 2009, §5.3).
 
 Coverage tolerance (used by every coverage assertion below)
 -----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Held-out evaluation (spec §10.1)."""
+"""Held-out evaluation (Doshi-Velez & Ghahramani 2009, §6)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Label-invariant summary, relabelling and feature plots (spec §9; notes §3 label switching)."""
+"""Label-invariant summary, relabelling and feature plots (docs/diagnostics.md)."""
 
 import matplotlib
 

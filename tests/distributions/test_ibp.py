@@ -1,4 +1,4 @@
-"""Tests of the IBP priors (issue: foundation; spec §2)."""
+"""Tests of the IBP priors (Griffiths & Ghahramani 2011, §4; Teh, Görür & Ghahramani 2007)."""
 
 import numpy as np
 import pymc as pm

@@ -1,5 +1,5 @@
 """Geweke joint-distribution tests of the hyperparameter updates with the accelerated Z sweep
-(spec §12.4-5).
+(Geweke 2004).
 
 Marginal-conditional simulator: α ~ Gamma(2, 2), σx, σa ~ HalfNormal(1), Z ~ IBP(α) truncated
 at K_max, A ~ N(0, σa²), X ~ N(ZA, σx²).  Successive-conditional simulator: alternate the

@@ -1,4 +1,5 @@
-"""Correctness of the collapsed and accelerated samplers (issue: samplers; spec §4.3, §4.4)."""
+"""Correctness of the collapsed and accelerated samplers (Griffiths & Ghahramani 2011, §5;
+Doshi-Velez & Ghahramani 2009)."""
 
 import numpy as np
 import pymc as pm

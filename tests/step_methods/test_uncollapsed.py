@@ -1,4 +1,4 @@
-"""IBPGibbs: uncollapsed Gibbs under any likelihood (issue: samplers §2; spec §4.1)."""
+"""IBPGibbs: uncollapsed Gibbs under any likelihood (Doshi-Velez 2009, §3.1)."""
 
 import numpy as np
 import pymc as pm
