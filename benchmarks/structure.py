@@ -85,6 +85,7 @@ class Config:
     tune: int
     draws: int
     seed: int  # pm.sample's random_seed
+    k_max: int = 20  # K_MAX, or larger where the TruncationWarning says K_max = 20 binds
 
 
 GRID = [
@@ -93,6 +94,9 @@ GRID = [
     Config("block", 10_000, 4, 100, 100, seed=3),
     Config("icml", 100, 8, 100, 100, seed=4),
     Config("icml", 500, 8, 100, 100, seed=5),
+    # the same with the K_max a user sets after the TruncationWarning of the rows above
+    Config("icml", 100, 8, 100, 100, seed=4, k_max=40),
+    Config("icml", 500, 8, 100, 100, seed=5, k_max=40),
 ]
 LARGE = [Config("block", 100_000, 2, 100, 100, seed=6)]
 QUICK = [
@@ -101,15 +105,15 @@ QUICK = [
 ]
 
 
-def make_data(kind, n):
+def make_data(kind, n, k_max=K_MAX):
     import pymc_ibp as pmi
 
     if kind == "block":
         data = pmi.datasets.block_images(n, noise=0.5, seed=1)
     else:
         data = synthetic_data(n)
-    if data.k > K_MAX:
-        raise RuntimeError(f"{kind} N={n}: true K = {data.k} > K_max = {K_MAX}")
+    if data.k > k_max:
+        raise RuntimeError(f"{kind} N={n}: true K = {data.k} > K_max = {k_max}")
     return data
 
 
@@ -132,10 +136,10 @@ STEP_KWARGS: dict = {}
 INITVALS: dict = {"sigma_x": SX_INIT, "sigma_a": SA_INIT}
 
 
-def sample(X, chains, tune, draws, seed, callback=None):
+def sample(X, chains, tune, draws, seed, callback=None, k_max=K_MAX):
     import pymc as pm
 
-    with ibp_model(X, K_MAX, sx_init=INITVALS.get("sigma_x"), sa_init=INITVALS.get("sigma_a")):
+    with ibp_model(X, k_max, sx_init=INITVALS.get("sigma_x"), sa_init=INITVALS.get("sigma_a")):
         return pm.sample(tune=tune, draws=draws, chains=chains, cores=1, random_seed=seed,
                          compute_convergence_checks=False, progressbar=False, quiet=True,
                          var_names=["alpha", "sigma_x", "sigma_a"], callback=callback,
@@ -148,19 +152,20 @@ def score(Z, X, ref) -> float:
 
 def run(cfg: Config):
     """(per-chain rows, configuration row) of one configuration."""
-    data = make_data(cfg.data, cfg.n)
+    data = make_data(cfg.data, cfg.n, cfg.k_max)
     X, ref = data.X, REFERENCE[cfg.data]
-    true_score = score(pad(data.Z, K_MAX), X, ref)
+    true_score = score(pad(data.Z, cfg.k_max), X, ref)
     final = FinalZ(cfg.tune + cfg.draws - 1)
     t = time.perf_counter()
-    idata = sample(X, cfg.chains, cfg.tune, cfg.draws, cfg.seed, callback=final)
+    idata = sample(X, cfg.chains, cfg.tune, cfg.draws, cfg.seed, callback=final,
+                   k_max=cfg.k_max)
     wall = time.perf_counter() - t
     secs = sampling_time(idata)
     ss, post = idata["sample_stats"], idata["posterior"]
     kmax_hit = ss["ibp_kmax_hit"].values.astype(bool)  # (chains, draws)
     n_active = ss["ibp_n_active"].values
-    ident = dict(data=cfg.data, N=cfg.n, D=data.d, chains=cfg.chains, tune=cfg.tune,
-                 draws=cfg.draws, seed=cfg.seed)
+    ident = dict(data=cfg.data, N=cfg.n, D=data.d, K_max=cfg.k_max, chains=cfg.chains,
+                 tune=cfg.tune, draws=cfg.draws, seed=cfg.seed)
     rows = []
     for c in range(cfg.chains):
         Z = final.Z[c]
@@ -195,12 +200,12 @@ def run(cfg: Config):
     return rows, summary
 
 
-CHAIN_COLS = ["data", "N", "tune", "draws", "chain", "true_K", "K_plus_final", "K_plus_mean",
-              "score", "gap_to_truth", "gap_to_best", "reached", "kmax_hit", "sigma_x_final",
-              "alpha_final"]
-CONFIG_COLS = ["data", "N", "D", "chains", "tune", "draws", "true_K", "reached", "median_gap",
-               "min_gap", "max_gap", "K_plus_final", "kmax_hit", "true_score", "threshold",
-               "wall_s", "sampling_s", "s_per_it"]
+CHAIN_COLS = ["data", "N", "K_max", "tune", "draws", "chain", "true_K", "K_plus_final",
+              "K_plus_mean", "score", "gap_to_truth", "gap_to_best", "reached", "kmax_hit",
+              "sigma_x_final", "alpha_final"]
+CONFIG_COLS = ["data", "N", "D", "K_max", "chains", "tune", "draws", "true_K", "reached",
+               "median_gap", "min_gap", "max_gap", "K_plus_final", "kmax_hit", "true_score",
+               "threshold", "wall_s", "sampling_s", "s_per_it"]
 
 
 def main():
@@ -214,6 +219,8 @@ def main():
                     help="ablation: AcceleratedGibbs(birth_death=N) (0 disables the data-driven "
                          "births); results go to structure_bdN.*")
     ap.add_argument("--max-n", type=int, default=None, help="only configurations with N <= this")
+    ap.add_argument("--data", choices=["block", "icml"], default=None,
+                    help="only the configurations of this data set (results: structure_<data>.*)")
     ap.add_argument("--no-initvals", action="store_true",
                     help="no initval on the scales (PyMC's default start); results go to "
                          "structure_noinit.*")
@@ -228,6 +235,8 @@ def main():
     grid = QUICK if args.quick else GRID + (LARGE if args.large else [])
     if args.max_n is not None:
         grid = [c for c in grid if c.n <= args.max_n]
+    if args.data is not None:
+        grid = [c for c in grid if c.data == args.data]
     # warm-up: numba cache load / compilation and PyTensor's first compile outside the timings
     t = time.perf_counter()
     sample(make_data("block", 50).X, chains=1, tune=3, draws=3, seed=0)
@@ -244,7 +253,8 @@ def main():
     print()
     print_table(rows, CONFIG_COLS)
     notes = [
-        f"Model: the README's (K_max = {K_MAX}, alpha ~ Gamma(1, 1), sigma_a ~ HalfNormal(2) "
+        f"Model: the README's (K_max = {K_MAX} unless the K_max column says otherwise, "
+        "alpha ~ Gamma(1, 1), sigma_a ~ HalfNormal(2) "
         f"initval {SA_INIT}, sigma_x ~ HalfNormal(1) initval {SX_INIT}); pm.sample with its own "
         "step assignment (AcceleratedGibbs [Z, A] + IBPAlphaGibbs + IBPScaleSlice), cores=1; "
         "chains start from prior draws of Z. Data: block = block_images(N, noise=0.5, seed=1); "
@@ -269,6 +279,8 @@ def main():
         name += f"_bd{args.birth_death}"
     if args.no_initvals:
         name += "_noinit"
+    if args.data is not None:
+        name += f"_{args.data}"
     write_results(name, rows, CONFIG_COLS,
                   "Do prior-started chains find the structure?", notes, info,
                   extra_tables=[("per chain", chain_rows, CHAIN_COLS)], csv_rows=chain_rows)
