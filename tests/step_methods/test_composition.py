@@ -59,11 +59,23 @@ def lg_model(mean="plain", X=None, offset=False):
     return model
 
 
+def assert_recovered(post, z="Z", sigma="sigma_x", truth=0.5, last=30):
+    """The answer on the simulated block images: the 4 glyphs as the large features (median over
+    the last draws) and the true noise scale inside the 99% posterior interval."""
+    Z = post[z].values[0, -last:]
+    large = [int((zz.sum(axis=0) > 10).sum()) for zz in Z]
+    assert np.median(large) == 4, large
+    lo, hi = np.quantile(post[sigma].values.ravel(), [0.005, 0.995])
+    assert lo - 0.01 < truth < hi + 0.01, (lo, hi)
+
+
 @pytest.mark.parametrize("mean", ["plain", "dot", "mathdot"])
 def test_deterministic_and_dot_forms_get_the_fast_step(mean):
-    got = assigned(lg_model(mean))
+    model = lg_model(mean)
+    got = assigned(model)
     assert got["AcceleratedGibbs"] == ["A", "Z"]
     assert got["IBPScaleSlice"] == ["sigma_a_log__", "sigma_x_log__"]
+    assert_recovered(sample(model)["posterior"])
 
 
 def test_offset_gets_its_exact_gaussian_update_and_is_recovered():
@@ -159,6 +171,8 @@ def test_two_ibps_default_assignment_and_per_matrix_stats():
     assert s1.loc["ibp_n_active", "mean"] == pytest.approx(k1, abs=0.01)
     assert s2.loc["ibp_n_active", "mean"] == pytest.approx(k2, abs=0.01)
     assert k2 <= 3 < k1 + 0.5
+    assert np.median([int((z.sum(axis=0) > 10).sum())
+                      for z in idata["posterior"]["Z1"].values[0, -20:]]) == 4
     rel = pmi.relabel(idata, z_name="Z2", a_name="A2")
     assert rel["posterior"]["Z2"].shape == idata["posterior"]["Z2"].shape
 
