@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 import pymc as pm
-from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, StepMethodState
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
@@ -42,7 +42,7 @@ from pymc_ibp.step_methods.model_matching import (
     matched_models,
 )
 from pymc_ibp.step_methods.prior_modes import prior_mode
-from pymc_ibp.step_methods.stats import per_matrix_stats
+from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 
 __all__ = ["AcceleratedGibbs", "CollapsedGibbs", "LinearGaussianIBPState"]
 
@@ -96,19 +96,9 @@ class _LinearGaussianIBPStep(BlockedStep):
     supports_logodds = False
 
     def __new__(cls, *args, **kwargs):
-        # PyMC hands all the variables it assigned to this class to one instance; with several
-        # feature matrices, build one instance per matrix (its Z, A and imputed X)
-        vars_ = kwargs["vars"] if "vars" in kwargs else (args[0] if args else None)
-        if vars_ is not None:
-            model = pm.modelcontext(kwargs.get("model"))
-            groups = _group_by_matrix(model, vars_)
-            if len(groups) > 1:
-                rest = args if "vars" in kwargs else args[1:]
-                kw = {k: v for k, v in kwargs.items() if k != "vars"}
-                rngs = get_random_generator(kw.pop("rng", None)).spawn(len(groups))
-                return CompoundStep([cls(g, *rest, rng=r, **kw)
-                                     for g, r in zip(groups, rngs, strict=True)])
-        return super().__new__(cls, *args, **kwargs)
+        # with several feature matrices: one instance per matrix (its Z, A and imputed X)
+        split = one_step_per_matrix(cls, args, kwargs, _group_by_matrix)
+        return split if split is not None else super().__new__(cls, *args, **kwargs)
 
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, init_z="auto", split_merge=5,

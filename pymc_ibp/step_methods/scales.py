@@ -33,6 +33,7 @@ from pytensor.graph.traversal import ancestors
 
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.model_matching import matched_models
+from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 
 __all__ = ["IBPScaleSlice"]
 
@@ -60,6 +61,19 @@ def _match_scale(model, rv):
         f"{rv.name!r} is not the sigma_x or sigma_a (a scalar used nowhere else) of a "
         "linear-Gaussian pmi.IBP model."
     )
+
+
+def _group_by_matrix(model, vars_):
+    """The scale value variables ``vars_`` grouped by the feature matrix they belong to (the
+    scales of no matched model form one more group, which fails in ``__init__``)."""
+    groups = {}
+    for v in get_value_vars_from_user_vars(vars_, model):
+        try:
+            key = _match_scale(model, model.values_to_rvs[v])[0].z_rv.name
+        except ModelPatternError:
+            key = None
+        groups.setdefault(key, []).append(v)
+    return list(groups.values())
 
 
 @dataclass_state
@@ -94,6 +108,12 @@ class IBPScaleSlice(BlockedStep):
     name = "ibp_scale_slice"
     stats_dtypes_shapes = {"ibp_scale_evals": (np.int64, [])}
     _state_class = IBPScaleSliceState
+
+    def __new__(cls, *args, **kwargs):
+        # with the scales of several feature matrices: one instance per matrix, so that each
+        # one's ibp_scale_evals is attributable to its matrix
+        split = one_step_per_matrix(cls, args, kwargs, _group_by_matrix)
+        return split if split is not None else super().__new__(cls, *args, **kwargs)
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, width=1.0):
@@ -136,6 +156,7 @@ class IBPScaleSlice(BlockedStep):
                            if role == "sigma_x" else None),
             ))
         self.entries = tuple(self.entries)  # fixed at construction; the changing state is below
+        self._stat_names = per_matrix_stats(self, model, self.entries[0]["spec"].z_rv.name)
         self.init_width = float(width)
         self.widths = np.full(len(self.entries), self.init_width)
         self.n_tuned = np.zeros(len(self.entries), dtype=np.int64)
@@ -198,7 +219,7 @@ class IBPScaleSlice(BlockedStep):
                 w = self.widths[j]
                 self.widths[j] = max(w + (2.0 * abs(u1 - u0) - w) / self.n_tuned[j], 1e-8)
             point[name] = np.asarray(u1, dtype=dtype)
-        return point, [{"ibp_scale_evals": evals}]
+        return point, [{self._stat_names["ibp_scale_evals"]: evals}]
 
     def _slice(self, logp, x0, w, max_steps=50):
         rng = self.rng

@@ -9,7 +9,7 @@ and the plots look up the names of the matrix the user names (:func:`matrix_stat
 
 from __future__ import annotations
 
-__all__ = ["SEP", "matrix_stat", "per_matrix_stats", "sampled_matrices"]
+__all__ = ["SEP", "matrix_stat", "one_step_per_matrix", "per_matrix_stats", "sampled_matrices"]
 
 SEP = "__"
 
@@ -42,3 +42,25 @@ def matrix_stat(stats, name, z_name):
     if f"{name}{SEP}{z_name}" in stats:
         return f"{name}{SEP}{z_name}"
     return name if name in stats else None
+
+
+def one_step_per_matrix(cls, args, kwargs, group):
+    """For a step class's ``__new__``: PyMC hands all the variables it assigned to ``cls`` to
+    one instance; when ``group(model, value_vars)`` splits them into several groups (one per
+    feature matrix), build one instance per group (each with its own spawned ``rng``) in a
+    ``CompoundStep``.  Returns ``None`` when one instance is right."""
+    import pymc as pm
+    from pymc.step_methods.compound import CompoundStep
+    from pymc.util import get_random_generator
+
+    vars_ = kwargs["vars"] if "vars" in kwargs else (args[0] if args else None)
+    if vars_ is None:
+        return None
+    model = pm.modelcontext(kwargs.get("model"))
+    groups = group(model, vars_)
+    if len(groups) < 2:
+        return None
+    rest = args if "vars" in kwargs else args[1:]
+    kw = {k: v for k, v in kwargs.items() if k != "vars"}
+    rngs = get_random_generator(kw.pop("rng", None)).spawn(len(groups))
+    return CompoundStep([cls(g, *rest, rng=r, **kw) for g, r in zip(groups, rngs, strict=True)])

@@ -157,12 +157,12 @@ def test_two_ibps_default_assignment_and_per_matrix_stats():
         Z2 = pmi.IBP("Z2", a2, shape=(100, 3))  # too few slots on purpose: K+ differs
         A1 = pm.Normal("A1", 0.0, 1.0, shape=(6, D))
         A2 = pm.Normal("A2", 0.0, 1.0, shape=(3, D))
-        pm.Normal("X1", mu=Z1 @ A1, sigma=0.5, observed=DATA.X)
-        pm.Normal("X2", mu=Z2 @ A2, sigma=0.5, observed=d2.X)
+        pm.Normal("X1", mu=Z1 @ A1, sigma=pm.HalfNormal("s1", 1.0), observed=DATA.X)
+        pm.Normal("X2", mu=Z2 @ A2, sigma=pm.HalfNormal("s2", 1.0), observed=d2.X)
     idata = sample(model, tune=60, draws=40)
     ss = idata["sample_stats"]
     for z in ("Z1", "Z2"):
-        for stat in ("ibp_n_active", "ibp_log_joint", "ibp_alpha_accept"):
+        for stat in ("ibp_n_active", "ibp_log_joint", "ibp_alpha_accept", "ibp_scale_evals"):
             assert f"{stat}__{z}" in ss
     s1 = pmi.summary(idata, z_name="Z1", var_names=["a1"])
     s2 = pmi.summary(idata, z_name="Z2", var_names=["a2"])
