@@ -45,15 +45,20 @@ BLOCK_SX, BLOCK_SA = np.array([0.5, 0.9]), np.array([1.0, 0.6])
         # N = 4, K_max = 3 (4096 states): columns of size 3-4 and one proposal chain of 3 moves
         ("sequential", np.vstack([ENUM_X, [[1.1, 0.8]]]), 3, 3, 0.05, 0.5, 1.0),
         ("sequential", ENUM_X, 3, 1, 0.05, BLOCK_SX, BLOCK_SA),
+        ("column", ENUM_X, 3, 1, 0.05, 0.5, 1.0),
+        ("column", np.vstack([ENUM_X, [[1.1, 0.8]]]), 3, 3, 0.05, 0.5, 1.0),
+        ("column", ENUM_X, 3, 1, 0.05, BLOCK_SX, BLOCK_SA),
     ],
-    ids=["random-3x3", "sequential-3x3", "sequential-4x3", "sequential-3x3-two-blocks"],
+    ids=["random-3x3", "sequential-3x3", "sequential-4x3", "sequential-3x3-two-blocks",
+         "column-3x3", "column-4x3", "column-3x3-two-blocks"],
 )
 def test_split_merge_kernel_leaves_posterior_invariant(kernel, X, k_max, n_props, min_acc, sx,
                                                        sa):
     """i.i.d. exact-posterior draws pushed through split–merge proposals must still follow the
     exact posterior (χ² on independent samples: a direct test of the MH ratio)."""
     fn = {"random": kernels.random_split_merge,
-          "sequential": kernels.sequential_split_merge}[kernel]
+          "sequential": kernels.sequential_split_merge,
+          "column": kernels.column_split_merge}[kernel]
     accepted, res = push_exact_draws(
         lambda rng, Z, X, m, noise, alpha, trXX: fn(rng, Z, X, m, noise, alpha, 1.0, n_props,
                                                     trXX), X, k_max, seed=5, sx=sx, sa=sa)

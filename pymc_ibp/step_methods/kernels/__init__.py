@@ -51,6 +51,7 @@ from pymc_ibp.step_methods.kernels.slots import (
     write_row,
 )
 from pymc_ibp.step_methods.kernels.split_merge import (
+    column_split_merge,
     random_split_merge,
     sequential_birth_death,
     sequential_split_merge,
@@ -78,6 +79,7 @@ __all__ = [
     "collapsed_log_joint",
     "collapsed_loglik",
     "collapsed_sweep",
+    "column_split_merge",
     "draw_active_features",
     "draw_features",
     "forward_sub",

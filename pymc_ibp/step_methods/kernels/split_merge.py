@@ -18,6 +18,8 @@ Ghahramani [6]_, eq. 5 with the trace, see :func:`kernels.collapsed_loglik`):
   rows outside the column).  The proposal probability is the product of those choice
   probabilities; a merge scores the reverse allocation by replaying it.  It splits and merges
   features of any size, which the random proposal cannot.
+* :func:`column_split_merge` — the same sequential allocation with a selection uniform over
+  features instead of rows, so that small features are proposed as often as large ones.
 
 Selection of the sequential move.  An ordered pair of distinct rows ``(i, j)`` is drawn
 uniformly, then a column ``c_i`` uniformly among row ``i``'s active columns and ``c_j`` among row
@@ -385,8 +387,112 @@ def _shuffle(rng, arr, nr):
 
 
 @numba.njit(cache=True)
+def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j, s1, s2, split,
+                      log_sel, col_k, rows, alloc, lay):
+    """One sequentially-allocated split (``s1`` → ``s1`` with anchor ``i`` and the empty slot
+    ``s2`` with anchor ``j``) or merge (``s2`` into ``s1``; ``i`` owns only ``s1`` and ``j``
+    only ``s2``) Metropolis–Hastings move, given a selection whose log probability ratio
+    ``log q_sel(reverse) - log q_sel(forward)`` is ``log_sel``.  A split selected by
+    :func:`column_split_merge` (``col_k`` = its ``K+`` > 0) adds the part of that ratio known
+    only after the allocation: ``log K+ m(m-1) - log (K+ + 1) K+ u₁ u₂``.  ``Gs``, ``RXs``
+    (slot-indexed statistics) and ``ll`` are the current state's; updates ``Z``, ``m``, ``Gs``,
+    ``RXs`` on acceptance.  Returns ``(accepted, ll)``."""
+    n, k_max = Z.shape
+    act, k = active_slots(m)
+    for a in range(k):
+        lay[a] = act[a]
+    kk = k
+    if split:
+        lay[k] = s2
+        kk = k + 1
+    ia = -1
+    ib = -1
+    for a in range(kk):
+        if lay[a] == s1:
+            ia = a
+        if lay[a] == s2:
+            ib = a
+    nr = 0
+    for r in range(n):
+        if (Z[r, s1] != 0 or Z[r, s2] != 0) and r != i and r != j:
+            rows[nr] = r
+            nr += 1
+    _shuffle(rng, rows, nr)
+    Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
+    log_ab = math.log(alpha * beta)
+    if split:
+        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
+                                      noise, False, alloc)
+        ll_new = collapsed_loglik(Gc, RXc, trXX, n, noise)
+        m1 = 1
+        m2 = 1
+        for q in range(nr):
+            if alloc[q] != 1:
+                m1 += 1
+            if alloc[q] != 0:
+                m2 += 1
+        mm = m[s1]
+        if col_k > 0:  # column selection: u1, u2 = rows left in one column only
+            u1 = 1
+            u2 = 1
+            for q in range(nr):
+                if alloc[q] == 0:
+                    u1 += 1
+                elif alloc[q] == 1:
+                    u2 += 1
+            log_sel += (math.log(col_k * 1.0) + math.log(mm * (mm - 1.0))
+                        - math.log((col_k + 1.0) * col_k) - math.log(u1 * 1.0)
+                        - math.log(u2 * 1.0))
+        log_acc = (ll_new - ll + log_ab + log_beta_term(m1, n, beta)
+                   + log_beta_term(m2, n, beta) - log_beta_term(mm, n, beta) - logq + log_sel)
+    else:
+        Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
+        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
+                                      noise, True, alloc)
+        # merged state's statistics: every owner carries ia only, then drop ib
+        z = np.empty(kk)
+        for q in range(nr + 2):
+            r = rows[q] if q < nr else (i if q == nr else j)
+            _compact_row(Z, r, lay, kk, z)
+            stats_with_row(Gm, RXm, z, X[r], kk, -1.0)
+            z[ia] = 1.0
+            z[ib] = 0.0
+            stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
+        Gm2, RXm2 = _stats_without(Gm, RXm, kk, ib)
+        ll_new = collapsed_loglik(Gm2, RXm2, trXX, n, noise)
+        m1 = m[s1]
+        m2 = m[s2]
+        mm = nr + 2
+        log_acc = (ll_new - ll - log_ab - log_beta_term(m1, n, beta)
+                   - log_beta_term(m2, n, beta) + log_beta_term(mm, n, beta) + logq + log_sel)
+    if math.log(rng.random()) >= log_acc:
+        return False, ll
+    for q in range(nr + 2):
+        r = rows[q] if q < nr else (i if q == nr else j)
+        _slot_row(Gs, RXs, Z, r, X[r], -1.0)
+        if split:
+            o = alloc[q] if q < nr else (0 if q == nr else 1)
+            Z[r, s1] = 1 if o != 1 else 0
+            Z[r, s2] = 1 if o != 0 else 0
+        else:
+            Z[r, s1] = 1
+            Z[r, s2] = 0
+        _slot_row(Gs, RXs, Z, r, X[r], 1.0)
+    if split:
+        m[s1] = m1
+        m[s2] = m2
+    else:
+        m[s1] = mm
+        m[s2] = 0
+    return True, ll_new
+
+
+@numba.njit(cache=True)
 def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
-    """``n_proposals`` anchored, sequentially-allocated split–merge moves (module docstring).
+    """``n_proposals`` anchored, sequentially-allocated split–merge moves (module docstring):
+    the anchors are two uniformly chosen rows, so features are proposed in proportion to their
+    owners (large features often, small ones rarely; :func:`column_split_merge` is the
+    feature-uniform counterpart).
 
     ``Z`` (``N x K_max`` int64) and its column sums ``m`` are updated in place.  Returns the
     number of accepted moves.
@@ -395,8 +501,7 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     accepted = 0
     if n < 2:
         return 0
-    all_slots = np.arange(k_max)
-    Gs, RXs = suff_stats(Z, X, all_slots)  # slot-indexed, kept current across moves
+    Gs, RXs = suff_stats(Z, X, np.arange(k_max))  # slot-indexed, kept current across moves
     act, k = active_slots(m)
     G, RX = _compact_stats(Gs, RXs, act, k)
     ll = collapsed_loglik(G, RX, trXX, n, noise)
@@ -404,7 +509,6 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     alloc = np.empty(n, dtype=np.int64)
     free = np.empty(k_max, dtype=np.int64)
     lay = np.empty(k_max, dtype=np.int64)
-    log_ab = math.log(alpha * beta)
     for _ in range(n_proposals):
         i = int(rng.random() * n)
         j = int(rng.random() * (n - 1))
@@ -416,92 +520,121 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             continue
         act, k = active_slots(m)
         split = ci == cj
-        if split:  # ---------------- split ci into (ci: anchor i) and (t: anchor j)
+        if split:  # split ci into (ci: anchor i) and (t: anchor j)
             if k == k_max:
                 continue
             random_free_slots(rng, act, k, k_max, 1, free)
-            t = free[0]
-            kk = k + 1
-            for a in range(k):
-                lay[a] = act[a]
-            lay[k] = t
-            s1, s2 = ci, t
-        else:  # ------------------------ merge ci (anchor i) and cj (anchor j) into ci
+            s2 = free[0]
+        else:  # merge ci (anchor i) and cj (anchor j) into ci
             if Z[i, cj] != 0 or Z[j, ci] != 0:
                 continue
-            kk = k
-            for a in range(k):
-                lay[a] = act[a]
-            s1, s2 = ci, cj
-        ia = -1
-        ib = -1
-        for a in range(kk):
-            if lay[a] == s1:
-                ia = a
-            if lay[a] == s2:
-                ib = a
-        nr = 0
-        for r in range(n):
-            if (Z[r, s1] != 0 or Z[r, s2] != 0) and r != i and r != j:
-                rows[nr] = r
-                nr += 1
-        _shuffle(rng, rows, nr)
-        Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
-        if split:
-            logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                          noise, False, alloc)
-            ll_split = collapsed_loglik(Gc, RXc, trXX, n, noise)
-            m1 = 1
-            m2 = 1
-            for q in range(nr):
-                if alloc[q] != 1:
-                    m1 += 1
-                if alloc[q] != 0:
-                    m2 += 1
-            mm = m[s1]
-            log_acc = (ll_split - ll + log_ab + log_beta_term(m1, n, beta)
-                       + log_beta_term(m2, n, beta) - log_beta_term(mm, n, beta) - logq)
-            ll_new = ll_split
-        else:
-            Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
-            logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                          noise, True, alloc)
-            # merged state's statistics: every owner carries ia only, then drop ib
-            z = np.empty(kk)
-            for q in range(nr + 2):
-                r = rows[q] if q < nr else (i if q == nr else j)
-                _compact_row(Z, r, lay, kk, z)
-                stats_with_row(Gm, RXm, z, X[r], kk, -1.0)
-                z[ia] = 1.0
-                z[ib] = 0.0
-                stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
-            Gm2, RXm2 = _stats_without(Gm, RXm, kk, ib)
-            ll_new = collapsed_loglik(Gm2, RXm2, trXX, n, noise)
-            m1 = m[s1]
-            m2 = m[s2]
-            mm = nr + 2
-            log_acc = (ll_new - ll - log_ab - log_beta_term(m1, n, beta)
-                       - log_beta_term(m2, n, beta) + log_beta_term(mm, n, beta) + logq)
-        if math.log(rng.random()) < log_acc:
-            for q in range(nr + 2):
-                r = rows[q] if q < nr else (i if q == nr else j)
-                _slot_row(Gs, RXs, Z, r, X[r], -1.0)
-                if split:
-                    o = alloc[q] if q < nr else (0 if q == nr else 1)
-                    Z[r, s1] = 1 if o != 1 else 0
-                    Z[r, s2] = 1 if o != 0 else 0
-                else:
-                    Z[r, s1] = 1
-                    Z[r, s2] = 0
-                _slot_row(Gs, RXs, Z, r, X[r], 1.0)
-            if split:
-                m[s1] = m1
-                m[s2] = m2
-            else:
-                m[s1] = mm
-                m[s2] = 0
-            ll = ll_new
-            accepted += 1
+            s2 = cj
+        # the selection probabilities of the two directions are equal (module docstring)
+        ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
+                                   ci, s2, split, 0.0, 0, rows, alloc, lay)
+        accepted += ok
+    return accepted
+
+
+@numba.njit(cache=True)
+def _owners_only(Z, a, b, out):
+    """Rows owning column ``a`` but not ``b`` into ``out``; returns their number."""
+    c = 0
+    for r in range(Z.shape[0]):
+        if Z[r, a] != 0 and Z[r, b] == 0:
+            out[c] = r
+            c += 1
+    return c
+
+
+@numba.njit(cache=True)
+def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
+    """``n_proposals`` sequentially-allocated split–merge moves whose selection is uniform over
+    *features* rather than rows, so that small features are merged as often as large ones
+    (with row anchors a pair of small duplicated features is almost never proposed).
+
+    * Split (probability ½): a column ``c`` uniformly among the ``K+`` active ones, an ordered
+      pair of distinct owners ``(i, j)`` of ``c`` uniformly, an empty slot ``t`` uniformly;
+      ``i`` keeps ``c`` alone, ``j`` takes ``t`` alone and the other owners are allocated
+      sequentially as in :func:`sequential_split_merge`.
+    * Merge (probability ½): an ordered pair of distinct active columns ``(c₁, c₂)``
+      uniformly, ``i`` uniformly among the rows owning ``c₁`` but not ``c₂`` and ``j`` among
+      those owning ``c₂`` but not ``c₁`` (none: no move); ``c₂`` is merged into ``c₁`` and the
+      reverse split is replayed for ``q``.
+
+    A split ``Z → Z'`` (``K+ → K+ + 1``, column of ``m`` owners into ``m₁``, ``m₂``, with
+    ``u₁``, ``u₂`` rows owning only one of them) is accepted with probability
+
+        ``min{1, p(X|Z')/p(X|Z) · αβ B(m₁, N-m₁+β) B(m₂, N-m₂+β)/B(m, N-m+β) / q ·
+        K+ m(m-1) / ((K+ + 1) K+ u₁ u₂)}``
+
+    (the empty-slot choice cancels the ``(K_max-K+)!`` of the pmf, as in the module docstring)
+    and a merge with the reciprocal.  Exactness is tested by pushing exact-posterior draws
+    through the move (tests/kernels/test_split_merge.py).
+    """
+    n, k_max = Z.shape
+    accepted = 0
+    if n < 2:
+        return 0
+    Gs, RXs = suff_stats(Z, X, np.arange(k_max))
+    act, k = active_slots(m)
+    G, RX = _compact_stats(Gs, RXs, act, k)
+    ll = collapsed_loglik(G, RX, trXX, n, noise)
+    rows = np.empty(n, dtype=np.int64)
+    alloc = np.empty(n, dtype=np.int64)
+    free = np.empty(k_max, dtype=np.int64)
+    lay = np.empty(k_max, dtype=np.int64)
+    only1 = np.empty(n, dtype=np.int64)
+    only2 = np.empty(n, dtype=np.int64)
+    for _ in range(n_proposals):
+        act, k = active_slots(m)
+        if rng.random() < 0.5:  # ---- split
+            if k == 0 or k == k_max:
+                continue
+            c = act[int(rng.random() * k)]
+            mc = m[c]
+            if mc < 2:
+                continue
+            owners = only1
+            no = 0
+            for r in range(n):
+                if Z[r, c] != 0:
+                    owners[no] = r
+                    no += 1
+            pi = int(rng.random() * mc)
+            pj = int(rng.random() * (mc - 1))
+            if pj >= pi:
+                pj += 1
+            i, j = owners[pi], owners[pj]
+            random_free_slots(rng, act, k, k_max, 1, free)
+            # the selection ratio depends on the allocation (u1, u2): added by the move
+            ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i,
+                                       j, c, free[0], True, 0.0, k, rows, alloc, lay)
+            accepted += ok
+        else:  # ---- merge
+            if k < 2:
+                continue
+            a1 = int(rng.random() * k)
+            a2 = int(rng.random() * (k - 1))
+            if a2 >= a1:
+                a2 += 1
+            c1, c2 = act[a1], act[a2]
+            u1 = _owners_only(Z, c1, c2, only1)
+            u2 = _owners_only(Z, c2, c1, only2)
+            if u1 == 0 or u2 == 0:
+                continue
+            i = only1[int(rng.random() * u1)]
+            j = only2[int(rng.random() * u2)]
+            mm = 0
+            for r in range(n):
+                if Z[r, c1] != 0 or Z[r, c2] != 0:
+                    mm += 1
+            # log q_sel(split from the merged state) - log q_sel(this merge)
+            log_sel = (-math.log(k - 1.0) - math.log(mm * (mm - 1.0))
+                       + math.log(k * (k - 1.0)) + math.log(u1 * 1.0) + math.log(u2 * 1.0))
+            ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i,
+                                       j, c1, c2, False, log_sel, 0, rows, alloc, lay)
+            accepted += ok
     return accepted
 
 
