@@ -252,6 +252,16 @@ def _compact_stats(Gs, RXs, lay, kk):
 
 
 @numba.njit(cache=True)
+def _slot_stats(Z, X, m, noise, trXX):
+    """Slot-indexed ``ZᵀZ``, ``ZᵀX`` (kept current across a kernel's moves) and the current
+    ``log p(X | Z)``."""
+    Gs, RXs = suff_stats(Z, X, np.arange(Z.shape[1]))
+    act, k = active_slots(m)
+    G, RX = _compact_stats(Gs, RXs, act, k)
+    return Gs, RXs, collapsed_loglik(G, RX, trXX, X.shape[0], noise)
+
+
+@numba.njit(cache=True)
 def _stats_without(G, RX, kk, drop):
     """Compact statistics of the first ``kk`` features without feature ``drop``."""
     keep = np.empty(kk - 1, dtype=np.int64)
@@ -501,10 +511,7 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     accepted = 0
     if n < 2:
         return 0
-    Gs, RXs = suff_stats(Z, X, np.arange(k_max))  # slot-indexed, kept current across moves
-    act, k = active_slots(m)
-    G, RX = _compact_stats(Gs, RXs, act, k)
-    ll = collapsed_loglik(G, RX, trXX, n, noise)
+    Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
     rows = np.empty(n, dtype=np.int64)
     alloc = np.empty(n, dtype=np.int64)
     free = np.empty(k_max, dtype=np.int64)
@@ -576,10 +583,7 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     accepted = 0
     if n < 2:
         return 0
-    Gs, RXs = suff_stats(Z, X, np.arange(k_max))
-    act, k = active_slots(m)
-    G, RX = _compact_stats(Gs, RXs, act, k)
-    ll = collapsed_loglik(G, RX, trXX, n, noise)
+    Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
     rows = np.empty(n, dtype=np.int64)
     alloc = np.empty(n, dtype=np.int64)
     free = np.empty(k_max, dtype=np.int64)
@@ -675,10 +679,7 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
         return 0
     M = min(n_rows, n - 1)
     accepted = 0
-    Gs, RXs = suff_stats(Z, X, np.arange(k_max))
-    act, k = active_slots(m)
-    G, RX = _compact_stats(Gs, RXs, act, k)
-    ll = collapsed_loglik(G, RX, trXX, n, noise)
+    Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
     pool = np.empty(n - 1, dtype=np.int64)
     in_r = np.zeros(n, dtype=np.bool_)
     alloc = np.empty(M, dtype=np.int64)
