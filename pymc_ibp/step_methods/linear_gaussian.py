@@ -224,9 +224,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         """The observed data's variance in each block of ``noise`` (cached)."""
         key = tuple(noise.cols)
         if key not in self._col_var:
-            X = self.spec.X
-            self._col_var[key] = np.array([float(np.nanvar(X[:, a:b]))
-                                           for a, b in zip(key[:-1], key[1:], strict=True)])
+            self._col_var[key] = kernels.block_variances(self.spec.X, key)
         return self._col_var[key]
 
     def _offset(self, point):
@@ -275,8 +273,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         trXs = kernels.block_sq_norms(Xs, noise)
         sweeps = self.init_subsample_sweeps
         span = max(1, int(math.ceil(0.6 * sweeps)))
-        v0 = np.array([float(np.var(Xs[:, a:b]))
-                       for a, b in zip(noise.cols[:-1], noise.cols[1:], strict=True)])
+        v0 = kernels.block_variances(Xs, noise.cols)
         for t in range(sweeps):
             s2 = self._tempered(noise, min(1.0, t / span), v0)
             m = Zs.sum(axis=0).astype(np.int64)

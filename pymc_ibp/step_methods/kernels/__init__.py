@@ -21,6 +21,7 @@ normaliser, pmf) live in :mod:`pymc_ibp.distributions.ibp_math`.
 from pymc_ibp.step_methods.kernels.gaussian import (
     Noise,
     block_sq_norms,
+    block_variances,
     collapsed_log_joint,
     collapsed_loglik,
     draw_active_features,
@@ -75,6 +76,7 @@ __all__ = [
     "backward_sub_t",
     "birth_count",
     "block_sq_norms",
+    "block_variances",
     "chol_inverse",
     "collapsed_log_joint",
     "collapsed_loglik",

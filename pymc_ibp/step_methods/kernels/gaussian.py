@@ -69,6 +69,13 @@ def block_sq_norms(X, noise) -> np.ndarray:
                      for a, b in zip(noise.cols[:-1], noise.cols[1:], strict=True)])
 
 
+def block_variances(X, cols) -> np.ndarray:
+    """The variance of the entries of each column block ``cols[b]:cols[b+1]`` of ``X``, NaN
+    entries ignored (the annealing's starting noise variances)."""
+    return np.array([float(np.nanvar(X[:, a:b]))
+                     for a, b in zip(cols[:-1], cols[1:], strict=True)])
+
+
 @numba.njit(cache=True)
 def suff_stats(Z, X, act):
     """``G = Z_actᵀ Z_act`` and ``RX = Z_actᵀ X`` (the shard-summable statistics)."""
