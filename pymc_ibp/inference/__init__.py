@@ -3,8 +3,19 @@
 * :func:`greedy_map` — iterated conditional modes with the accelerated sweep: each entry of
   ``Z`` and each row's number of new features set to its most probable value (the
   deterministic variant of the accelerated sampler, Doshi-Velez 2009, §4.5).
+* :func:`fit_variational` — mean-field variational IBP (infinite stick-breaking or finite
+  approximation, multinomial or Taylor bound; Doshi-Velez et al. 2009), returning a
+  :class:`VariationalResult` that draws a ``pm.sample``-shaped DataTree and gives initial
+  values for ``pm.sample``.
 """
 
 from pymc_ibp.inference.greedy import GreedyResult, greedy_map
+from pymc_ibp.inference.variational import (
+    VariationalResult,
+    fit_variational,
+    truncation_bound,
+    variational_elbo,
+)
 
-__all__ = ["GreedyResult", "greedy_map"]
+__all__ = ["GreedyResult", "VariationalResult", "fit_variational", "greedy_map",
+           "truncation_bound", "variational_elbo"]
