@@ -7,9 +7,13 @@
   approximation, multinomial or Taylor bound; Doshi-Velez et al. 2009), returning a
   :class:`VariationalResult` that draws a ``pm.sample``-shaped DataTree and gives initial
   values for ``pm.sample``.
+* :func:`fit_meibp` — the maximisation–expectation IBP for non-negative features (Reed &
+  Ghahramani 2013): submodular per-row maximisation (:mod:`~pymc_ibp.inference.submodular`)
+  and a truncated-Gaussian ``q(A)``; :func:`fit_bp_means` — the BP-means++ baseline.
 """
 
 from pymc_ibp.inference.greedy import GreedyResult, greedy_map
+from pymc_ibp.inference.meibp import BPMeansResult, MEIBPResult, fit_bp_means, fit_meibp
 from pymc_ibp.inference.variational import (
     VariationalResult,
     fit_variational,
@@ -17,5 +21,6 @@ from pymc_ibp.inference.variational import (
     variational_elbo,
 )
 
-__all__ = ["GreedyResult", "VariationalResult", "fit_variational", "greedy_map",
-           "truncation_bound", "variational_elbo"]
+__all__ = ["BPMeansResult", "GreedyResult", "MEIBPResult", "VariationalResult",
+           "fit_bp_means", "fit_meibp", "fit_variational", "greedy_map", "truncation_bound",
+           "variational_elbo"]

@@ -36,7 +36,7 @@ from pytensor.tensor.basic import Alloc
 from pytensor.tensor.blas import Dot22
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
-from pytensor.tensor.random.basic import BernoulliRV, NormalRV
+from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_ibp.distributions.ibp import IBPRV
@@ -330,12 +330,16 @@ def _block_data(model, z_rv, obs_rv, obs_mask, shape):
     return X
 
 
-def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
+def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
     """Match the linear-Gaussian pattern around ``z_rv`` or raise :class:`ModelPatternError`.
 
     Every Normal child whose mean is ``z_rv @ A (+ offset)`` is collected; children with the
     same ``A`` (an observed matrix and its imputed entries) form one :class:`GaussianBlock`.
+    ``A`` must be ``pm.Normal(0, σa)``, or with ``nonnegative=True`` ``pm.HalfNormal(σa)``
+    (the non-negative model of :func:`pymc_ibp.inference.fit_meibp`).
     """
+    a_ops = (HalfNormalRV,) if nonnegative else (NormalRV,)
+    a_name = "pm.HalfNormal" if nonnegative else "pm.Normal"
     if z_rv.ndim != 2:
         raise ModelPatternError(
             f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim})."
@@ -369,12 +373,12 @@ def find_linear_gaussian(model, z_rv) -> LinearGaussianIBP:
                 f"fast samplers need Z @ A + an offset not involving them. "
                 f"Needed pattern: {PATTERN}."
             )
-        if (right.owner is None or not isinstance(right.owner.op, NormalRV)
+        if (right.owner is None or not isinstance(right.owner.op, a_ops)
                 or right not in model.free_RVs):
             raise ModelPatternError(
                 f"In {rv.name!r} the mean is Z @ {right.name or right}, "
                 "but the right factor must be "
-                f"a free pm.Normal feature matrix. Needed pattern: {PATTERN}."
+                f"a free {a_name} feature matrix. Needed pattern: {PATTERN}."
             )
         g = groups.setdefault(right, {"obs": [], "missing": [], "sigma": None, "offset": None})
         g["sigma"] = g["sigma"] if g["sigma"] is not None else _column_scale(

@@ -1,0 +1,386 @@
+r"""Maximisation–expectation IBP (MEIBP) for non-negative linear-Gaussian models, and BP-means++.
+
+Model (Reed & Ghahramani 2013; Reed 2013, §4.1): ``Z ~ pmi.IBP(alpha)`` (``beta = 1``),
+``A ~ HalfNormal(σa)`` (a Gaussian truncated to ``A ≥ 0``), ``X ~ Normal(Z @ A, σx)``.  The
+MEIBP keeps a point estimate of ``Z`` and a distribution over ``A``,
+``q(Z, A) = δ(Z - Z*) Π_kd TN_{≥0}(a_kd; μ̃_kd, σ̃²_kd)``, and raises the evidence lower bound
+(Reed 2013, eq. 4.5–4.19, App. A.3.1, with its ``-log K_+!`` and ``1/(2σx²)`` typos corrected)
+
+.. math::
+    \mathcal L = -\frac{1}{2σ_x^2}\sum_n \mathbb E\|x_n - z_n A\|^2 - \frac{ND}{2}\log 2πσ_x^2
+    - \log K_+! - αH_N + \sum_{k≤K_+}\Big[\log\frac{(N-m_k)!(m_k-1)!}{N!} + η_k\Big],
+    \qquad η_k = \log α + \sum_d \big(\mathbb E_q\log p(a_{kd}) + H[q(a_{kd})]\big),
+
+alternating exact coordinate updates: each row ``z_n`` maximises the submodular per-row
+objective (:mod:`pymc_ibp.inference.submodular`; kept only if it is at least as good as the
+current row, so the bound never decreases), and after each changed row every ``q(a_k·)`` is
+updated in turn (Reed 2013, eq. 4.13–4.15):
+``μ̃_kd = ρ_k Σ_n z_nk (x_nd - Σ_{k'≠k} z_nk' E a_k'd)``, ``σ̃²_kd = ρ_k σx²``,
+``ρ_k = (m_k + σx²/σa²)^{-1}`` (an unused feature has ``q = p``).  The hyperparameters are
+fixed at the model's initial point.
+
+BP-means++ (Broderick, Kulis & Jordan 2013; seeding of Reed 2013, Alg. 5) minimises
+``‖X - Z A‖²_F + λ² K_+`` by alternating greedy entries of ``Z``, least-squares ``A`` and
+new features from residuals; it is the baseline of Reed's comparisons.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+import pymc as pm
+
+from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp.distributions.ibp_math import ibp_mass, log_beta_term
+from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.inference.submodular import MAXIMISERS, maximise_row, row_value
+from pymc_ibp.step_methods.model_matching import IBPPrior, find_linear_gaussian, match_prior
+
+__all__ = ["BPMeansResult", "MEIBPResult", "fit_bp_means", "fit_meibp", "tn_moments"]
+
+_SQRT2 = math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@numba.njit(cache=True)
+def erfcx(x):
+    """The scaled complementary error function ``exp(x²) erfc(x)``, finite for every ``x`` up to
+    ``x ≈ -26`` (beyond which it overflows): direct for ``x < 25``, the asymptotic series
+    (relative error below 1e-16) above."""
+    if x < 25.0:
+        return math.exp(x * x) * math.erfc(x)
+    y = 1.0 / (x * x)
+    return (1.0 - 0.5 * y * (1.0 - 1.5 * y * (1.0 - 2.5 * y * (1.0 - 3.5 * y)))) / (
+        x * math.sqrt(math.pi))
+
+
+@numba.njit(cache=True)
+def tn_moments(mu, sigma):
+    """``(E a, E a², H)`` of ``N(μ, σ²)`` truncated to ``a ≥ 0`` (Reed 2013, eq. 4.16–4.17; the
+    entropy with the sign of its last term corrected), stable in both tails:
+    ``℘ = -μ/(σ√2)``, ``λ = √(2/π) / erfcx(℘)``, ``E a = μ + σλ``, ``E a² = μ² + σ² + σμλ``,
+    ``H = ½ log(πeσ²/2) + log erfc(℘) - (μ/σ) λ / 2`` (``log erfc(℘) = log erfcx(℘) - ℘²``
+    for ``℘ ≥ 0``, where ``erfc`` underflows)."""
+    p = -mu / (sigma * _SQRT2)
+    ex = erfcx(p)
+    lam = _SQRT_2_OVER_PI / ex
+    ea = mu + sigma * lam
+    ea2 = mu * mu + sigma * sigma + sigma * mu * lam
+    log_erfc = math.log(math.erfc(p)) if p < 0.0 else math.log(ex) - p * p
+    h = 0.5 * math.log(math.pi * math.e * sigma * sigma / 2.0) + log_erfc \
+        - 0.5 * (mu / sigma) * lam
+    return max(ea, 0.0), max(ea2, 0.0), h
+
+
+@numba.njit(cache=True)
+def _update_qa(G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2):
+    """Sequential exact update of ``q(a_k·)`` for every feature slot ``k`` (module
+    docstring), from ``G = ZᵀZ`` and ``RX = ZᵀX``."""
+    K, D = Ea.shape
+    for k in range(K):
+        rho = 1.0 / (m[k] + sx2 / sa2)
+        sd = math.sqrt(rho * sx2)
+        for d in range(D):
+            s = RX[k, d]
+            for j in range(K):
+                if j != k:
+                    s -= G[k, j] * Ea[j, d]
+            mu = rho * s if m[k] > 0 else 0.0
+            mu_t[k, d] = mu
+            sd_t[k, d] = sd
+            Ea[k, d], Ea2[k, d], Ha[k, d] = tn_moments(mu, sd)
+
+
+@numba.njit(cache=True)
+def _eta(Ea2, Ha, sa2, log_alpha):
+    """``η_k = log α + Σ_d (E log p(a_kd) + H[q(a_kd)])`` with ``p`` the half-normal prior."""
+    K, D = Ea2.shape
+    out = np.empty(K)
+    c = -0.5 * math.log(math.pi * sa2 / 2.0)
+    for k in range(K):
+        v = log_alpha
+        for d in range(D):
+            v += c - Ea2[k, d] / (2.0 * sa2) + Ha[k, d]
+        out[k] = v
+    return out
+
+
+@numba.njit(cache=True)
+def meibp_elbo(G, RX, m, trXX, Ea, Ea2, Ha, n, sx2, sa2, alpha):
+    """The MEIBP's evidence lower bound (module docstring) from ``ZᵀZ``, ``ZᵀX``, ``m``."""
+    K, D = Ea.shape
+    quad = 0.0  # Σ_n E‖x_n - z_n A‖² = tr XᵀX - 2 Σ RX·Ea + Σ G_kj Ea_k·Ea_j + Σ m_k (Ea2 - Ea²)
+    lin = 0.0
+    for k in range(K):
+        if m[k] == 0:
+            continue
+        for d in range(D):
+            lin += RX[k, d] * Ea[k, d]
+            quad += m[k] * (Ea2[k, d] - Ea[k, d] * Ea[k, d])
+        for j in range(K):
+            if m[j] > 0:
+                for d in range(D):
+                    quad += G[k, j] * Ea[k, d] * Ea[j, d]
+    sq = trXX - 2.0 * lin + quad
+    eta = _eta(Ea2, Ha, sa2, math.log(alpha))
+    kplus = 0
+    prior = 0.0
+    for k in range(K):
+        if m[k] > 0:
+            kplus += 1
+            prior += log_beta_term(m[k], n, 1.0) + eta[k]
+    return (-sq / (2.0 * sx2) - 0.5 * n * D * math.log(2.0 * math.pi * sx2)
+            - math.lgamma(kplus + 1.0) - ibp_mass(alpha, 1.0, n) + prior)
+
+
+@numba.njit(cache=True)
+def _row_weights(x, m_rest, Ea, Ea2, eta, n, sx2):
+    """Linear weights ``ω`` and the "new feature" flags of one row (Reed 2013, eq. 4.20)."""
+    K, D = Ea.shape
+    omega = np.empty(K)
+    new = np.zeros(K, dtype=np.int64)
+    for k in range(K):
+        v = 0.0
+        for d in range(D):
+            v += Ea[k, d] * x[d] + 0.5 * (Ea[k, d] * Ea[k, d] - Ea2[k, d])
+        v /= sx2
+        mk = m_rest[k]
+        if mk == 0:
+            new[k] = 1
+            v += log_beta_term(1, n, 1.0) + eta[k]
+        else:
+            v += log_beta_term(mk + 1, n, 1.0) - log_beta_term(mk, n, 1.0)
+        omega[k] = v
+    return omega, new
+
+
+@numba.njit(cache=True)
+def meibp_sweep(rng, Z, X, G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2, alpha, kind):
+    """One MEIBP iteration: every row in random order maximises its objective with maximiser
+    ``kind``; a changed row updates ``ZᵀZ``, ``ZᵀX``, ``m`` and then every ``q(a_k·)``.
+    Returns ``(rows changed, objective queries)``."""
+    N, K = Z.shape
+    D = X.shape[1]
+    changed = 0
+    queries = 0
+    log_alpha = math.log(alpha)
+    order = rng.permutation(N)
+    for i in order:
+        z_old = Z[i].copy()
+        m_rest = m - z_old
+        k_rest = 0
+        for k in range(K):
+            if m_rest[k] > 0:
+                k_rest += 1
+        Q = Ea @ Ea.T / sx2
+        eta = _eta(Ea2, Ha, sa2, log_alpha)
+        omega, new = _row_weights(X[i], m_rest, Ea, Ea2, eta, N, sx2)
+        z_new, q = maximise_row(rng, omega, Q, new, k_rest, kind)
+        queries += q
+        zo = z_old.astype(np.int8)
+        if row_value(z_new, omega, Q, new, k_rest) <= row_value(zo, omega, Q, new, k_rest):
+            continue
+        changed += 1
+        for k in range(K):
+            dz = z_new[k] - z_old[k]
+            if dz != 0:
+                m[k] += dz
+                for d in range(D):
+                    RX[k, d] += dz * X[i, d]
+        for a in range(K):
+            for b in range(K):
+                G[a, b] += z_new[a] * z_new[b] - z_old[a] * z_old[b]
+        for k in range(K):
+            Z[i, k] = z_new[k]
+        _update_qa(G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2)
+    return changed, queries
+
+
+class MEIBPResult(NamedTuple):
+    """Result of :func:`fit_meibp`."""
+
+    Z: np.ndarray  #: the point estimate of ``Z`` (``N x K_max``, int8)
+    A: np.ndarray  #: ``E_q[A]`` (``K_max x D``, non-negative)
+    mu: np.ndarray  #: pre-truncation means ``μ̃`` of ``q(A)``
+    sigma: np.ndarray  #: pre-truncation scales ``σ̃`` of ``q(A)``
+    objective: np.ndarray  #: the evidence lower bound after each iteration
+    queries: np.ndarray  #: objective evaluations of the row maximisers per iteration
+    converged: bool
+    z_name: str
+    a_name: str
+
+    def initvals(self):
+        """Initial values for ``pm.sample(initvals=...)``: ``Z`` and ``E_q[A]``."""
+        return {self.z_name: self.Z.astype(np.int64), self.a_name: self.A.copy()}
+
+
+def _match_nonnegative(model, z, what):
+    zs = [rv for rv in model.free_RVs if (z is None or rv.name == z)
+          and match_prior(model, rv) is not None]
+    if len(zs) != 1:
+        raise ModelPatternError(
+            f"{what} needs exactly one pmi.IBP matrix" + (f" named {z!r}" if z else "; pass "
+                                                         "z='name'") + f"; found {len(zs)}.")
+    spec = find_linear_gaussian(model, zs[0], nonnegative=True)
+    if not isinstance(spec.prior, IBPPrior):
+        raise ModelPatternError(f"{what} needs a pmi.IBP prior on {zs[0].name!r}.")
+    if len(spec.blocks) != 1 or spec.missing_mask is not None or spec.blocks[0].offset is not None:
+        raise ModelPatternError(
+            f"{what} handles one observed matrix X ~ Normal(Z @ A, sigma_x) with "
+            "A ~ HalfNormal(sigma_a), no offset and no missing entries.")
+    return spec
+
+
+def _hyper_values(model, spec):
+    b = spec.blocks[0]
+    fn = model.compile_fn(model.replace_rvs_by_values([b.sigma_x, b.sigma_a, spec.prior.alpha,
+                                                       spec.prior.beta]),
+                          inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
+    sx, sa, alpha, beta = (np.asarray(v, dtype=float) for v in fn(model.initial_point()))
+    if sx.ndim or sa.ndim:
+        raise ModelPatternError("fit_meibp needs scalar sigma_x and sigma_a.")
+    if not np.isclose(beta, 1.0):
+        raise ModelPatternError(f"fit_meibp needs the one-parameter IBP (beta = 1); got {beta}.")
+    return float(sx) ** 2, float(sa) ** 2, float(alpha)
+
+
+@interrupt_safe
+def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, start=None,
+              random_seed=None):
+    """Fit the MEIBP (module docstring) to a non-negative linear-Gaussian IBP model.
+
+    Parameters
+    ----------
+    model : pm.Model, optional
+        ``Z ~ pmi.IBP(alpha)``, ``A ~ pm.HalfNormal(sigma_a)`` (``K_max x D``),
+        ``X ~ pm.Normal(Z @ A, sigma_x)`` observed; ``alpha``, ``sigma_x``, ``sigma_a`` are
+        taken at the model's initial point (fixed).
+    maximiser : {"ls", "lg", "lg-ord", "lg-sto"}
+        The per-row maximiser (:mod:`pymc_ibp.inference.submodular`; default local search).
+    max_iters, tol : int, float
+        Stop after ``max_iters`` iterations, or when no row changes, or when the bound changes
+        by less than ``tol · |bound|`` over 5 iterations (Reed 2013, §4.9).
+    start : ndarray, optional
+        Starting ``Z``; default Bernoulli(1/3) entries (Reed 2013, §4.9.3).
+    """
+    model = pm.modelcontext(model)
+    if maximiser not in MAXIMISERS:
+        raise ValueError(f"maximiser must be one of {MAXIMISERS}; got {maximiser!r}.")
+    spec = _match_nonnegative(model, z, "fit_meibp")
+    sx2, sa2, alpha = _hyper_values(model, spec)
+    X = np.ascontiguousarray(spec.X, dtype=float)
+    n, d = X.shape
+    k_max = spec.k_max
+    rng = np.random.default_rng(random_seed)
+    Z = ((rng.random((n, k_max)) < 1.0 / 3.0) if start is None else np.asarray(start)).astype(
+        np.int64)
+    if Z.shape != (n, k_max):
+        raise ValueError(f"start must have shape {(n, k_max)}; got {Z.shape}.")
+    Zf = Z.astype(float)
+    G, RX, m = Zf.T @ Zf, Zf.T @ X, Z.sum(axis=0).astype(np.int64)
+    Ea, Ea2, Ha = np.zeros((k_max, d)), np.zeros((k_max, d)), np.zeros((k_max, d))
+    mu_t, sd_t = np.zeros((k_max, d)), np.zeros((k_max, d))
+    for _ in range(3):  # a few sweeps of the sequential update from E a = 0
+        _update_qa(G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2)
+    trXX = float((X * X).sum())
+    kind = MAXIMISERS.index(maximiser)
+    objective, queries, converged = [], [], False
+    for _ in range(int(max_iters)):
+        changed, q = meibp_sweep(rng, Z, X, G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2, alpha,
+                                 kind)
+        objective.append(meibp_elbo(G, RX, m, trXX, Ea, Ea2, Ha, n, sx2, sa2, alpha))
+        queries.append(q)
+        if changed == 0 or (len(objective) > 5 and abs(objective[-1] - objective[-6])
+                            < tol * abs(objective[-1])):
+            converged = True
+            break
+    return MEIBPResult(Z=Z.astype(np.int8), A=Ea.copy(), mu=mu_t, sigma=sd_t,
+                       objective=np.asarray(objective), queries=np.asarray(queries),
+                       converged=converged, z_name=model.rvs_to_values[spec.z_rv].name,
+                       a_name=spec.blocks[0].a_rv.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# BP-means++ (Broderick, Kulis & Jordan 2013; Reed 2013, §4.8, Alg. 5)
+# ---------------------------------------------------------------------------------------------
+class BPMeansResult(NamedTuple):
+    """Result of :func:`fit_bp_means`."""
+
+    Z: np.ndarray  #: ``N x K_max`` int8
+    A: np.ndarray  #: least-squares features (``K_max x D``; unused slots 0)
+    objective: np.ndarray  #: ``‖X - Z A‖² + λ² K_+`` after each iteration
+    converged: bool
+
+
+def _bp_objective(X, Z, A, lam2):
+    R = X - Z @ A
+    return float((R * R).sum() + lam2 * (Z.sum(axis=0) > 0).sum())
+
+
+def _lstsq_features(X, Z, act):
+    A = np.zeros((Z.shape[1], X.shape[1]))
+    if act.size:
+        Za = Z[:, act].astype(float)
+        A[act] = np.linalg.lstsq(Za, X, rcond=None)[0]
+    return A
+
+
+def fit_bp_means(X, k_max, lam2, *, max_iters=100, random_seed=None):
+    """BP-means with BP-means++ seeding: minimise ``‖X - Z A‖²_F + λ² K_+`` (``K_+ ≤ k_max``).
+
+    Seeding: feature 1 is the data mean, owned by every row; each further feature is a data row
+    drawn with probability proportional to its squared residual, and its owners re-optimised.
+    Iterations: each entry of ``Z`` set to the better value, ``A`` by least squares, and a new
+    feature (a row's residual, owned by that row) added when it lowers the objective.
+    """
+    X = np.asarray(X, dtype=float)
+    n, d = X.shape
+    rng = np.random.default_rng(random_seed)
+    Z = np.zeros((n, k_max), dtype=np.int8)
+    A = np.zeros((k_max, d))
+    Z[:, 0] = 1
+    A[0] = X.mean(axis=0)
+
+    def assign(Z, A):
+        R = X - Z @ A
+        for i in range(n):
+            for k in range(k_max):
+                if not A[k].any():
+                    continue
+                s = 1 - 2 * int(Z[i, k])  # +1 adds feature k, -1 removes it
+                r_new = R[i] - s * A[k]
+                if r_new @ r_new < R[i] @ R[i]:
+                    Z[i, k] ^= 1
+                    R[i] = r_new
+        return Z
+
+    for k in range(1, k_max):  # BP-means++ seeding
+        R = X - Z @ A
+        w = (R * R).sum(axis=1)
+        if w.sum() <= 0:
+            break
+        before, Z0 = _bp_objective(X, Z, A, lam2), Z.copy()
+        A[k] = X[rng.choice(n, p=w / w.sum())]
+        Z = assign(Z, A)
+        if _bp_objective(X, Z, A, lam2) >= before:  # the new feature does not pay its λ²
+            Z, A[k] = Z0, 0.0
+    objective, converged = [], False
+    for _ in range(int(max_iters)):
+        Z = assign(Z, A)
+        act = np.flatnonzero(Z.sum(axis=0) > 0)
+        A = _lstsq_features(X, Z, act)
+        free = np.flatnonzero(Z.sum(axis=0) == 0)
+        if free.size:
+            R = X - Z @ A
+            i = int(np.argmax((R * R).sum(axis=1)))
+            if (R[i] @ R[i]) > lam2:  # a feature equal to row i's residual, owned by row i
+                Z[i, free[0]] = 1
+                A[free[0]] = R[i]
+        objective.append(_bp_objective(X, Z, A, lam2))
+        if len(objective) > 1 and objective[-2] - objective[-1] <= 1e-10 * abs(objective[-1]):
+            converged = True
+            break
+    return BPMeansResult(Z=Z, A=A, objective=np.asarray(objective), converged=converged)
