@@ -23,7 +23,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent  # the scripts run as modules of the benchmarks package from here
-SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "column_blocks"]
+SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "column_blocks",
+           "warm_start"]
 LONG = ["mixing_long"]  # run only when named with --only (about an hour)
 
 
