@@ -19,8 +19,9 @@ from pymc_ibp.inference.variational import (
     fit_variational,
     truncation_bound,
     variational_elbo,
+    variational_z,
 )
 
 __all__ = ["BPMeansResult", "GreedyResult", "MEIBPResult", "VariationalResult",
            "fit_bp_means", "fit_meibp", "fit_variational", "greedy_map", "truncation_bound",
-           "variational_elbo"]
+           "variational_elbo", "variational_z"]

@@ -86,6 +86,20 @@ def _gain(z, aux, new, kfin, k):
 
 
 @numba.njit(cache=True)
+def _best_move(z, aux, new, kfin, member):
+    """The element with ``z_k = member`` whose toggle gains most (``-1`` if no gain is
+    positive), and the number of gains evaluated."""
+    best, arg, queries = 0.0, -1, 0
+    for k in range(z.shape[0]):
+        if z[k] == member:
+            g = _gain(z, aux, new, kfin, k)
+            queries += 1
+            if g > best:
+                best, arg = g, k
+    return arg, queries
+
+
+@numba.njit(cache=True)
 def local_search(omega, Q, new, k_rest):
     """Greedy-ordered local search with additive threshold 0; returns ``(z, queries)``."""
     K = omega.shape[0]
@@ -105,30 +119,17 @@ def local_search(omega, Q, new, k_rest):
     _toggle(z, aux, Q, arg, True)
     kfin += new[arg]
     while True:
-        # grow: add the best positive gain
-        best, arg = 0.0, -1
-        for k in range(K):
-            if z[k] == 0:
-                g = _gain(z, aux, new, kfin, k)
-                queries += 1
-                if g > best:
-                    best, arg = g, k
-        if arg >= 0:
-            _toggle(z, aux, Q, arg, True)
-            kfin += new[arg]
-            continue
-        # prune: remove the member whose removal gains most
-        best, arg = 0.0, -1
-        for k in range(K):
-            if z[k] == 1:
-                g = _gain(z, aux, new, kfin, k)
-                queries += 1
-                if g > best:
-                    best, arg = g, k
+        # grow: add the best positive gain; otherwise prune the member whose removal gains most
+        arg, q = _best_move(z, aux, new, kfin, 0)
+        queries += q
         if arg < 0:
-            break
-        _toggle(z, aux, Q, arg, False)
-        kfin -= new[arg]
+            arg, q = _best_move(z, aux, new, kfin, 1)
+            queries += q
+            if arg < 0:
+                break
+        on = z[arg] == 0
+        _toggle(z, aux, Q, arg, on)
+        kfin += new[arg] if on else -new[arg]
     comp = (1 - z).astype(np.int8)
     queries += 2
     if row_value(comp, omega, Q, new, k_rest) > row_value(z, omega, Q, new, k_rest):

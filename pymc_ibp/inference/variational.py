@@ -49,7 +49,8 @@ from pymc_ibp.step_methods.model_matching import (
     matched_models,
 )
 
-__all__ = ["VariationalResult", "fit_variational", "truncation_bound", "variational_elbo"]
+__all__ = ["VariationalResult", "fit_variational", "truncation_bound", "variational_elbo",
+           "variational_z"]
 
 
 def truncation_bound(n, alpha, k):
@@ -364,6 +365,24 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
         _alpha_name=alpha_name)
 
 
+def variational_z(X, sx2, sa2, alpha, k_max, rng, *, cols=None, method="finite",
+                  max_iters=600, anneal=150, tol=1e-6, restarts=3):
+    """Array-level fit used to start MCMC chains: the best (highest final ELBO) of ``restarts``
+    runs of coordinate ascent on ``X`` from random ``ν``, with ``σx²``, ``σa²`` (per column;
+    starting values, learned per block of columns ``cols[b]:cols[b+1]``, default one block)
+    and ``α`` learned, returning the most probable ``Z`` under ``q`` (``N x k_max`` int64)."""
+    X = np.ascontiguousarray(X, dtype=float)
+    d = X.shape[1]
+    cols = [0, d] if cols is None else [int(c) for c in cols]
+    blocks = [_Block(c0, c1, "", "sigma_x", "sigma_a")
+              for c0, c1 in zip(cols[:-1], cols[1:], strict=True)]
+    runs = [_fit_once(X, np.asarray(sx2, float), np.asarray(sa2, float), float(alpha), blocks,
+                      True, int(k_max), method, "multinomial", 0, max_iters, tol, anneal, rng)
+            for _ in range(max(1, int(restarts)))]
+    nu = max(runs, key=lambda r: r[-1][-1])[0]
+    return (nu > 0.5).astype(np.int64)
+
+
 def _fit_once(X, sx2, sa2, alpha, blocks, learn_alpha, k_max, method, bound, terms, max_iters,
               tol, anneal, rng):
     n, d = X.shape
@@ -402,14 +421,17 @@ def _update_hyper(R, nu, phi, Phi, tau, sx2, sa2, alpha, blocks, learn_alpha, me
     E log v_k`` (``-K² / Σ_k E log π_k`` for ``finite``)."""
     sq = vk.expected_sq_error(R, nu, phi, Phi)
     ea2 = (Phi + phi**2).sum(axis=0)
+    tiny = 1e-12 * max(1.0, float(np.max(sq)) / n)  # keeps log σ² finite on exact fits
     k_max = nu.shape[1]
     sx2, sa2 = sx2.copy(), sa2.copy()
     for b in blocks:
         sl = slice(b.c0, b.c1)
         if b.sx_name is not None:
             sx2[sl] = sq[sl] / n if b.sx_vec else sq[sl].sum() / (n * (b.c1 - b.c0))
+            sx2[sl] = np.maximum(sx2[sl], tiny)
         if b.sa_name is not None:
             sa2[sl] = ea2[sl] / k_max if b.sa_vec else ea2[sl].sum() / (k_max * (b.c1 - b.c0))
+            sa2[sl] = np.maximum(sa2[sl], tiny)
     if learn_alpha:
         elv, _ = vk._elog(tau)
         alpha = -k_max / elv.sum() if method == "infinite" else -k_max**2 / elv.sum()

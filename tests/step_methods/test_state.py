@@ -148,3 +148,27 @@ def test_bernoulli_support_point_start_counts_as_not_given():
     step._hyper(point)
     out = step._start(point["Z"].copy(), step._X, noise_of(step))
     assert not np.array_equal(out, point["Z"]) and step.restarts > 1
+
+
+def test_vi_start_policy():
+    """init_method="vi": a chain without a given Z starts from a variational fit (no
+    multi-start burn-in) that already holds the glyphs; a given Z is still honoured."""
+    data = pmi.datasets.block_images(300, noise=0.5, seed=3)
+    model = readme_model(data.X, k_max=8)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi")
+    step.setup_chain(np.random.default_rng(0), 0, 10)
+    out = step._start(np.zeros((300, 8), dtype=np.int64), step._X, noise_of(step, 0.25, 1.0))
+    assert step.restarts == 1 and step.segment == 0
+    Zb = out.astype(bool)
+    for k in range(4):
+        t = data.Z[:, k].astype(bool)
+        jac = (Zb & t[:, None]).sum(0) / np.maximum((Zb | t[:, None]).sum(0), 1)
+        assert jac.max() > 0.9
+    Z0 = np.zeros((300, 8), dtype=np.int64)
+    Z0[:, :4] = data.Z
+    step.setup_chain(np.random.default_rng(0), 0, 10)
+    assert np.array_equal(step._start(Z0.copy(), step._X, noise_of(step)), Z0)
+    with pytest.raises(ValueError, match="init_method"):
+        with model:
+            pmi.AcceleratedGibbs([model["Z"]], init_method="nope")
