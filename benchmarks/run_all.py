@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent  # the scripts run as modules of the benchmarks package from here
 SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "column_blocks",
-           "warm_start"]
+           "warm_start", "meibp_study"]
 LONG = ["mixing_long"]  # run only when named with --only (about an hour)
 
 
