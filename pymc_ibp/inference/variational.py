@@ -76,7 +76,7 @@ def _stick_terms(tau, method, bound, terms, k_max):
 
 
 def variational_elbo(X, nu, phi, Phi, tau, sx2, sa2, alpha, *, method="infinite",
-                     bound="multinomial", terms=50, R=None):
+                     bound="multinomial", terms=50, R=None, mask=None):
     r"""The evidence lower bound of the mean-field approximation (module docstring) at the
     given variational parameters; ``sx2``, ``sa2`` per column (length ``D``) or scalars.
 
@@ -87,14 +87,17 @@ def variational_elbo(X, nu, phi, Phi, tau, sx2, sa2, alpha, *, method="infinite"
     with :math:`\mathbb E\log p(x_{nd}\mid\cdot) = -\tfrac12\log 2πσ_{x,d}^2
     - \mathbb E[(x_{nd}-z_nA_d)^2]/(2σ_{x,d}^2)` (Doshi-Velez et al. 2009, eq. 9 with the
     correction that the stick term of ``z_nk = 1`` is :math:`\sum_{m\le k}\mathbb E\log v_m`).
+    ``mask`` (0/1, ``N x D``): the observed entries; the others are marginalised (they leave
+    the likelihood).
     """
     X = np.asarray(X, dtype=float)
     n, d = X.shape
     k_max = nu.shape[1]
     sx2 = np.broadcast_to(np.asarray(sx2, dtype=float), (d,))
     sa2 = np.broadcast_to(np.asarray(sa2, dtype=float), (d,))
+    M = np.ones_like(X) if mask is None else np.asarray(mask, dtype=float)
     if R is None:
-        R = X - nu @ phi
+        R = np.where(M > 0, X - nu @ phi, 0.0)
     m_nu = nu.sum(axis=0)
     on, off = _stick_terms(tau, method, bound, terms, k_max)
     elv, _ = vk._elog(tau)
@@ -105,8 +108,8 @@ def variational_elbo(X, nu, phi, Phi, tau, sx2, sa2, alpha, *, method="infinite"
         lp_v = np.sum(np.log(alpha) + (alpha - 1.0) * elv)
     lp_z = np.sum(m_nu * on + (n - m_nu) * off)
     lp_a = np.sum(-0.5 * np.log(2 * np.pi * sa2)[None, :] - (Phi + phi**2) / (2 * sa2[None, :]))
-    sq = vk.expected_sq_error(R, nu, phi, Phi)
-    lp_x = np.sum(-0.5 * n * np.log(2 * np.pi * sx2) - sq / (2 * sx2))
+    sq = vk.expected_sq_error(R, nu, phi, Phi, M)
+    lp_x = np.sum(-0.5 * M.sum(axis=0) * np.log(2 * np.pi * sx2) - sq / (2 * sx2))
     with np.errstate(divide="ignore", invalid="ignore"):
         h_z = -(np.where(nu > 0, nu * np.log(nu), 0.0)
                 + np.where(nu < 1, (1 - nu) * np.log1p(-nu), 0.0)).sum()
@@ -154,6 +157,8 @@ class _Block:
     sa_name: str | None
     sx_vec: bool = False  # the scale has one entry per column (learned per column)
     sa_vec: bool = False
+    miss_name: str | None = None  # PyMC's imputed entries of this block (X_unobserved), if any
+    miss_mask: np.ndarray | None = None
 
 
 @dataclass
@@ -235,6 +240,11 @@ class VariationalResult:
             A = self.phi + np.sqrt(self.Phi) * rng.standard_normal(self.phi.shape)
             for b in self._blocks:
                 point[b.a_name] = A[:, b.c0:b.c1]
+                if b.miss_name is not None:  # the imputed entries, from the likelihood
+                    mean = point[self.z_name] @ A[:, b.c0:b.c1]
+                    sd = np.broadcast_to(self.sigma_x[b.c0:b.c1], mean.shape)
+                    point[b.miss_name] = (mean + sd * rng.standard_normal(mean.shape))[
+                        b.miss_mask]
             for v, val in zip(trace_vars, fn(**point), strict=True):
                 out[v.name].append(val)
         names = pm.util.get_default_varnames([v.name for v in trace_vars],
@@ -261,10 +271,6 @@ def _match(model, z):
             "representation is built in); use pm.sample for other priors.")
     if spec.z_data is not None:
         raise ModelPatternError(f"{spec.z_rv.name!r} is observed: nothing to infer.")
-    if spec.missing_mask is not None:
-        raise ModelPatternError(
-            "fit_variational does not handle missing (NaN) entries; use pm.sample "
-            "(AcceleratedGibbs imputes them).")
     if any(b.offset is not None for b in spec.blocks):
         raise ModelPatternError(
             "fit_variational handles X ~ Normal(Z @ A, sigma_x) without an offset; use "
@@ -287,10 +293,12 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
     ----------
     model : pm.Model, optional
         The model (from the context if omitted), with the pattern of
-        :class:`pymc_ibp.AcceleratedGibbs` (``pmi.IBP`` prior with ``beta = 1``, no offset, no
-        missing entries).  Its free variables must be ``Z``, the ``A`` matrices and (optionally)
-        the scales ``sigma_x``, ``sigma_a`` and ``alpha``.  The truncation ``K`` is the
-        model's ``K_max``.
+        :class:`pymc_ibp.AcceleratedGibbs` (``pmi.IBP`` prior with ``beta = 1``, no offset).
+        Missing (NaN) entries are marginalised: they leave the likelihood, and
+        :meth:`VariationalResult.sample` draws PyMC's imputed variable from the fit.  Its free
+        variables must be ``Z``, the ``A`` matrices, the imputed entries and (optionally) the
+        scales ``sigma_x``, ``sigma_a`` and ``alpha``.  The truncation ``K`` is the model's
+        ``K_max``.
     z : str, optional
         Name of the IBP variable when the model has several.
     method : {"infinite", "finite"}
@@ -322,13 +330,15 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
     if bound not in ("multinomial", "taylor"):
         raise ValueError(f"bound must be 'multinomial' or 'taylor'; got {bound!r}.")
     spec = _match(model, z)
-    allowed = {spec.z_rv, *spec.a_rvs}
+    allowed = {spec.z_rv, *spec.a_rvs, *spec.missing_rvs}
     blocks, cols = [], spec.cols
     for b, c0, c1 in zip(spec.blocks, cols[:-1], cols[1:], strict=True):
         sx_name = _free_root(model, b.sigma_x) if learn_hyper else None
         sa_name = _free_root(model, b.sigma_a) if learn_hyper else None
         blocks.append(_Block(int(c0), int(c1), model.rvs_to_values[b.a_rv].name, sx_name,
-                             sa_name, b.sigma_x.ndim > 0, b.sigma_a.ndim > 0))
+                             sa_name, b.sigma_x.ndim > 0, b.sigma_a.ndim > 0,
+                             None if b.missing_rv is None
+                             else model.rvs_to_values[b.missing_rv].name, b.missing_mask))
         allowed |= {v for v in (b.sigma_x, b.sigma_a) if v in model.free_RVs}
     alpha_name = _free_root(model, spec.prior.alpha) if learn_hyper else None
     if spec.prior.alpha in model.free_RVs:
@@ -348,13 +358,14 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
         raise ModelPatternError(
             f"fit_variational needs the one-parameter IBP (beta = 1); {spec.z_rv.name!r} has "
             f"beta = {float(beta)}.")
-    X = np.ascontiguousarray(spec.X, dtype=float)
+    M = np.isfinite(spec.X).astype(float)  # missing entries leave the likelihood
+    X = np.ascontiguousarray(np.where(M > 0, spec.X, 0.0), dtype=float)
     rng = np.random.default_rng(random_seed)
     best = None
     for _ in range(max(1, int(restarts))):
         run = _fit_once(X, np.asarray(sx, float) ** 2, np.asarray(sa, float) ** 2,
                         float(alpha), blocks, alpha_name is not None, spec.k_max, method,
-                        bound, int(terms), max_iters, tol, anneal, rng)
+                        bound, int(terms), max_iters, tol, anneal, rng, M)
         if best is None or run[-1][-1] > best[-1][-1]:
             best = run
     nu, phi, Phi, tau, sx2, sa2, alpha, converged, elbo = best
@@ -384,8 +395,9 @@ def variational_z(X, sx2, sa2, alpha, k_max, rng, *, cols=None, method="finite",
 
 
 def _fit_once(X, sx2, sa2, alpha, blocks, learn_alpha, k_max, method, bound, terms, max_iters,
-              tol, anneal, rng):
+              tol, anneal, rng, M=None):
     n, d = X.shape
+    M = np.ones_like(X) if M is None else M
     sx2, sa2 = np.array(np.broadcast_to(sx2, (d,))), np.array(np.broadcast_to(sa2, (d,)))
     nu = rng.random((n, k_max))
     phi = np.zeros((k_max, d))
@@ -393,21 +405,23 @@ def _fit_once(X, sx2, sa2, alpha, blocks, learn_alpha, k_max, method, bound, ter
     tau = np.column_stack([np.full(k_max, alpha if method == "infinite" else alpha / k_max),
                            np.ones(k_max)])
     tau = _update_sticks(tau, nu, alpha, method, n)  # from the random start of ν (closed form)
-    R = X - nu @ phi
-    v0 = np.maximum(X.var(axis=0), sx2)
+    R = M * (X - nu @ phi)
+    n_obs = M.sum(axis=0)
+    mean = (M * X).sum(axis=0) / np.maximum(n_obs, 1.0)
+    v0 = np.maximum((M * (X - mean) ** 2).sum(axis=0) / np.maximum(n_obs, 1.0), sx2)
     elbos, converged = [], False
     for it in range(int(max_iters)):
         w = min(1.0, it / anneal) if anneal else 1.0
         sx2_t = np.exp(w * np.log(sx2) + (1.0 - w) * np.log(np.maximum(v0, sx2)))
-        vk.feature_update(X, R, nu, phi, Phi, sx2_t, sa2)
+        vk.feature_update(X, R, nu, phi, Phi, sx2_t, sa2, M)
         on, off = _stick_terms(tau, method, bound, terms, k_max)
-        vk.nu_update(R, nu, phi, Phi, sx2_t, np.ascontiguousarray(on - off))
+        vk.nu_update(R, nu, phi, Phi, sx2_t, np.ascontiguousarray(on - off), M)
         tau = _update_sticks(tau, nu, alpha, method, n, bound, terms)
         if w >= 1.0:
             sx2, sa2, alpha = _update_hyper(R, nu, phi, Phi, tau, sx2, sa2, alpha, blocks,
-                                            learn_alpha, method, n)
+                                            learn_alpha, method, M)
         elbos.append(variational_elbo(X, nu, phi, Phi, tau, sx2, sa2, alpha, method=method,
-                                      bound=bound, terms=terms, R=R))
+                                      bound=bound, terms=terms, R=R, mask=M))
         if (w >= 1.0 and len(elbos) > 1
                 and abs(elbos[-1] - elbos[-2]) < tol * abs(elbos[-1])):
             converged = True
@@ -415,19 +429,20 @@ def _fit_once(X, sx2, sa2, alpha, blocks, learn_alpha, k_max, method, bound, ter
     return nu, phi, Phi, tau, sx2, sa2, alpha, converged, elbos
 
 
-def _update_hyper(R, nu, phi, Phi, tau, sx2, sa2, alpha, blocks, learn_alpha, method, n):
-    """Closed-form ELBO maximisers: ``σx² = Σ E(x - zA)² / (N D_b)``, ``σa² = Σ E A² /
-    (K D_b)`` per block of a learned scale (per column for a vector scale), and ``α = -K / Σ_k
-    E log v_k`` (``-K² / Σ_k E log π_k`` for ``finite``)."""
-    sq = vk.expected_sq_error(R, nu, phi, Phi)
+def _update_hyper(R, nu, phi, Phi, tau, sx2, sa2, alpha, blocks, learn_alpha, method, M):
+    """Closed-form ELBO maximisers: ``σx² = Σ E(x - zA)² / (number of observed entries)``,
+    ``σa² = Σ E A² / (K D_b)`` per block of a learned scale (per column for a vector scale),
+    and ``α = -K / Σ_k E log v_k`` (``-K² / Σ_k E log π_k`` for ``finite``)."""
+    sq = vk.expected_sq_error(R, nu, phi, Phi, M)
+    n_obs = np.maximum(M.sum(axis=0), 1.0)
     ea2 = (Phi + phi**2).sum(axis=0)
-    tiny = 1e-12 * max(1.0, float(np.max(sq)) / n)  # keeps log σ² finite on exact fits
+    tiny = 1e-12 * max(1.0, float(np.max(sq / n_obs)))  # keeps log σ² finite on exact fits
     k_max = nu.shape[1]
     sx2, sa2 = sx2.copy(), sa2.copy()
     for b in blocks:
         sl = slice(b.c0, b.c1)
         if b.sx_name is not None:
-            sx2[sl] = sq[sl] / n if b.sx_vec else sq[sl].sum() / (n * (b.c1 - b.c0))
+            sx2[sl] = sq[sl] / n_obs[sl] if b.sx_vec else sq[sl].sum() / n_obs[sl].sum()
             sx2[sl] = np.maximum(sx2[sl], tiny)
         if b.sa_name is not None:
             sa2[sl] = ea2[sl] / k_max if b.sa_vec else ea2[sl].sum() / (k_max * (b.c1 - b.c0))

@@ -37,66 +37,64 @@ __all__ = [
 
 
 @numba.njit(cache=True)
-def feature_update(X, R, nu, phi, Phi, sx2, sa2):
+def feature_update(X, R, nu, phi, Phi, sx2, sa2, M):
     """Exact coordinate update of ``q(A_k) = N(φ_k, diag Φ_k)`` for every ``k`` in turn:
-    ``Φ_kd = (1/σa_d² + Σ_n ν_nk / σx_d²)^{-1}``,
-    ``φ_kd = Φ_kd Σ_n ν_nk (x_nd - Σ_{l≠k} ν_nl φ_ld) / σx_d²``; ``R`` is kept equal to
-    ``X - ν φ``."""
+    ``Φ_kd = (1/σa_d² + Σ_n M_nd ν_nk / σx_d²)^{-1}``,
+    ``φ_kd = Φ_kd Σ_n M_nd ν_nk (x_nd - Σ_{l≠k} ν_nl φ_ld) / σx_d²``, with ``M`` the 0/1 mask of
+    observed entries (missing entries are marginalised: they leave the likelihood); ``R`` is
+    kept equal to ``M ⊙ (X - ν φ)``."""
     n, k_max = nu.shape
     d = X.shape[1]
     for k in range(k_max):
-        s = 0.0
-        for i in range(n):
-            s += nu[i, k]
-        for j in range(d):
-            Phi[k, j] = 1.0 / (1.0 / sa2[j] + s / sx2[j])
+        s = np.zeros(d)
         acc = np.zeros(d)
         for i in range(n):
             w = nu[i, k]
             if w != 0.0:
                 for j in range(d):
-                    acc[j] += w * (R[i, j] + w * phi[k, j])
+                    s[j] += w * M[i, j]
+                    acc[j] += w * (R[i, j] + w * M[i, j] * phi[k, j])
         for j in range(d):
+            Phi[k, j] = 1.0 / (1.0 / sa2[j] + s[j] / sx2[j])
             new = Phi[k, j] * acc[j] / sx2[j]
             delta = new - phi[k, j]
             phi[k, j] = new
             if delta != 0.0:
                 for i in range(n):
                     if nu[i, k] != 0.0:
-                        R[i, j] -= nu[i, k] * delta
+                        R[i, j] -= nu[i, k] * M[i, j] * delta
 
 
 @numba.njit(cache=True)
-def nu_update(R, nu, phi, Phi, sx2, prior_logit):
+def nu_update(R, nu, phi, Phi, sx2, prior_logit, M):
     """Exact coordinate update of every ``ν_nk`` (row by row, features in order):
-    ``ν_nk = σ(ϑ_nk)``, ``ϑ_nk = prior_logit_k - Σ_d (Φ_kd + φ_kd²) / (2σx_d²)
-    + Σ_d φ_kd (x_nd - Σ_{l≠k} ν_nl φ_ld) / σx_d²``.  ``prior_logit_k`` is the stick term
+    ``ν_nk = σ(ϑ_nk)``, ``ϑ_nk = prior_logit_k - Σ_d M_nd (Φ_kd + φ_kd²) / (2σx_d²)
+    + Σ_d M_nd φ_kd (x_nd - Σ_{l≠k} ν_nl φ_ld) / σx_d²``.  ``prior_logit_k`` is the stick term
     (``Σ_{m≤k} E log v_m - E log(1 - Π_{m≤k} v_m)`` or ``E log π_k - E log(1 - π_k)``)."""
     n, k_max = nu.shape
     d = R.shape[1]
-    quad = np.zeros(k_max)
-    for k in range(k_max):
-        for j in range(d):
-            quad[k] += (Phi[k, j] + phi[k, j] * phi[k, j]) / (2.0 * sx2[j])
     for i in range(n):
         for k in range(k_max):
             old = nu[i, k]
             lin = 0.0
+            quad = 0.0
             for j in range(d):
-                lin += phi[k, j] * (R[i, j] + old * phi[k, j]) / sx2[j]
-            t = prior_logit[k] - quad[k] + lin
+                if M[i, j] != 0.0:
+                    lin += phi[k, j] * (R[i, j] + old * phi[k, j]) / sx2[j]
+                    quad += (Phi[k, j] + phi[k, j] * phi[k, j]) / (2.0 * sx2[j])
+            t = prior_logit[k] - quad + lin
             new = 1.0 / (1.0 + math.exp(-t)) if t > -700.0 else 0.0
             if new != old:
                 delta = new - old
                 for j in range(d):
-                    R[i, j] -= delta * phi[k, j]
+                    R[i, j] -= delta * M[i, j] * phi[k, j]
                 nu[i, k] = new
 
 
 @numba.njit(cache=True)
-def expected_sq_error(R, nu, phi, Phi):
-    """``Σ_n E[(x_nd - z_n A_d)²]`` per column ``d``:
-    ``Σ_n [R_nd² + Σ_k (ν_nk (Φ_kd + φ_kd²) - ν_nk² φ_kd²)]`` (the cross terms of distinct
+def expected_sq_error(R, nu, phi, Phi, M):
+    """``Σ_n M_nd E[(x_nd - z_n A_d)²]`` per column ``d`` (observed entries only):
+    ``Σ_n M_nd [R_nd² + Σ_k (ν_nk (Φ_kd + φ_kd²) - ν_nk² φ_kd²)]`` (the cross terms of distinct
     features factorise, so only the diagonal variance enters)."""
     n, k_max = nu.shape
     d = R.shape[1]
@@ -108,7 +106,8 @@ def expected_sq_error(R, nu, phi, Phi):
             w = nu[i, k]
             if w != 0.0:
                 for j in range(d):
-                    out[j] += w * (Phi[k, j] + phi[k, j] * phi[k, j]) - w * w * phi[k, j] ** 2
+                    out[j] += M[i, j] * (w * (Phi[k, j] + phi[k, j] * phi[k, j])
+                                         - w * w * phi[k, j] ** 2)
     return out
 
 
