@@ -48,6 +48,7 @@ from pymc_ibp.step_methods.model_matching import (
     find_linear_gaussian,
     matched_models,
 )
+from pymc_ibp.step_methods.scales import data_start
 
 __all__ = ["VariationalResult", "fit_variational", "truncation_bound", "variational_elbo",
            "variational_z"]
@@ -354,6 +355,15 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
                                      spec.prior.beta]),
         inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
     sx, sa, alpha, beta = hyper(point)
+    sx, sa = (np.array(np.broadcast_to(np.asarray(v, float), (spec.X.shape[1],)))
+              for v in (sx, sa))
+    # learned scales without a user's initial value start from the data's spread (as
+    # IBPScaleSlice does): PyMC's default start, the prior's support point, can be far off
+    for b, blk in zip(spec.blocks, blocks, strict=True):
+        for var, name, role, arr in ((b.sigma_x, blk.sx_name, "sigma_x", sx),
+                                     (b.sigma_a, blk.sa_name, "sigma_a", sa)):
+            if name is not None and model.rvs_to_initial_values.get(var) is None:
+                arr[blk.c0:blk.c1] = max(data_start(b.X, role), 1e-3)
     if not np.isclose(float(beta), 1.0):
         raise ModelPatternError(
             f"fit_variational needs the one-parameter IBP (beta = 1); {spec.z_rv.name!r} has "

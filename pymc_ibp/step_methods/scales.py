@@ -76,6 +76,16 @@ def _group_by_matrix(model, vars_):
     return list(groups.values())
 
 
+def data_start(X, role):
+    """Data-driven starting value of a scale: the spread ``s`` (root mean square) of the
+    column-centred data ``X`` (NaN ignored) for ``sigma_a``, ``s/2`` for ``sigma_x``.  Used
+    when the user gave no initial value (PyMC's default start, the prior's support point, can
+    be far from the data's scale) by :class:`IBPScaleSlice` and
+    :func:`pymc_ibp.inference.fit_variational`."""
+    spread = float(np.sqrt(np.nanmean((X - np.nanmean(X, axis=0)) ** 2)))
+    return spread / 2.0 if role == "sigma_x" else spread
+
+
 @dataclass_state
 class IBPScaleSliceState(StepMethodState):
     """The adapted slice widths and their tuning counts (one per scale), ``tune``, and whether
@@ -138,9 +148,7 @@ class IBPScaleSlice(BlockedStep):
             # data-driven start (used when the user gave no initial value): the spread of the
             # column-centred data of its blocks, half of it for the noise
             cols = spec.cols
-            Xb = np.hstack([spec.blocks[i].X for i in blocks])
-            spread = float(np.sqrt(np.nanmean((Xb - np.nanmean(Xb, axis=0)) ** 2)))
-            start = spread / 2.0 if role == "sigma_x" else spread
+            start = data_start(np.hstack([spec.blocks[i].X for i in blocks]), role)
             self.entries.append(dict(
                 start_u=float(fwd_fn(max(start, 1e-3))), default_u=float(ip[value_var.name]),
                 has_initval=model.rvs_to_initial_values.get(rv) is not None,

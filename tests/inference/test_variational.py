@@ -273,3 +273,22 @@ def test_fit_with_missing_entries_imputes_them_in_the_draws():
     idata = res.sample(40, random_seed=2)
     assert idata["posterior"]["X_unobserved"].shape == (1, 40, 900)
     assert pmi.heldout_metrics(idata, data.X, mask)["l2"] < 0.25 * 1.3
+
+
+def test_free_scales_start_from_the_data_spread():
+    """Data on a small scale (block images x 0.1) with free scales whose PyMC default start
+    (HalfNormal's support point, sigma_x = 1) is ten times too large: the fit starts the
+    learned scales from the data's spread (as IBPScaleSlice does) and finds the glyphs
+    instead of switching every feature off."""
+    data = pmi.datasets.block_images(200, noise=0.5, seed=2)
+    n, d = data.X.shape
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        sigma_a = pm.HalfNormal("sigma_a", 2.0)
+        Z = pmi.IBP("Z", alpha, shape=(n, 8))
+        A = pm.Normal("A", 0.0, sigma_a, shape=(8, d))
+        pm.Normal("X", Z @ A, sigma_x, observed=0.1 * data.X)
+    res = pmi.inference.fit_variational(model, method="finite", random_seed=1)
+    assert (res.Z.sum(axis=0) > 20).sum() >= 4
+    assert abs(res.sigma_x[0] - 0.05) < 0.01
