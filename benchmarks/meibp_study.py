@@ -16,7 +16,7 @@ is maximised by each maximiser and by brute force over all 2^K rows; reported: t
 alpha = 1) from a Bernoulli(1/3) start; reported: K+ and the number of features owned by more
 than 5% of the rows (the truth has 4 glyphs, each in about half the images).
 
-    python -m benchmarks.meibp_study            # both studies
+    python -m benchmarks.meibp_study            # both studies (+ results/meibp_study.png)
     python -m benchmarks.meibp_study --quick    # K <= 8, 3 data sets, noise 0.3 and 0.7
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -147,6 +148,31 @@ def sensitivity_study(noises, n=2000):
     return rows
 
 
+def plot(rows, path):
+    """Two panels: the mean normalised ratio and the mean queries per row, against K."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, case in zip(axes[:2], ("true", "random"), strict=True):
+        sub = [r for r in rows if r["A"] == case]
+        ks = [r["K"] for r in sub]
+        for kind in [*KINDS, "rand"]:
+            ax.plot(ks, [r[f"ratio_{kind}"] for r in sub], marker="o", label=kind)
+        ax.set(title=f"q(A) {case}", xlabel="K", ylabel="(F - F_min) / (OPT - F_min)")
+        ax.legend(fontsize=8)
+    sub = [r for r in rows if r["A"] == "random"]
+    for kind in KINDS:
+        axes[2].plot([r["K"] for r in sub], [r[f"queries_{kind}"] for r in sub], marker="o",
+                     label=kind)
+    axes[2].set(title="queries per row (q(A) random)", xlabel="K", ylabel="gain evaluations")
+    axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -170,7 +196,9 @@ def main():
         "large = features owned by more than 5% of the rows (truth: 4).",
         f"Total script time {time.perf_counter() - t0:.0f} s.",
     ]
-    write_results("meibp_study_quick" if args.quick else "meibp_study", mx, cols,
+    name = "meibp_study_quick" if args.quick else "meibp_study"
+    plot(mx, Path(__file__).parent / "results" / f"{name}.png")
+    write_results(name, mx, cols,
                   "MEIBP: per-row maximisers against brute force, and sensitivity to noise",
                   notes, info,
                   extra_tables=[("Features found on block images", sens, list(sens[0]))])
