@@ -211,6 +211,9 @@ class MEIBPResult(NamedTuple):
     converged: bool
     z_name: str
     a_name: str
+    sigma_x: float  #: the noise scale used at the end (the model's, or learned)
+    sigma_a: float  #: the feature scale used at the end
+    alpha: float
 
     def initvals(self):
         """Initial values for ``pm.sample(initvals=...)``: ``Z`` and ``E_q[A]``."""
@@ -249,7 +252,7 @@ def _hyper_values(model, spec):
 
 @interrupt_safe
 def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, start=None,
-              random_seed=None):
+              restarts=3, learn_hyper=False, hyper_prior=(1.0, 1.0), random_seed=None):
     """Fit the MEIBP (module docstring) to a non-negative linear-Gaussian IBP model.
 
     Parameters
@@ -257,14 +260,22 @@ def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, st
     model : pm.Model, optional
         ``Z ~ pmi.IBP(alpha)``, ``A ~ pm.HalfNormal(sigma_a)`` (``K_max x D``),
         ``X ~ pm.Normal(Z @ A, sigma_x)`` observed; ``alpha``, ``sigma_x``, ``sigma_a`` are
-        taken at the model's initial point (fixed).
+        taken at the model's initial point.
     maximiser : {"ls", "lg", "lg-ord", "lg-sto"}
         The per-row maximiser (:mod:`pymc_ibp.inference.submodular`; default local search).
     max_iters, tol : int, float
         Stop after ``max_iters`` iterations, or when no row changes, or when the bound changes
         by less than ``tol · |bound|`` over 5 iterations (Reed 2013, §4.9).
     start : ndarray, optional
-        Starting ``Z``; default Bernoulli(1/3) entries (Reed 2013, §4.9.3).
+        Starting ``Z`` (one run); default Bernoulli(1/3) entries (Reed 2013, §4.9.3).
+    restarts : int
+        Independent random starts (default 3); the run with the highest final bound is kept.
+    learn_hyper : bool
+        After each iteration, replace ``σx²``, ``σa²`` and ``α`` by their variational
+        estimates under Gamma(``hyper_prior``) priors on the precisions and on ``α`` (Reed
+        2013, App. A.3.2): ``1/σ² = ã/b̃`` with ``ã_X = a + ND/2``,
+        ``b̃_X = b + ½ Σ E‖x_n - z_n A‖²``, ``ã_A = a + K_+D/2``, ``b̃_A = b + ½ Σ_{active}
+        E a²``, and ``α = (a + K_+)/(b + H_N)``.  The bound is then no longer monotone.
     """
     model = pm.modelcontext(model)
     if maximiser not in MAXIMISERS:
@@ -275,10 +286,29 @@ def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, st
     n, d = X.shape
     k_max = spec.k_max
     rng = np.random.default_rng(random_seed)
-    Z = ((rng.random((n, k_max)) < 1.0 / 3.0) if start is None else np.asarray(start)).astype(
-        np.int64)
-    if Z.shape != (n, k_max):
-        raise ValueError(f"start must have shape {(n, k_max)}; got {Z.shape}.")
+    starts = [None] * max(1, int(restarts)) if start is None else [start]
+    best = None
+    for st in starts:
+        Z = ((rng.random((n, k_max)) < 1.0 / 3.0) if st is None else np.asarray(st)).astype(
+            np.int64)
+        if Z.shape != (n, k_max):
+            raise ValueError(f"start must have shape {(n, k_max)}; got {Z.shape}.")
+        run = _meibp_run(rng, Z, X, sx2, sa2, alpha, MAXIMISERS.index(maximiser), max_iters,
+                         tol, learn_hyper, hyper_prior)
+        if best is None or run[5][-1] > best[5][-1]:
+            best = run
+    Z, Ea, mu_t, sd_t, hyper, objective, queries, converged = best
+    return MEIBPResult(Z=Z.astype(np.int8), A=Ea, mu=mu_t, sigma=sd_t,
+                       objective=np.asarray(objective), queries=np.asarray(queries),
+                       converged=converged, z_name=model.rvs_to_values[spec.z_rv].name,
+                       a_name=spec.blocks[0].a_rv.name, sigma_x=math.sqrt(hyper[0]),
+                       sigma_a=math.sqrt(hyper[1]), alpha=hyper[2])
+
+
+def _meibp_run(rng, Z, X, sx2, sa2, alpha, kind, max_iters, tol, learn_hyper, hyper_prior):
+    """One MEIBP run from ``Z`` (updated in place)."""
+    n, d = X.shape
+    k_max = Z.shape[1]
     Zf = Z.astype(float)
     G, RX, m = Zf.T @ Zf, Zf.T @ X, Z.sum(axis=0).astype(np.int64)
     Ea, Ea2, Ha = np.zeros((k_max, d)), np.zeros((k_max, d)), np.zeros((k_max, d))
@@ -286,21 +316,35 @@ def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, st
     for _ in range(3):  # a few sweeps of the sequential update from E a = 0
         _update_qa(G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2)
     trXX = float((X * X).sum())
-    kind = MAXIMISERS.index(maximiser)
     objective, queries, converged = [], [], False
     for _ in range(int(max_iters)):
         changed, q = meibp_sweep(rng, Z, X, G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2, alpha,
                                  kind)
+        if learn_hyper:
+            sx2, sa2, alpha = _vb_hyper(G, RX, m, trXX, Ea, Ea2, n, d, hyper_prior)
+            _update_qa(G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2)
         objective.append(meibp_elbo(G, RX, m, trXX, Ea, Ea2, Ha, n, sx2, sa2, alpha))
         queries.append(q)
         if changed == 0 or (len(objective) > 5 and abs(objective[-1] - objective[-6])
                             < tol * abs(objective[-1])):
             converged = True
             break
-    return MEIBPResult(Z=Z.astype(np.int8), A=Ea.copy(), mu=mu_t, sigma=sd_t,
-                       objective=np.asarray(objective), queries=np.asarray(queries),
-                       converged=converged, z_name=model.rvs_to_values[spec.z_rv].name,
-                       a_name=spec.blocks[0].a_rv.name)
+    return Z, Ea.copy(), mu_t, sd_t, (sx2, sa2, alpha), objective, queries, converged
+
+
+def _vb_hyper(G, RX, m, trXX, Ea, Ea2, n, d, prior):
+    """Variational estimates of ``σx²``, ``σa²``, ``α`` (``fit_meibp(learn_hyper=True)``)."""
+    a0, b0 = prior
+    act = m > 0
+    kplus = int(act.sum())
+    # Σ_n E‖x_n - z_n A‖² from the statistics (as in meibp_elbo)
+    sq = (trXX - 2.0 * float((RX[act] * Ea[act]).sum())
+          + float(np.einsum("kj,kd,jd->", G[np.ix_(act, act)], Ea[act], Ea[act]))
+          + float((m[act][:, None] * (Ea2[act] - Ea[act] ** 2)).sum()))
+    sx2 = (b0 + 0.5 * sq) / (a0 + 0.5 * n * d)
+    sa2 = (b0 + 0.5 * float(Ea2[act].sum())) / (a0 + 0.5 * kplus * d)
+    alpha = (a0 + kplus) / (b0 + ibp_mass(1.0, 1.0, n))
+    return sx2, sa2, alpha
 
 
 # ---------------------------------------------------------------------------------------------

@@ -190,3 +190,15 @@ def test_pm_sample_starts_from_the_meibp_fit():
 
     same = np.mean(np.all(first_draw(initvals=res.initvals()) == res.Z, axis=1))
     assert same > 0.6
+
+
+def test_meibp_learns_the_hyperparameters():
+    """learn_hyper=True: from sigma_x = 1 (twice the truth) the variational estimates of the
+    scales (Reed 2013, App. A.3.2) recover the noise, and the glyphs are found."""
+    data = pmi.datasets.block_images(300, noise=0.5, seed=3)
+    res = pmi.inference.fit_meibp(nonneg_model(data.X, sigma_x=1.0), learn_hyper=True,
+                                  random_seed=2)
+    assert abs(res.sigma_x - 0.5) < 0.03
+    assert (res.Z.sum(axis=0) > 30).sum() == 4
+    fixed = pmi.inference.fit_meibp(nonneg_model(data.X, sigma_x=1.0), random_seed=2)
+    assert fixed.sigma_x == 1.0
