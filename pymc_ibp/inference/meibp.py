@@ -37,9 +37,14 @@ from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.distributions.ibp_math import ibp_mass, log_beta_term
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.inference.submodular import MAXIMISERS, maximise_row, row_value
-from pymc_ibp.step_methods.model_matching import IBPPrior, find_linear_gaussian, match_prior
+from pymc_ibp.step_methods.model_matching import (
+    IBPPrior,
+    find_linear_gaussian,
+    match_prior,
+    matched_models,
+)
 
-__all__ = ["BPMeansResult", "MEIBPResult", "fit_bp_means", "fit_meibp", "tn_moments"]
+__all__ = ["BPMeansResult", "MEIBPResult", "bp_means", "fit_bp_means", "fit_meibp", "tn_moments"]
 
 _SQRT2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -357,6 +362,13 @@ class BPMeansResult(NamedTuple):
     A: np.ndarray  #: least-squares features (``K_max x D``; unused slots 0)
     objective: np.ndarray  #: ``‖X - Z A‖² + λ² K_+`` after each iteration
     converged: bool
+    z_name: str = "Z"
+    a_name: str = "A"
+
+    def initvals(self):
+        """Initial values for ``pm.sample(initvals=...)``: ``Z`` and the least-squares ``A``
+        (clipped at 0 when the model's ``A`` is half-normal)."""
+        return {self.z_name: self.Z.astype(np.int64), self.a_name: self.A.copy()}
 
 
 def _bp_objective(X, Z, A, lam2):
@@ -372,8 +384,33 @@ def _lstsq_features(X, Z, act):
     return A
 
 
-def fit_bp_means(X, k_max, lam2, *, max_iters=100, random_seed=None):
-    """BP-means with BP-means++ seeding: minimise ``‖X - Z A‖²_F + λ² K_+`` (``K_+ ≤ k_max``).
+def fit_bp_means(model=None, *, lam2, z=None, max_iters=100, random_seed=None):
+    """BP-means with BP-means++ seeding (Broderick, Kulis & Jordan 2013; Reed 2013, Alg. 5) on
+    the data of a linear-Gaussian IBP model (``A`` normal or half-normal, one observed matrix,
+    no missing entries): minimise ``‖X - Z A‖²_F + λ² K_+`` with ``K_+ ≤ K_max``.  Returns a
+    :class:`BPMeansResult` whose ``initvals()`` can start ``pm.sample``.  Choose ``lam2``
+    between a row's noise energy (``D σx²``) and the energy of the smallest feature to find.
+    """
+    model = pm.modelcontext(model)
+    try:
+        spec = _match_nonnegative(model, z, "fit_bp_means")
+        nonneg = True
+    except ModelPatternError:
+        zs = [s_ for s_ in matched_models(model) if z is None or s_.z_rv.name == z]
+        if len(zs) != 1 or len(zs[0].blocks) != 1 or zs[0].missing_mask is not None:
+            raise ModelPatternError(
+                "fit_bp_means needs one pmi.IBP matrix Z and one observed X ~ Normal(Z @ A, "
+                "sigma_x) with A ~ Normal(0, sigma_a) or HalfNormal(sigma_a), without missing "
+                "entries.") from None
+        spec, nonneg = zs[0], False
+    res = bp_means(spec.X, spec.k_max, lam2, max_iters=max_iters, random_seed=random_seed)
+    A = np.maximum(res.A, 0.0) if nonneg else res.A
+    return res._replace(A=A, z_name=model.rvs_to_values[spec.z_rv].name,
+                        a_name=spec.blocks[0].a_rv.name)
+
+
+def bp_means(X, k_max, lam2, *, max_iters=100, random_seed=None):
+    """Array-level BP-means of :func:`fit_bp_means`: minimise ``‖X - Z A‖²_F + λ² K_+``.
 
     Seeding: feature 1 is the data mean, owned by every row; each further feature is a data row
     drawn with probability proportional to its squared residual, and its owners re-optimised.

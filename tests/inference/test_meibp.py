@@ -170,9 +170,17 @@ def test_meibp_refuses_a_gaussian_feature_prior():
 def test_bp_means_objective_decreases_and_finds_the_blocks():
     data = pmi.datasets.block_images(200, noise=0.3, seed=3)
     # λ² between a row's noise energy (36 x 0.09) and one glyph's (6-9)
-    res = pmi.inference.fit_bp_means(data.X, 10, lam2=5.0, random_seed=0)
+    res = pmi.inference.fit_bp_means(nonneg_model(data.X, sigma_x=0.3), lam2=5.0,
+                                     random_seed=0)
     assert np.all(np.diff(res.objective) <= 1e-9 * np.abs(res.objective[0]))
     assert 4 <= (res.Z.sum(axis=0) > 0).sum() <= 10
+    assert set(res.initvals()) == {"Z", "A"} and np.all(res.A >= 0)  # clipped for HalfNormal
+    with pm.Model() as gaussian:
+        Z = pmi.IBP("Z", 1.0, shape=(200, 10))
+        A = pm.Normal("A", 0.0, 1.0, shape=(10, 36))
+        pm.Normal("X", Z @ A, 0.3, observed=data.X)
+    res_g = pmi.inference.fit_bp_means(gaussian, lam2=5.0, random_seed=0)
+    np.testing.assert_array_equal(res_g.Z, res.Z)  # the same data and seed
 
 
 def test_pm_sample_starts_from_the_meibp_fit():
