@@ -173,6 +173,8 @@ def meibp_sweep(rng, Z, X, G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2, alpha, k
     queries = 0
     log_alpha = math.log(alpha)
     order = rng.permutation(N)
+    Q = Ea @ Ea.T / sx2  # recomputed only when q(A) changes
+    eta = _eta(Ea2, Ha, sa2, log_alpha)
     for i in order:
         z_old = Z[i].copy()
         m_rest = m - z_old
@@ -180,8 +182,6 @@ def meibp_sweep(rng, Z, X, G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2, alpha, k
         for k in range(K):
             if m_rest[k] > 0:
                 k_rest += 1
-        Q = Ea @ Ea.T / sx2
-        eta = _eta(Ea2, Ha, sa2, log_alpha)
         omega, new = _row_weights(X[i], m_rest, Ea, Ea2, eta, N, sx2)
         z_new, q = maximise_row(rng, omega, Q, new, k_rest, kind)
         queries += q
@@ -201,6 +201,8 @@ def meibp_sweep(rng, Z, X, G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2, alpha, k
         for k in range(K):
             Z[i, k] = z_new[k]
         _update_qa(G, RX, m, Ea, Ea2, Ha, mu_t, sd_t, sx2, sa2)
+        Q = Ea @ Ea.T / sx2
+        eta = _eta(Ea2, Ha, sa2, log_alpha)
     return changed, queries
 
 

@@ -57,7 +57,7 @@ __all__ = ["VariationalResult", "fit_variational", "truncation_bound", "variatio
 def truncation_bound(n, alpha, k):
     r"""Upper bound on the probability that ``n`` rows of the IBP use a feature beyond the
     first ``k`` sticks of its stick-breaking representation (the ``L¹`` distance bound of
-    Doshi-Velez et al. 2009, eq. 6.9 of Doshi-Velez 2009, from the Lévy–Khintchine formula):
+    Doshi-Velez 2009, eq. 6.9, from the Lévy–Khintchine formula):
 
     .. math:: 1 - \exp\big(-N\alpha\,(\alpha/(1+\alpha))^{K}\big).
 
@@ -66,9 +66,11 @@ def truncation_bound(n, alpha, k):
     return -np.expm1(-n * alpha * np.exp(k * (np.log(alpha) - np.log1p(alpha))))
 
 
-def _stick_terms(tau, method, bound, terms, k_max):
-    """``(E log π-part for z=1, bound/ E log(1-π) for z=0)`` per feature."""
-    elv, el1v = vk._elog(tau)
+def _stick_terms(tau, method, bound, terms):
+    """Per feature ``k``, the expected log prior probabilities of ``z_nk = 1`` and of
+    ``z_nk = 0``: ``(Σ_{m≤k} E log v_m, lower bound on E log(1 - Π_{m≤k} v_m))`` for
+    ``infinite``, ``(E log π_k, E log(1 - π_k))`` for ``finite``."""
+    elv, el1v = vk.beta_log_moments(tau)
     if method == "finite":
         return elv, el1v
     lower = (vk.log1m_prod_taylor(tau, terms) if bound == "taylor"
@@ -100,8 +102,8 @@ def variational_elbo(X, nu, phi, Phi, tau, sx2, sa2, alpha, *, method="infinite"
     if R is None:
         R = np.where(M > 0, X - nu @ phi, 0.0)
     m_nu = nu.sum(axis=0)
-    on, off = _stick_terms(tau, method, bound, terms, k_max)
-    elv, _ = vk._elog(tau)
+    on, off = _stick_terms(tau, method, bound, terms)
+    elv, _ = vk.beta_log_moments(tau)
     if method == "finite":
         a0 = alpha / k_max
         lp_v = np.sum(np.log(a0) + (a0 - 1.0) * elv)
@@ -424,7 +426,7 @@ def _fit_once(X, sx2, sa2, alpha, blocks, learn_alpha, k_max, method, bound, ter
         w = min(1.0, it / anneal) if anneal else 1.0
         sx2_t = np.exp(w * np.log(sx2) + (1.0 - w) * np.log(np.maximum(v0, sx2)))
         vk.feature_update(X, R, nu, phi, Phi, sx2_t, sa2, M)
-        on, off = _stick_terms(tau, method, bound, terms, k_max)
+        on, off = _stick_terms(tau, method, bound, terms)
         vk.nu_update(R, nu, phi, Phi, sx2_t, np.ascontiguousarray(on - off), M)
         tau = _update_sticks(tau, nu, alpha, method, n, bound, terms)
         if w >= 1.0:
@@ -458,6 +460,6 @@ def _update_hyper(R, nu, phi, Phi, tau, sx2, sa2, alpha, blocks, learn_alpha, me
             sa2[sl] = ea2[sl] / k_max if b.sa_vec else ea2[sl].sum() / (k_max * (b.c1 - b.c0))
             sa2[sl] = np.maximum(sa2[sl], tiny)
     if learn_alpha:
-        elv, _ = vk._elog(tau)
+        elv, _ = vk.beta_log_moments(tau)
         alpha = -k_max / elv.sum() if method == "infinite" else -k_max**2 / elv.sum()
     return sx2, sa2, alpha

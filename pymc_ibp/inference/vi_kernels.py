@@ -25,6 +25,7 @@ from scipy.special import betaln, digamma, gammaln, logsumexp, polygamma, zeta
 
 __all__ = [
     "beta_entropy",
+    "beta_log_moments",
     "expected_sq_error",
     "feature_update",
     "log1m_prod_multinomial",
@@ -114,7 +115,7 @@ def expected_sq_error(R, nu, phi, Phi, M):
 # ---------------------------------------------------------------------------------------------
 # bounds on E log(1 - prod_{m<=k} v_m) (Doshi-Velez et al. 2009, §4.1; Doshi-Velez 2009, §6.2)
 # ---------------------------------------------------------------------------------------------
-def _elog(tau):
+def beta_log_moments(tau):
     """``(E log v, E log(1 - v))`` under ``Beta(τ1, τ2)``."""
     s = digamma(tau[:, 0] + tau[:, 1])
     return digamma(tau[:, 0]) - s, digamma(tau[:, 1]) - s
@@ -125,7 +126,7 @@ def multinomial_q(tau):
     ``a_ky = E log(1 - v_y) + Σ_{m<y} E log v_m`` (only sticks ``y ≤ k`` enter),
     ``q_ky ∝ exp(a_ky)``, bound ``= logsumexp_y a_ky``.  Returns ``(q, bound)`` with ``q``
     a ``K x K`` lower-triangular array."""
-    elv, el1v = _elog(tau)
+    elv, el1v = beta_log_moments(tau)
     k_max = tau.shape[0]
     a = el1v[None, :] + np.concatenate([[0.0], np.cumsum(elv)[:-1]])[None, :]
     a = np.where(np.tri(k_max, dtype=bool), np.broadcast_to(a, (k_max, k_max)), -np.inf)
@@ -201,7 +202,7 @@ def stick_objective(tau, alpha, m_nu, n, bound="multinomial", terms=50):
     k_max = tau.shape[0]
     t1, t2 = tau[:, 0], tau[:, 1]
     ts = t1 + t2
-    elv, _ = _elog(tau)
+    elv, _ = beta_log_moments(tau)
     tg1, tg2, tgs = polygamma(1, t1), polygamma(1, t2), polygamma(1, ts)
     d_elv = np.column_stack([tg1 - tgs, -tgs])  # ∂ E log v_k / ∂ τ_k
     d_el1v = np.column_stack([-tgs, tg2 - tgs])  # ∂ E log(1 - v_k) / ∂ τ_k

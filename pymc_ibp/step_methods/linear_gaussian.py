@@ -302,7 +302,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         """A fresh start from a finite variational fit (:func:`pymc_ibp.inference.variational_z`;
         on a random subset of ``init_subsample`` rows when ``N > 2 · init_subsample``, the other
         rows starting empty), at the current scales as starting values."""
-        from pymc_ibp.inference.variational import variational_z
+        from pymc_ibp.inference.variational import variational_z  # inference imports steps
 
         ns = self.init_subsample
         rows = (np.sort(self.rng.choice(self.n, size=ns, replace=False))

@@ -174,7 +174,7 @@ def test_every_coordinate_update_raises_the_elbo(method, bound, missing):
         vk.feature_update(X, R, nu, phi, Phi, sx2, sa2, M)
         cur = elbo()
         assert cur >= prev - 1e-8 * abs(prev), "features"
-        on, off = _stick_terms(tau, method, bound, 50, k)
+        on, off = _stick_terms(tau, method, bound, 50)
         vk.nu_update(R, nu, phi, Phi, sx2, np.ascontiguousarray(on - off), M)
         prev, cur = cur, elbo()
         assert cur >= prev - 1e-8 * abs(prev), "assignments"
