@@ -14,8 +14,8 @@ start from:
   skips the multi-start burn-in);
 * ``meibp`` (block images only: their features are non-negative): ``pmi.inference.fit_meibp``
   on the same data with ``A ~ HalfNormal(1)``, ``sigma_x = 0.5``, ``alpha = 1`` (the README's
-  initial values), local search, once per chain; its ``Z`` and ``E[A]`` start the chain (the
-  "ME-AIBP" of Reed 2013, §4.7).
+  initial values), local search, 3 restarts (the default), once per chain; its ``Z`` and
+  ``E[A]`` start the chain (the "ME-AIBP" of Reed 2013, §4.7).
 
 Each draw's ``Z`` (tuning included) is scored as in structure.py: the collapsed log joint at
 fixed reference hyperparameters (``kernels.log_joint_of``).  ``best`` = the highest score of the
@@ -27,7 +27,8 @@ end, the median and maximum first-reach iteration among them, the final scores' 
 ``best``, and the seconds to the last chain's first reach (fit time + sampling time up to that
 iteration, at the measured seconds per iteration).
 
-    python -m benchmarks.warm_start            # 8 chains x (100 + 100) per start (make bench)
+    python -m benchmarks.warm_start            # 8 chains x (100 + 100) per start (make bench);
+                                               # + results/warm_start.png (score traces)
     python -m benchmarks.warm_start --tune 0   # 8 chains x (0 + 200): no burn-in at all
     python -m benchmarks.warm_start --quick    # 2 chains x (20 + 20), block images N = 200
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -105,6 +107,32 @@ def run_start(start, X, k_max, ref, chains, tune, draws, seed):
     return np.array([cb.by_chain[c] for c in range(chains)]), fit_s, sampling_time(idata)
 
 
+def plot(traces, path):
+    """One panel per data set: each chain's score minus ``best`` against the iteration
+    (symmetric-log scale), coloured by start, with the reach threshold dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(traces), figsize=(6.5 * len(traces), 4), squeeze=False)
+    colors = dict(zip(STARTS, ["0.4", "tab:blue", "tab:green", "tab:red"], strict=True))
+    for ax, (title, (by_start, best, threshold, tune)) in zip(axes[0], traces.items(),
+                                                              strict=True):
+        for start, sc in by_start.items():
+            for c, row in enumerate(sc):
+                ax.plot(row - best, color=colors[start], lw=0.8, alpha=0.7,
+                        label=start if c == 0 else None)
+        ax.axhline(-threshold, color="k", ls="--", lw=0.8)
+        if tune:
+            ax.axvline(tune, color="k", ls=":", lw=0.8)
+        ax.set_yscale("symlog", linthresh=10.0)
+        ax.set(title=title, xlabel="iteration (tuning included)", ylabel="score - best (nats)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -130,7 +158,7 @@ def main():
         pmi.inference.fit_variational(method="finite", random_seed=0, max_iters=5, restarts=1)
         pm.sample(tune=3, draws=3, chains=1, cores=1, progressbar=False, quiet=True,
                   compute_convergence_checks=False)
-    rows = []
+    rows, traces = [], {}
     for kind, n, k_max in grid:
         data = make_data(kind, n, k_max)
         X, ref = data.X, REFERENCE[kind]
@@ -143,6 +171,8 @@ def main():
             results[start] = run_start(start, X, k_max, ref, chains, tune, draws, seed=7)
         best = max(true_score, max(r[0].max() for r in results.values()))
         threshold = max(REACH_NATS, REACH_REL * abs(best))
+        traces[f"{kind} N={n}"] = ({k: v[0] for k, v in results.items()}, best, threshold,
+                                   tune)
         for start, (sc, fit_s, samp_s) in results.items():
             ok = sc >= best - threshold
             first = [int(np.argmax(row)) for row in ok if row.any()]
@@ -189,6 +219,7 @@ def main():
     name = "warm_start_quick" if args.quick else "warm_start"
     if args.tune is not None:
         name += f"_tune{args.tune}"
+    plot(traces, Path(__file__).parent / "results" / f"{name}.png")
     write_results(name, rows, cols,
                   "Warm starts: pm.sample chains started from the prior and from variational "
                   "fits", notes, info)
