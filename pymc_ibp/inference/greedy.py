@@ -78,12 +78,9 @@ def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=No
     if not isinstance(mode, IBPMode):
         raise ModelPatternError("greedy_map needs a pmi.IBP prior on Z.")
     point = model.initial_point()
-    fn = model.compile_fn(model.replace_rvs_by_values([*spec.column_scales(), *mode.symbolic]),
-                          inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
-    sx, sa, alpha, beta = fn(point)
-    alpha, beta = float(np.asarray(alpha)), float(np.asarray(beta))
+    sx, sa, alpha, beta = spec.hyper_values(model, point)
     mode.set_params(alpha, beta)
-    noise = kernels.noise_blocks(np.asarray(sx) ** 2, np.asarray(sa) ** 2, d)
+    noise = kernels.noise_blocks(sx**2, sa**2, d)
     rng = np.random.default_rng(random_seed)
     offset_fn = spec.compile_offset(model)
     X = spec.X if offset_fn is None else spec.X - np.asarray(offset_fn(point))

@@ -246,15 +246,12 @@ def _match_nonnegative(model, z, what):
 
 def _hyper_values(model, spec):
     b = spec.blocks[0]
-    fn = model.compile_fn(model.replace_rvs_by_values([b.sigma_x, b.sigma_a, spec.prior.alpha,
-                                                       spec.prior.beta]),
-                          inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
-    sx, sa, alpha, beta = (np.asarray(v, dtype=float) for v in fn(model.initial_point()))
-    if sx.ndim or sa.ndim:
+    if b.sigma_x.ndim or b.sigma_a.ndim:
         raise ModelPatternError("fit_meibp needs scalar sigma_x and sigma_a.")
+    sx, sa, alpha, beta = spec.hyper_values(model)
     if not np.isclose(beta, 1.0):
         raise ModelPatternError(f"fit_meibp needs the one-parameter IBP (beta = 1); got {beta}.")
-    return float(sx) ** 2, float(sa) ** 2, float(alpha)
+    return float(sx[0]) ** 2, float(sa[0]) ** 2, alpha
 
 
 @interrupt_safe

@@ -351,14 +351,7 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
         raise ModelPatternError(
             f"fit_variational infers Z, A, the scales and alpha of a linear-Gaussian IBP; the "
             f"model has other free variables {others}. Use pm.sample for this model.")
-    point = model.initial_point()
-    hyper = model.compile_fn(
-        model.replace_rvs_by_values([*spec.column_scales(), spec.prior.alpha,
-                                     spec.prior.beta]),
-        inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
-    sx, sa, alpha, beta = hyper(point)
-    sx, sa = (np.array(np.broadcast_to(np.asarray(v, float), (spec.X.shape[1],)))
-              for v in (sx, sa))
+    sx, sa, alpha, beta = spec.hyper_values(model)
     # learned scales without a user's initial value start from the data's spread (as
     # IBPScaleSlice does): PyMC's default start, the prior's support point, can be far off
     for b, blk in zip(spec.blocks, blocks, strict=True):

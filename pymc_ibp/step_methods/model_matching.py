@@ -179,6 +179,20 @@ class LinearGaussianIBP:
         sa = [pt.broadcast_to(b.sigma_a, (b.X.shape[1],)) for b in self.blocks]
         return pt.concatenate(sx), pt.concatenate(sa)
 
+    def hyper_values(self, model, point=None):
+        """``(σx, σa, α, β)`` at ``point`` (default the model's initial point): the scales as
+        per-column float arrays of length ``D``, ``α``, ``β`` of a :class:`IBPPrior` as floats.
+        Used by the fits of :mod:`pymc_ibp.inference`, which take the hyperparameters there."""
+        if not isinstance(self.prior, IBPPrior):
+            raise ModelPatternError(f"{self.z_rv.name!r} needs a pmi.IBP prior.")
+        fn = model.compile_fn(
+            model.replace_rvs_by_values([*self.column_scales(), self.prior.alpha,
+                                         self.prior.beta]),
+            inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
+        sx, sa, alpha, beta = fn(model.initial_point() if point is None else point)
+        return (np.array(sx, dtype=float), np.array(sa, dtype=float),
+                float(np.asarray(alpha)), float(np.asarray(beta)))
+
     def compile_offset(self, model, **compile_kwargs):
         """A point function giving the blocks' offsets as one ``N x D`` array, or ``None``."""
         if all(b.offset is None for b in self.blocks):

@@ -262,6 +262,13 @@ def _slot_stats(Z, X, m, noise, trXX):
 
 
 @numba.njit(cache=True)
+def _scratch(n, k_max):
+    """Scratch buffers of the sequential moves: row order, allocations, free slots, layout."""
+    return (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
+            np.empty(k_max, dtype=np.int64), np.empty(k_max, dtype=np.int64))
+
+
+@numba.njit(cache=True)
 def _stats_without(G, RX, kk, drop):
     """Compact statistics of the first ``kk`` features without feature ``drop``."""
     keep = np.empty(kk - 1, dtype=np.int64)
@@ -512,10 +519,7 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     if n < 2:
         return 0
     Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
-    rows = np.empty(n, dtype=np.int64)
-    alloc = np.empty(n, dtype=np.int64)
-    free = np.empty(k_max, dtype=np.int64)
-    lay = np.empty(k_max, dtype=np.int64)
+    rows, alloc, free, lay = _scratch(n, k_max)
     for _ in range(n_proposals):
         i = int(rng.random() * n)
         j = int(rng.random() * (n - 1))
@@ -584,10 +588,7 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     if n < 2:
         return 0
     Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
-    rows = np.empty(n, dtype=np.int64)
-    alloc = np.empty(n, dtype=np.int64)
-    free = np.empty(k_max, dtype=np.int64)
-    lay = np.empty(k_max, dtype=np.int64)
+    rows, alloc, free, lay = _scratch(n, k_max)
     only1 = np.empty(n, dtype=np.int64)
     only2 = np.empty(n, dtype=np.int64)
     for _ in range(n_proposals):
