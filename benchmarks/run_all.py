@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent  # the scripts run as modules of the benchmarks package from here
 SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "column_blocks",
            "warm_start", "meibp_study"]
-LONG = ["mixing_long", "vi_vs_gibbs"]  # run only when named with --only
+LONG = ["mixing_long", "vi_vs_gibbs", "large_n", "data_parallel"]  # run only when named with --only
 
 
 def update_readme():

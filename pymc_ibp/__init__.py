@@ -4,7 +4,7 @@ Import as ``import pymc_ibp as pmi``.  Importing registers the step methods so t
 ``pm.sample()`` picks them for IBP models.
 """
 
-from pymc_ibp import datasets, inference
+from pymc_ibp import datasets, distributed, inference
 from pymc_ibp.diagnostics import (
     cusum,
     hairiness,
@@ -16,8 +16,9 @@ from pymc_ibp.diagnostics import (
     relabel,
     summary,
 )
+from pymc_ibp.distributed import DataParallelGibbs
 from pymc_ibp.distributions import IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
-from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
+from pymc_ibp.exceptions import DataError, ModelPatternError, ShardFailure, TruncationWarning
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     CollapsedGibbs,
@@ -26,6 +27,7 @@ from pymc_ibp.step_methods import (
     IBPOffsetGibbs,
     IBPScaleSlice,
 )
+from pymc_ibp.thinning import KeepEvery
 
 __version__ = "0.1.0"
 
@@ -35,16 +37,20 @@ __all__ = [
     "AcceleratedGibbs",
     "CollapsedGibbs",
     "DataError",
+    "DataParallelGibbs",
     "IBPAlphaGibbs",
     "IBPGibbs",
     "IBPOffsetGibbs",
     "IBPScaleSlice",
     "IBPStickBreaking",
     "IBPStickBreakingRV",
+    "KeepEvery",
     "ModelPatternError",
+    "ShardFailure",
     "TruncationWarning",
     "cusum",
     "datasets",
+    "distributed",
     "inference",
     "hairiness",
     "hairiness_index",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DataError", "ModelPatternError", "TruncationWarning"]
+__all__ = ["DataError", "ModelPatternError", "ShardFailure", "TruncationWarning"]
 
 
 class ModelPatternError(ValueError):
@@ -24,4 +24,12 @@ class TruncationWarning(UserWarning):
 
     The message names ``K_max`` and the variable; raise ``K_max`` (the length of the
     ``feature`` dim) and re-run.  The sample stat ``ibp_kmax_hit`` marks the affected draws.
+    """
+
+
+class ShardFailure(RuntimeError):
+    """A shard of the data-parallel sampler failed, timed out, or lost its worker.
+
+    The message names the shard, its rows and its worker; the run stops instead of continuing
+    with a wrong or partial state.
     """

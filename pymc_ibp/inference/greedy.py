@@ -33,7 +33,7 @@ __all__ = ["GreedyResult", "greedy_map"]
 class GreedyResult(NamedTuple):
     """Result of :func:`greedy_map`."""
 
-    Z: np.ndarray  #: the mode found, ``N x K_max`` int64
+    Z: np.ndarray  #: the mode found, ``N x K_max`` int8
     A: np.ndarray  #: posterior mean of the features given ``Z`` (empty slots 0; with several
     #: observed matrices sharing ``Z``, their feature matrices side by side)
     log_joint: np.ndarray  #: collapsed ``log p(X | Z) + log P(Z)`` after each sweep
@@ -84,7 +84,7 @@ def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=No
     rng = np.random.default_rng(random_seed)
     offset_fn = spec.compile_offset(model)
     X = spec.X if offset_fn is None else spec.X - np.asarray(offset_fn(point))
-    Z = mode.draw(rng) if start is None else np.array(start, dtype=np.int64, copy=True)
+    Z = mode.draw(rng) if start is None else np.array(start, dtype=np.int8, copy=True)
     if Z.shape != (n, spec.k_max):
         raise ValueError(f"start must have shape {(n, spec.k_max)}; got {Z.shape}.")
     trXX = kernels.block_sq_norms(X, noise)

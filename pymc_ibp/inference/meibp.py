@@ -224,7 +224,7 @@ class MEIBPResult(NamedTuple):
 
     def initvals(self):
         """Initial values for ``pm.sample(initvals=...)``: ``Z`` and ``E_q[A]``."""
-        return {self.z_name: self.Z.astype(np.int64), self.a_name: self.A.copy()}
+        return {self.z_name: self.Z.astype(np.int8), self.a_name: self.A.copy()}
 
 
 def _match_nonnegative(model, z, what):
@@ -294,7 +294,7 @@ def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, st
     best = None
     for st in starts:
         Z = ((rng.random((n, k_max)) < 1.0 / 3.0) if st is None else np.asarray(st)).astype(
-            np.int64)
+            np.int8)
         if Z.shape != (n, k_max):
             raise ValueError(f"start must have shape {(n, k_max)}; got {Z.shape}.")
         run = _meibp_run(rng, Z, X, sx2, sa2, alpha, MAXIMISERS.index(maximiser), max_iters,
@@ -367,7 +367,7 @@ class BPMeansResult(NamedTuple):
     def initvals(self):
         """Initial values for ``pm.sample(initvals=...)``: ``Z`` and the least-squares ``A``
         (clipped at 0 when the model's ``A`` is half-normal)."""
-        return {self.z_name: self.Z.astype(np.int64), self.a_name: self.A.copy()}
+        return {self.z_name: self.Z.astype(np.int8), self.a_name: self.A.copy()}
 
 
 def _bp_objective(X, Z, A, lam2):

@@ -207,7 +207,7 @@ class VariationalResult:
         """Initial values for ``pm.sample(initvals=...)``: the most probable ``Z``, the mean of
         ``A`` and the hyperparameters' point values.  The linear-Gaussian steps start a chain
         at a ``Z`` given this way (and skip their multi-start burn-in)."""
-        out = {self.z_name: self.Z.astype(np.int64)}
+        out = {self.z_name: self.Z.astype(np.int8)}
         for b in self._blocks:
             out[b.a_name] = self.phi[:, b.c0:b.c1].copy()
         out.update(self._scalars())
@@ -386,7 +386,7 @@ def variational_z(X, sx2, sa2, alpha, k_max, rng, *, cols=None, method="finite",
     """Array-level fit used to start MCMC chains: the best (highest final ELBO) of ``restarts``
     runs of coordinate ascent on ``X`` from random ``ν``, with ``σx²``, ``σa²`` (per column;
     starting values, learned per block of columns ``cols[b]:cols[b+1]``, default one block)
-    and ``α`` learned, returning the most probable ``Z`` under ``q`` (``N x k_max`` int64)."""
+    and ``α`` learned, returning the most probable ``Z`` under ``q`` (``N x k_max`` int8)."""
     X = np.ascontiguousarray(X, dtype=float)
     d = X.shape[1]
     cols = [0, d] if cols is None else [int(c) for c in cols]
@@ -396,7 +396,7 @@ def variational_z(X, sx2, sa2, alpha, k_max, rng, *, cols=None, method="finite",
                       True, int(k_max), method, "multinomial", 0, max_iters, tol, anneal, rng)
             for _ in range(max(1, int(restarts)))]
     nu = max(runs, key=lambda r: r[-1][-1])[0]
-    return (nu > 0.5).astype(np.int64)
+    return (nu > 0.5).astype(np.int8)
 
 
 def _fit_once(X, sx2, sa2, alpha, blocks, learn_alpha, k_max, method, bound, terms, max_iters,

@@ -248,6 +248,10 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _sweep(self, Z, X, m, noise):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _feature_stats(self, Z, X, act):
+        """``G = Z_actᵀ Z_act`` and ``RX = Z_actᵀ X`` for the ``A`` draw and the log joint."""
+        return kernels.suff_stats(Z, X, act)
+
     def _log_joint(self, Z, X, trXX, noise):
         """``(log p(X | Z, σ) + log P(Z), log p(X | Z, σ))``, ``A`` integrated out."""
         m = Z.sum(axis=0)
@@ -294,7 +298,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             if self.birth_death:
                 kernels.sequential_birth_death(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
                                                self.birth_death, self.birth_rows, trXs)
-        Z = np.zeros((self.n, self.k_max), dtype=np.int64)
+        Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z[rows] = Zs
         return Z
 
@@ -308,7 +312,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         rows = (np.sort(self.rng.choice(self.n, size=ns, replace=False))
                 if ns and self.n > 2 * ns else np.arange(self.n))
         widths = np.diff(noise.cols)
-        Z = np.zeros((self.n, self.k_max), dtype=np.int64)
+        Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z[rows] = variational_z(X[rows], np.repeat(noise.sx2, widths),
                                 np.repeat(noise.sa2, widths), self.mode.alpha, self.k_max,
                                 self.rng, cols=noise.cols)
@@ -361,7 +365,9 @@ class _LinearGaussianIBPStep(BlockedStep):
     @interrupt_safe  # the kernels take the step's Generator (see _numba_utils)
     def step(self, point):
         noise = self._hyper(point)
-        Z = np.array(self.spec.z_value(point, self.z_name), dtype=np.int64, copy=True)
+        z_in = self.spec.z_value(point, self.z_name)
+        # int8 inside the kernels whatever the value's dtype (pmi.IBP: int8; a Bernoulli: int64)
+        Z = np.array(z_in, dtype=np.int8, copy=True)
         offset = self._offset(point)
         X = self._complete_data(point, offset)
         trXX = self._trXX(X, noise)
@@ -388,7 +394,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
         act = np.flatnonzero(m > 0)
-        G, RX = kernels.suff_stats(Z, X, act)
+        G, RX = self._feature_stats(Z, X, act)
         widths = np.diff(noise.cols)
         sa_col = np.sqrt(np.repeat(noise.sa2, widths))
         A = self.rng.standard_normal((self.k_max, self.d)) * sa_col
@@ -396,7 +402,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             A[act] = kernels.draw_active_features(self.rng, G, RX, noise)
         new = dict(point)
         if self.update_z:
-            new[self.z_name] = Z
+            new[self.z_name] = Z.astype(z_in.dtype, copy=False)
         sx_col = np.sqrt(np.repeat(noise.sx2, widths))
         for c0, c1, a_name, miss, mask in self._blocks:
             new[a_name] = A[:, c0:c1]

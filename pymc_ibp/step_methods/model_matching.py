@@ -449,7 +449,7 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
             missing_rv=missing_rv, missing_mask=missing_mask, offset=g["offset"]))
     return LinearGaussianIBP(
         z_rv=z_rv, prior=prior, blocks=blocks, k_max=k_max,
-        z_data=(_data_of(model.rvs_to_values[z_rv]).astype(np.int64)
+        z_data=(_data_of(model.rvs_to_values[z_rv]).astype(np.int8)
                 if z_rv in model.observed_RVs else None),
     )
 

@@ -81,7 +81,7 @@ class LogOddsMode:
         return self._logodds
 
     def draw(self, rng):
-        return (rng.random((self.n, self.k_max)) < self.p).astype(np.int64)
+        return (rng.random((self.n, self.k_max)) < self.p).astype(np.int8)
 
     def is_support_point(self, Z):
         """Whether ``Z`` is PyMC's default start for this prior (``p >= 1/2``, Bernoulli's

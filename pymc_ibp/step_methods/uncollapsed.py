@@ -397,7 +397,7 @@ class IBPGibbs(BlockedStep):
 
     @interrupt_safe  # the column kernels take the step's Generator (see _numba_utils)
     def step(self, point):
-        Z = np.array(point[self.z_name], dtype=np.int64, copy=True)
+        Z = np.array(point[self.z_name], copy=True)  # the value's dtype: the logp's input
         hyper = self._hyper(point)
         flips = 0
         if self.is_ibp:

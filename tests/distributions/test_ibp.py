@@ -125,7 +125,7 @@ def test_batched_alpha_and_support_point():
         pmi.IBP("Z", 2.0, dims=("obs", "feature"))
     ip = m.initial_point()
     assert ip["Z"].shape == (4, 3) and not ip["Z"].any()
-    assert m["Z"].dtype == "int64"
+    assert m["Z"].dtype == "int8" and ip["Z"].dtype == np.int8  # one byte per entry
 
 
 @pytest.mark.parametrize(
@@ -242,3 +242,18 @@ def test_stick_breaking_bad_input():
         pmi.IBPStickBreaking.dist(-1.0, shape=(3,))
     with pytest.raises(ValueError, match="K"):
         pmi.IBPStickBreaking.dist(1.0)
+
+
+def test_initval_of_any_integer_dtype_becomes_int8():
+    """A user's binary start of any dtype is stored as the variable's int8 (PyTensor would
+    refuse an int64 array for an int8 variable); a non-binary one is refused, naming it."""
+    from pymc_ibp.exceptions import DataError
+
+    start = np.array([[1, 0], [0, 1], [1, 1]], dtype=np.int64)
+    with pm.Model() as m:
+        pmi.IBP("Z", 1.0, shape=(3, 2), initval=start)
+    ip = m.initial_point()
+    assert ip["Z"].dtype == np.int8
+    np.testing.assert_array_equal(ip["Z"], start)
+    with pm.Model(), pytest.raises(DataError, match="initial value .* binary"):
+        pmi.IBP("Z", 1.0, shape=(3, 2), initval=start * 2)

@@ -63,6 +63,7 @@ from pymc_ibp.step_methods.kernels.sweeps import (
     accelerated_sweep,
     accelerated_sweep_window,
     collapsed_sweep,
+    shard_sweep,
 )
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "row_update",
     "sequential_birth_death",
     "sequential_split_merge",
+    "shard_sweep",
     "sig_z",
     "stats_with_row",
     "suff_stats",

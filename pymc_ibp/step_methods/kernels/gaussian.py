@@ -222,7 +222,7 @@ def log_joint_of(Z, X, sx2, sa2, alpha, beta=1.0, trXX=None):
     """:func:`collapsed_log_joint` of a whole ``N x K_max`` matrix ``Z`` (Python entry point:
     the statistics are computed from ``Z`` at ``O(N K (K + D))``).  ``sx2`` and ``sa2`` are
     scalars or per-column variances (or ``sx2`` a :class:`Noise`)."""
-    Z = np.asarray(Z, dtype=np.int64)
+    Z = np.asarray(Z, dtype=np.int8)
     n, d = X.shape
     noise = _as_noise(sx2, sa2, d)
     m = Z.sum(axis=0)

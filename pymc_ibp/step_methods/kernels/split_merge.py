@@ -511,7 +511,7 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     owners (large features often, small ones rarely; :func:`column_split_merge` is the
     feature-uniform counterpart).
 
-    ``Z`` (``N x K_max`` int64) and its column sums ``m`` are updated in place.  Returns the
+    ``Z`` (``N x K_max`` int8) and its column sums ``m`` are updated in place.  Returns the
     number of accepted moves.
     """
     n, k_max = Z.shape

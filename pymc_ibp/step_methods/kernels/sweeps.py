@@ -64,6 +64,10 @@ class SweepStats(NamedTuple):
 NO_LOGODDS = np.zeros((0, 0))
 
 
+#: ``G_ext`` / ``RX_ext`` arguments of :func:`accelerated_sweep_core`: no other rows
+NO_EXT = np.zeros((0, 0))
+
+
 @numba.njit(cache=True)
 def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds):
     """One sweep of the accelerated collapsed Gibbs sampler (Doshi-Velez & Ghahramani 2009,
@@ -99,7 +103,38 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     ``m`` (column sums, length K_max) is updated in place, as is ``Z``.
     Returns a :class:`SweepStats`.
     """
-    n, d = X.shape
+    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds,
+                                  NO_EXT, NO_EXT, X.shape[0], True)
+
+
+@numba.njit(cache=True)
+def shard_sweep(rng, Z, X, m, noise, alpha, beta, refresh, G_ext, RX_ext, n_total,
+                allow_births):
+    """:func:`accelerated_sweep` (IBP counts mode) of the rows of one shard of the data, the
+    other rows entering through their statistics only (Doshi-Velez 2009, §5.1, eq. 5.2).
+
+    ``X``, ``Z`` are the shard's rows; ``G_ext = Z_oᵀ Z_o`` (``K_max x K_max``) and
+    ``RX_ext = Z_oᵀ X_o`` (``K_max x D``) the slot-indexed statistics of all other rows ``o``,
+    ``m`` the global column counts (the shard's own plus the others', updated in place as the
+    shard's rows change) and ``n_total`` the number of rows of the whole matrix.  The feature
+    posterior is that of all the data (``P = (G_own + G_ext)/σx² + I/σa²``), the prior
+    odds and birth rate those of the whole ``N``-row IBP, so the sweep is an exact Gibbs scan
+    of the shard's rows given the other rows.  ``allow_births=False`` leaves every row's singleton
+    set as it is (no feature is created or dropped there: only the shard holding the feature
+    token may create features).
+    """
+    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, False, NO_LOGODDS,
+                                  G_ext, RX_ext, n_total, allow_births)
+
+
+@numba.njit(cache=True)
+def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds, G_ext,
+                           RX_ext, n_total, allow_births):
+    """The sweep of :func:`accelerated_sweep` and :func:`shard_sweep`: statistics of other rows
+    ``G_ext, RX_ext`` (``(0, 0)``: none), IBP size ``n_total``, births on or off
+    (``allow_births``)."""
+    n_rows, d = X.shape
+    n = n_total
     k_max = Z.shape[1]
     nb = noise.sx2.shape[0]
     sa2 = noise.sa2
@@ -110,6 +145,12 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     else:
         act, k, G, RX, Sig, mu = sweep_state(Z, X, np.ones(k_max, dtype=np.int64), nb)
         log_lam = 0.0
+    if G_ext.shape[0] > 0:  # the other rows' statistics, in this sweep's compact order
+        for a in range(k):
+            for b in range(k):
+                G[a, b] += G_ext[act[a], act[b]]
+            for t in range(d):
+                RX[a, t] += RX_ext[act[a], t]
     flips = births = deaths = kmax_hit = 0
     z = np.zeros(k_max)
     v = np.zeros((nb, k_max))
@@ -123,9 +164,9 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     order = np.arange(k_max)
     logpj = np.zeros(k_max + 1)
     free = np.empty(k_max, dtype=np.int64)
-    rows = rng.permutation(n)
+    rows = rng.permutation(n_rows)
 
-    for it in range(n):
+    for it in range(n_rows):
         i = rows[it]
         if k > 0 and (it == 0 or (refresh > 0 and it % refresh == 0)):
             S1, mu1 = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), noise)
@@ -156,7 +197,10 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
                                 work, order, greedy)
         flips += nfl
         # ---- 3. singletons of row i: drop, then block-Gibbs the new count ------------------
-        if counts:
+        if counts and not allow_births:
+            if k == k_max:
+                kmax_hit = 1
+        elif counts:
             a = 0
             while a < k:
                 if z[a] != 0.0 and m[act[a]] == 0:
