@@ -16,7 +16,8 @@ import numpy as np
 
 from pymc_ibp.step_methods import kernels
 
-__all__ = ["ShardResult", "shard_stats", "shard_sweeps"]
+__all__ = ["ExactProposal", "ShardResult", "exact_iteration", "exact_propose", "exact_reverse",
+           "global_log_joint", "shard_stats", "shard_sweeps"]
 
 
 class ShardResult(NamedTuple):
@@ -33,6 +34,14 @@ class ShardResult(NamedTuple):
     kmax_hit: int
 
 
+def _z_of(source):
+    """The ``Z_p`` of a shard state: an array, a :class:`ShardResult` or an accepted
+    :class:`ExactProposal`."""
+    if isinstance(source, ExactProposal):
+        source = source.result
+    return np.asarray(source.Z if isinstance(source, ShardResult) else source, dtype=np.int8)
+
+
 def shard_stats(X, Z) -> ShardResult:
     """The slot-indexed statistics of a shard (no sweep)."""
     Z = np.ascontiguousarray(Z, dtype=np.int8)
@@ -47,8 +56,7 @@ def shard_sweeps(X, source, m_global, G_ext, RX_ext, noise, alpha, beta, n_total
     rest of the data through its statistics ``G_ext, RX_ext`` and counts (``m_global`` minus
     the shard's own), which stay fixed meanwhile; only the token holder (``births``) creates
     features.  ``source`` is the shard's previous :class:`ShardResult` (or its ``Z_p``)."""
-    Z = np.array(source.Z if isinstance(source, ShardResult) else source, dtype=np.int8,
-                 copy=True)
+    Z = _z_of(source).copy()
     rng = np.random.default_rng(seed)
     m = np.asarray(m_global, dtype=np.int64).copy()
     refresh = max(5, X.shape[0] // 10)
@@ -62,3 +70,122 @@ def shard_sweeps(X, source, m_global, G_ext, RX_ext, noise, alpha, beta, n_total
         hit = max(hit, s.kmax_hit)
     out = shard_stats(X, Z)
     return out._replace(flips=flips, births=born, deaths=died, kmax_hit=hit)
+
+
+# ---------------------------------------------------------------------------------------------
+# the exact parallel Metropolis–Hastings correction (Doshi-Velez 2009, §5.2, eqs. 5.3–5.4)
+# ---------------------------------------------------------------------------------------------
+class ExactProposal(NamedTuple):
+    """A shard's half of a proposal: its proposed state, the rows it may change and
+    ``log Q(Z'_p | f_r(Z)_p)`` over those rows."""
+
+    result: ShardResult
+    rows: np.ndarray
+    log_q: float
+
+
+def _rows_to_change(seed_r, n_p, n_change):
+    return np.sort(np.random.default_rng([seed_r, 0]).choice(n_p, size=min(n_change, n_p),
+                                                             replace=False))
+
+
+def _f_r(X, Z, rows, m_global, G_global, RX_global, noise, alpha, beta, n_total, sweeps, seed_r,
+         births):
+    """``f_r``: ``sweeps`` Gibbs sweeps of ``rows`` given every other row (of every shard),
+    a deterministic function of the global state for the shared seed ``r``."""
+    Xs = np.ascontiguousarray(X[rows])
+    Zs = np.array(Z[rows], dtype=np.int8, copy=True)
+    own = shard_stats(Xs, Zs)
+    rng = np.random.default_rng([seed_r, 1])
+    m = np.asarray(m_global, dtype=np.int64).copy()
+    for _ in range(int(sweeps)):
+        kernels.shard_sweep(rng, Zs, Xs, m, noise, float(alpha), float(beta), 5,
+                            G_global - own.G, RX_global - own.RX, int(n_total), bool(births))
+    return Zs
+
+
+def _log_q(new, hat, eps):
+    """``log Π q(new | hat)``: each entry keeps ``hat``'s value with probability ``1 - eps``."""
+    same = int(np.sum(new == hat))
+    return same * float(np.log1p(-eps)) + (new.size - same) * float(np.log(eps))
+
+
+def exact_propose(X, source, m_global, G_global, RX_global, noise, alpha, beta, n_total, sweeps,
+                  seed_r, seed_noise, births, n_change, eps):
+    """Forward half on one shard: ``Ẑ = f_r(Z)`` on ``n_change`` rows chosen by ``r``, then
+    ``Z'`` by noising ``Ẑ`` there (each entry flipped with probability ``eps``)."""
+    Z = _z_of(source)
+    rows = _rows_to_change(seed_r, Z.shape[0], n_change)
+    hat = _f_r(X, Z, rows, m_global, G_global, RX_global, noise, alpha, beta, n_total, sweeps,
+               seed_r, births)
+    flip = np.random.default_rng(seed_noise).random(hat.shape) < eps
+    new = np.where(flip, 1 - hat, hat).astype(np.int8)
+    Zp = Z.copy()
+    Zp[rows] = new
+    return ExactProposal(shard_stats(X, Zp), rows, _log_q(new, hat, eps))
+
+
+def exact_reverse(X, source, proposal, m_new, G_new, RX_new, noise, alpha, beta, n_total, sweeps,
+                  seed_r, births, eps):
+    """Reverse half on one shard: ``log Q(Z_p | f_r(Z')_p)`` over the same rows."""
+    Z = _z_of(source)
+    hat = _f_r(X, proposal.result.Z, proposal.rows, m_new, G_new, RX_new, noise, alpha, beta,
+               n_total, sweeps, seed_r, births)
+    return _log_q(Z[proposal.rows], hat, eps)
+
+
+def global_log_joint(G, RX, m, trXX, n_total, noise, alpha, beta):
+    """``log p(X | Z) + log P(Z)`` from the summed slot-indexed statistics (A integrated out;
+    the truncated IBP pmf of :class:`pymc_ibp.IBP`)."""
+    act = np.flatnonzero(m > 0)
+    return kernels.collapsed_log_joint(np.ascontiguousarray(G[np.ix_(act, act)]),
+                                       np.ascontiguousarray(RX[act]), m[act].astype(np.int64),
+                                       trXX, int(n_total), noise, float(alpha), float(beta),
+                                       m.shape[0])[0]
+
+
+def exact_iteration(run, xs, sources, stats, rng, noise, alpha, beta, n_total, trXX, sweeps,
+                    n_change, token, eps=0.01):
+    """One outer iteration of the exact mode (Doshi-Velez 2009, eqs. 5.3–5.4).
+
+    A seed ``r`` is drawn and shared: every shard computes ``Ẑ_p = f_r(Z)_p`` (Gibbs sweeps of
+    ``n_change`` of its rows chosen by ``r``, given the rest of the global state) and proposes
+    ``Z'_p`` by flipping each entry of those rows with probability ``eps``; the root sums the
+    proposal's statistics, every shard computes ``f_r(Z')_p`` with the same ``r``, and the
+    global ``Z'`` is accepted with probability
+
+    .. math:: \\min\\Big(1, \\frac{p(X\\mid Z')P(Z')\\,Q(Z\\mid f_r(Z'))}
+              {p(X\\mid Z)P(Z)\\,Q(Z'\\mid f_r(Z))}\\Big).
+
+    ``r`` is an auxiliary variable drawn independently of the state and reused by the reverse
+    move, so the chain is exact for any ``f_r``, however stale the shards' views inside it.
+
+    ``run(fn, args_list)`` maps ``fn`` over the shards and returns ``(handles, values)`` (a
+    local list comprehension, or Dask futures pinned to the shards' workers); ``xs`` and
+    ``sources`` are the shards' data and current states (arrays, results or futures);
+    ``stats`` the current ``(G_p, RX_p, m_p)``.  Returns ``(accepted, sources, stats,
+    log_ratio, proposals)`` for the next iteration.
+    """
+    G = sum(s[0] for s in stats)
+    RX = sum(s[1] for s in stats)
+    m = sum(s[2] for s in stats)
+    P = len(xs)
+    seed_r = int(rng.integers(0, 2**63 - 1))
+    seeds = rng.integers(0, 2**63 - 1, size=P)
+    fwd_h, fwd = run(exact_propose, [
+        (xs[p], sources[p], m, G, RX, noise, alpha, beta, n_total, sweeps, seed_r,
+         int(seeds[p]), p == token, n_change, eps) for p in range(P)])
+    new_stats = [(f.result.G, f.result.RX, f.result.m) for f in fwd]
+    G2 = sum(s[0] for s in new_stats)
+    RX2 = sum(s[1] for s in new_stats)
+    m2 = sum(s[2] for s in new_stats)
+    _, rev = run(exact_reverse, [
+        (xs[p], sources[p], fwd_h[p], m2, G2, RX2, noise, alpha, beta, n_total, sweeps, seed_r,
+         p == token, eps) for p in range(P)])
+    log_ratio = (global_log_joint(G2, RX2, m2, trXX, n_total, noise, alpha, beta)
+                 - global_log_joint(G, RX, m, trXX, n_total, noise, alpha, beta)
+                 + sum(rev) - sum(f.log_q for f in fwd))
+    accepted = bool(np.log(rng.random()) < log_ratio)
+    if accepted:
+        return True, [h for h in fwd_h], new_stats, log_ratio, fwd
+    return False, sources, stats, log_ratio, fwd

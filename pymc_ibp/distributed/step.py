@@ -24,8 +24,9 @@ lives).  One PyMC iteration (one draw) is one outer iteration:
 
 Each shard's sweep is an exact Gibbs scan of its rows given the others; running the shards at
 the same time on stale statistics of each other is the approximation of the synchronous mode
-(exact with ``P = 1``; the exact Metropolis–Hastings correction of eq. 5.3–5.4 is not
-implemented yet).
+(exact with ``P = 1``).  ``mode="exact"`` adds the exact parallel Metropolis–Hastings
+correction of eqs. 5.3–5.4 (:func:`pymc_ibp.distributed.exact_iteration`), which makes the
+chain exact for any ``P``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import weakref
 import numpy as np
 from pymc.step_methods.compound import Competence
 
-from pymc_ibp.distributed.shards import shard_stats, shard_sweeps
+from pymc_ibp.distributed.shards import exact_iteration, shard_stats, shard_sweeps
 from pymc_ibp.exceptions import ModelPatternError, ShardFailure
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
 
@@ -68,6 +69,19 @@ class DataParallelGibbs(AcceleratedGibbs):
         5–20).
     timeout : float
         Seconds to wait for the shards of one outer iteration before failing (default 600).
+    mode : {"sync", "exact"}
+        ``"sync"`` (default): every shard sweeps all its rows given the others' statistics from
+        the start of the iteration (an approximation for ``P > 1``).  ``"exact"``: the exact
+        parallel Metropolis–Hastings correction (Doshi-Velez 2009, eqs. 5.3–5.4;
+        :func:`pymc_ibp.distributed.exact_iteration`): ``inner_sweeps`` Gibbs sweeps of
+        ``exact_rows`` rows per shard chosen by a shared seed, a noisy proposal, and one global
+        accept/reject, so the chain targets the exact posterior for any ``P``.
+    exact_rows : int
+        Rows per shard that one exact-mode iteration may change (default 5; the thesis used 1,
+        5 or 10 to keep the acceptance rate up).
+    exact_flip : float
+        Probability that the exact mode's proposal flips an entry of ``f_r(Z)`` (default
+        0.01).
     **kwargs
         As for :class:`~pymc_ibp.AcceleratedGibbs`.  ``split_merge`` and ``birth_death``
         default to 0 here: those moves run on the driver over all rows (the shards' ``Z`` is
@@ -75,15 +89,23 @@ class DataParallelGibbs(AcceleratedGibbs):
 
     Notes
     -----
+    Besides the ``ibp_`` stats of :class:`~pymc_ibp.AcceleratedGibbs` it records
+    ``ibp_shard_token`` (the shard that held the feature token) and ``ibp_exact_accepted``
+    (1 when the exact mode's proposal was accepted; always 0 in the synchronous mode).
     A chain is reproducible for a seed given ``P`` (each shard's sweeps use a seed drawn from
     the step's generator).  A failed or lost worker raises an error naming the shard and its
     rows.  Use ``cores=1`` in ``pm.sample``: the parallelism is across shards, not chains.
     """
 
     name = "data_parallel_gibbs"
+    stats_dtypes_shapes = {
+        **AcceleratedGibbs.stats_dtypes_shapes,
+        "ibp_shard_token": (np.int64, []),
+        "ibp_exact_accepted": (np.int64, []),
+    }
 
     def __init__(self, vars=None, *, client=None, n_shards=None, inner_sweeps=5, timeout=600.0,
-                 **kwargs):
+                 mode="sync", exact_rows=5, exact_flip=0.01, **kwargs):
         kwargs.setdefault("split_merge", 0)
         kwargs.setdefault("birth_death", 0)
         super().__init__(vars, **kwargs)
@@ -100,6 +122,13 @@ class DataParallelGibbs(AcceleratedGibbs):
         self.inner_sweeps = int(inner_sweeps)
         if self.inner_sweeps < 1:
             raise ValueError(f"inner_sweeps must be >= 1; got {inner_sweeps!r}.")
+        if mode not in ("sync", "exact"):
+            raise ValueError(f"mode must be 'sync' or 'exact'; got {mode!r}.")
+        self.parallel_mode = mode
+        self.exact_rows = int(exact_rows)
+        self.exact_flip = float(exact_flip)
+        if self.exact_rows < 1 or not 0.0 < self.exact_flip < 0.5:
+            raise ValueError("exact_rows must be >= 1 and 0 < exact_flip < 0.5.")
         if n_shards is not None and int(n_shards) < 1:
             raise ValueError(f"n_shards must be >= 1; got {n_shards!r}.")
         self._n_shards = None if n_shards is None else int(n_shards)
@@ -113,6 +142,7 @@ class DataParallelGibbs(AcceleratedGibbs):
     def _drop_shards(self):
         #: per shard, what the last outer iteration did, and which shard held the token
         self.last_iteration = None
+        self._accepted = 0
         self._results = None  # futures of the shards' ShardResult
         self._stats = None  # per shard: (G_p, RX_p, m_p) at the driver
         self._z_last = None  # Z as the shards hold it
@@ -221,11 +251,13 @@ class DataParallelGibbs(AcceleratedGibbs):
         self._ensure_data(client, X)
         if self._z_last is None or not np.array_equal(Z, self._z_last):
             self._send_z(client, Z)
+        P = len(self._x)
+        token = self.sweeps % P
+        if self.parallel_mode == "exact":
+            return self._exact(client, Z, X, m, noise, token)
         G = sum(s[0] for s in self._stats)
         RX = sum(s[1] for s in self._stats)
         m_glob = sum(s[2] for s in self._stats)
-        P = len(self._x)
-        token = self.sweeps % P
         seeds = self.rng.integers(0, 2**63 - 1, size=P)
         alpha, beta = self.mode.alpha, self.mode.beta
         futs = [client.submit(shard_sweeps, xf, self._results[p], m_glob, G - self._stats[p][0],
@@ -245,6 +277,36 @@ class DataParallelGibbs(AcceleratedGibbs):
         m[:] = sum(r.m for r in res)
         return (sum(r.flips for r in res), sum(r.births for r in res),
                 sum(r.deaths for r in res), max(r.kmax_hit for r in res))
+
+    def _exact(self, client, Z, X, m, noise, token):
+        """One iteration of the exact mode (:func:`pymc_ibp.distributed.exact_iteration`)."""
+
+        def run(fn, args_list):
+            futs = [client.submit(fn, *args, workers=[self._x[p][2]], pure=False)
+                    for p, args in enumerate(args_list)]
+            return futs, self._gather(client, futs, fn.__name__.replace("_", " "))
+
+        xs = [xf for _, _, _, xf in self._x]
+        accepted, sources, stats, _, fwd = exact_iteration(
+            run, xs, self._results, self._stats, self.rng, noise, self.mode.alpha,
+            self.mode.beta, self.n, self._trXX(X, noise), self.inner_sweeps, self.exact_rows,
+            token, self.exact_flip)
+        flips = 0
+        if accepted:
+            for (a, b, _, _), f in zip(self._x, fwd, strict=True):
+                flips += int(np.sum(Z[a:b] != f.result.Z))
+                Z[a:b] = f.result.Z
+        self._results, self._stats = sources, stats
+        self._z_last = Z.copy()
+        self._accepted = int(accepted)
+        self.last_iteration = {"token": token, "accepted": accepted,
+                               "rows": [f.rows for f in fwd]}
+        m[:] = sum(s[2] for s in stats)
+        return flips, 0, 0, int(np.all(m > 0))
+
+    def _extra_stats(self):
+        return {"ibp_shard_token": int((self.sweeps - 1) % len(self._x)) if self._x else 0,
+                "ibp_exact_accepted": int(self._accepted)}
 
     def _feature_stats(self, Z, X, act):
         """The aggregated statistics of the shards when ``Z`` is what they hold (no pass over

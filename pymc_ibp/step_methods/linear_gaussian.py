@@ -248,6 +248,10 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _sweep(self, Z, X, m, noise):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _extra_stats(self):
+        """Stats a subclass adds to :attr:`stats_dtypes_shapes` (none here)."""
+        return {}
+
     def _feature_stats(self, Z, X, act):
         """``G = Z_actᵀ Z_act`` and ``RX = Z_actᵀ X`` for the ``A`` draw and the log joint."""
         return kernels.suff_stats(Z, X, act)
@@ -434,6 +438,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             "ibp_kmax_hit": bool(hit),
             "ibp_split_merge_accepted": int(sm_acc),
             "ibp_birth_death_accepted": int(bd_acc),
+            **self._extra_stats(),
         }
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
 

@@ -118,3 +118,33 @@ def test_a_lost_worker_stops_the_run_naming_the_shard(client):
     with pytest.raises(ShardFailure, match=r"shard 1 \(rows 45-89"):
         step.step(point)
     client.wait_for_workers(2, timeout=60)
+
+
+def test_exact_mode_on_the_cluster(client):
+    """mode="exact": the shards' statistics stay those of the assembled Z, a rejected
+    proposal leaves Z as it was, an accepted one changes only the rows the shared seed chose,
+    and the acceptance is recorded in the ibp_exact_accepted stat."""
+    model = readme_model(X)
+    with model:
+        step = DataParallelGibbs([model["Z"]], client=client, n_shards=2, inner_sweeps=1,
+                                 mode="exact", exact_rows=3, init_z="point")
+    step.setup_chain(np.random.default_rng(2), tune=0, draws=20)
+    point = model.initial_point()
+    accepted = 0
+    for _ in range(20):
+        before = point["Z"].copy()
+        point, stats = step.step(point)
+        Z = point["Z"]
+        G, RX = kernels.suff_stats(Z, X, np.arange(Z.shape[1]))
+        np.testing.assert_allclose(sum(s[0] for s in step._stats), G)
+        acc = stats[0]["ibp_exact_accepted"]
+        assert acc == int(step.last_iteration["accepted"])
+        if acc:
+            changed = np.flatnonzero((Z != before).any(axis=1))
+            allowed = np.concatenate([a + r for (a, _, _, _), r in
+                                      zip(step._x, step.last_iteration["rows"], strict=True)])
+            assert set(changed) <= set(allowed)
+        else:
+            np.testing.assert_array_equal(Z, before)
+        accepted += acc
+    assert 0 < accepted < 20
