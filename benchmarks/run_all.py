@@ -25,7 +25,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent  # the scripts run as modules of the benchmarks package from here
 SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "column_blocks",
            "warm_start", "meibp_study"]
-LONG = ["mixing_long", "vi_vs_gibbs", "large_n", "data_parallel"]  # run only when named with --only
+# run only when named with --only
+LONG = ["mixing_long", "vi_vs_gibbs", "large_n", "data_parallel", "data_parallel_modes"]
 
 
 def update_readme():

@@ -104,25 +104,33 @@ def _f_r(X, Z, rows, m_global, G_global, RX_global, noise, alpha, beta, n_total,
     return Zs
 
 
-def _log_q(new, hat, eps):
-    """``log Π q(new | hat)``: each entry keeps ``hat``'s value with probability ``1 - eps``."""
-    same = int(np.sum(new == hat))
-    return same * float(np.log1p(-eps)) + (new.size - same) * float(np.log(eps))
+def _log_q(new, hat, eps, slots):
+    """``log Q(new | hat)``: in the noised ``slots`` each entry keeps ``hat``'s value with
+    probability ``1 - eps``; elsewhere ``new`` must equal ``hat`` (else ``-inf``)."""
+    if np.any(new[:, ~slots] != hat[:, ~slots]):
+        return -np.inf
+    a, b = new[:, slots], hat[:, slots]
+    same = int(np.sum(a == b))
+    return same * float(np.log1p(-eps)) + (a.size - same) * float(np.log(eps))
 
 
 def exact_propose(X, source, m_global, G_global, RX_global, noise, alpha, beta, n_total, sweeps,
                   seed_r, seed_noise, births, n_change, eps):
     """Forward half on one shard: ``Ẑ = f_r(Z)`` on ``n_change`` rows chosen by ``r``, then
-    ``Z'`` by noising ``Ẑ`` there (each entry flipped with probability ``eps``)."""
+    ``Z'`` by noising ``Ẑ`` there: each entry of a feature in use (global count > 0 in ``Z``)
+    flipped with probability ``eps``, the other slots kept (the reverse move noises the
+    features in use in ``Z'``; a reverse that would need a kept entry to change has
+    probability 0 and is rejected)."""
     Z = _z_of(source)
     rows = _rows_to_change(seed_r, Z.shape[0], n_change)
     hat = _f_r(X, Z, rows, m_global, G_global, RX_global, noise, alpha, beta, n_total, sweeps,
                seed_r, births)
-    flip = np.random.default_rng(seed_noise).random(hat.shape) < eps
+    slots = np.asarray(m_global) > 0  # the features in use (the thesis's k <= K)
+    flip = (np.random.default_rng(seed_noise).random(hat.shape) < eps) & slots
     new = np.where(flip, 1 - hat, hat).astype(np.int8)
     Zp = Z.copy()
     Zp[rows] = new
-    return ExactProposal(shard_stats(X, Zp), rows, _log_q(new, hat, eps))
+    return ExactProposal(shard_stats(X, Zp), rows, _log_q(new, hat, eps, slots))
 
 
 def exact_reverse(X, source, proposal, m_new, G_new, RX_new, noise, alpha, beta, n_total, sweeps,
@@ -131,7 +139,7 @@ def exact_reverse(X, source, proposal, m_new, G_new, RX_new, noise, alpha, beta,
     Z = _z_of(source)
     hat = _f_r(X, proposal.result.Z, proposal.rows, m_new, G_new, RX_new, noise, alpha, beta,
                n_total, sweeps, seed_r, births)
-    return _log_q(Z[proposal.rows], hat, eps)
+    return _log_q(Z[proposal.rows], hat, eps, np.asarray(m_new) > 0)
 
 
 def global_log_joint(G, RX, m, trXX, n_total, noise, alpha, beta):
@@ -150,7 +158,8 @@ def exact_iteration(run, xs, sources, stats, rng, noise, alpha, beta, n_total, t
 
     A seed ``r`` is drawn and shared: every shard computes ``Ẑ_p = f_r(Z)_p`` (Gibbs sweeps of
     ``n_change`` of its rows chosen by ``r``, given the rest of the global state) and proposes
-    ``Z'_p`` by flipping each entry of those rows with probability ``eps``; the root sums the
+    ``Z'_p`` by flipping each entry of those rows in a feature in use with probability ``eps``
+    (:func:`exact_propose`); the root sums the
     proposal's statistics, every shard computes ``f_r(Z')_p`` with the same ``r``, and the
     global ``Z'`` is accepted with probability
 
