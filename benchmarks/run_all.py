@@ -26,7 +26,8 @@ ROOT = HERE.parent  # the scripts run as modules of the benchmarks package from 
 SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "column_blocks",
            "warm_start", "meibp_study"]
 # run only when named with --only
-LONG = ["mixing_long", "vi_vs_gibbs", "large_n", "data_parallel", "data_parallel_modes"]
+LONG = ["mixing_long", "vi_vs_gibbs", "large_n", "data_parallel", "data_parallel_modes",
+        "data_parallel_scaling"]
 
 
 def update_readme():
