@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import ExitStack
 
 import numpy as np
 
 from benchmarks import quiet
+from benchmarks._cluster import local_cluster
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._models import ibp_model, pad
 from benchmarks._timing import IterationClock
@@ -39,34 +41,25 @@ K_MAX = 20
 
 
 def run(config, X, Z0, draws, seed):
-    import distributed
     import pymc as pm
 
     import pymc_ibp as pmi
 
-    cluster = client = None
-    with ibp_model(X, K_MAX, sx_init=0.5, sa_init=1.0, z_init=Z0) as model:
+    with ExitStack() as stack, ibp_model(X, K_MAX, sx_init=0.5, sa_init=1.0, z_init=Z0) as model:
         if config == "serial":
             step = pmi.AcceleratedGibbs([model["Z"]], split_merge=0, birth_death=0)
         else:
             p = int(config.split("=")[1])
-            cluster = distributed.LocalCluster(n_workers=p, threads_per_worker=1,
-                                               processes=True, dashboard_address=None)
-            client = distributed.Client(cluster)
+            client = stack.enter_context(local_cluster(p))
             step = pmi.DataParallelGibbs([model["Z"]], client=client, n_shards=p,
                                          inner_sweeps=1)
         clock = IterationClock()
-        try:
-            t = time.perf_counter()
-            idata = pm.sample(tune=0, draws=draws, chains=1, cores=1, random_seed=seed,
-                              step=[step], progressbar=False, quiet=True,
-                              compute_convergence_checks=False, callback=clock,
-                              var_names=["alpha", "sigma_x", "sigma_a"])
-            wall = time.perf_counter() - t
-        finally:
-            if client is not None:
-                client.close()
-                cluster.close()
+        t = time.perf_counter()
+        idata = pm.sample(tune=0, draws=draws, chains=1, cores=1, random_seed=seed,
+                          step=[step], progressbar=False, quiet=True,
+                          compute_convergence_checks=False, callback=clock,
+                          var_names=["alpha", "sigma_x", "sigma_a"])
+        wall = time.perf_counter() - t
     secs = float(idata["posterior"].attrs["sampling_time"])
     kplus = int(idata["sample_stats"]["ibp_n_active"].values[0, -1])
     steady = float(np.median(np.diff(clock.t)[2:]))  # from the 4th iteration on

@@ -31,6 +31,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from benchmarks import quiet
+from benchmarks._cluster import local_cluster
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._models import ibp_model
 
@@ -91,8 +92,6 @@ def main():
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     quiet()
-    import distributed
-
     import pymc_ibp as pmi
 
     info = machine_info()
@@ -101,10 +100,7 @@ def main():
     X_test = pmi.datasets.block_images(200, noise=0.5, seed=2).X
     scale = 10 if args.quick else 1
     configs = [("sync", 100 // scale)] + [(f"exact {n}", 500 // scale) for n in (1, 5, 10)]
-    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1,
-                                       processes=True, dashboard_address=None)
-    client = distributed.Client(cluster)
-    try:
+    with local_cluster(WORKERS) as client:
         run("sync", X[:200], X_test, 5, client, 0)  # warm-up: worker imports and numba caches
         rows = []
         for config, draws in configs:
@@ -112,9 +108,6 @@ def main():
             r = run(config, X, X_test, draws, client, seed=3)
             rows.append(r)
             print_table([r], list(r))
-    finally:
-        client.close()
-        cluster.close()
     cols = ["config", "iterations", "wall_s", "s_per_it", "acceptance", "K_plus_final",
             "test_l2", "test_loglik"]
     print()

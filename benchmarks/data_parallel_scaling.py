@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 from benchmarks import quiet
+from benchmarks._cluster import local_cluster
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._models import ibp_model
 from benchmarks._timing import IterationClock
@@ -83,8 +84,6 @@ def main():
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     quiet()
-    import distributed
-
     import pymc_ibp as pmi
 
     info = machine_info()
@@ -94,10 +93,7 @@ def main():
     X_test = pmi.datasets.block_images(n // 2, noise=0.5, seed=2).X
     tune, draws = (5, 10) if args.quick else (20, 40)
     shards = [1, 2, 7] if args.quick else [1, 2, 7, 31, 127]
-    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1,
-                                       processes=True, dashboard_address=None)
-    client = distributed.Client(cluster)
-    try:
+    with local_cluster(WORKERS) as client:
         run("P=2", X[:300], X_test[:50], 0, 4, client, 0)  # warm-up: imports, numba caches
         rows = []
         for config in ["serial"] + [f"P={p}" for p in shards]:
@@ -105,9 +101,6 @@ def main():
             r = run(config, X, X_test, tune, draws, client, seed=3)
             rows.append(r)
             print_table([r], list(r))
-    finally:
-        client.close()
-        cluster.close()
     a, s, c = fit_cost([r for r in rows if r["P"] > 0], n)
     big = 10_000_000
     preds = []

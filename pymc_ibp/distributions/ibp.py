@@ -214,11 +214,11 @@ class IBP(Discrete):
     def __new__(cls, name, *args, **kwargs):
         kwargs = _resolve_shape_from_dims(kwargs)
         if kwargs.get("observed") is not None:
-            _check_binary_observed(name, kwargs["observed"])
+            _check_binary(name, kwargs["observed"])
         initval = kwargs.get("initval")
         if initval is not None and not isinstance(initval, str | Variable):
             # a binary start of any integer or float dtype, stored as the variable's int8
-            _check_binary_observed(name, initval, what="initial value")
+            _check_binary(name, initval, what="initial value")
             kwargs["initval"] = np.asarray(initval).astype(np.int8)
         return super().__new__(cls, name, *args, **kwargs)
 
@@ -286,7 +286,7 @@ def _resolve_shape_from_dims(kwargs):
     return kwargs
 
 
-def _check_binary_observed(name, observed, what="observed value"):
+def _check_binary(name, observed, what="observed value"):
     """An observed IBP (or its initial value) must be a known binary ``N x K_max`` matrix:
     reject anything that would otherwise be cast silently to int8 (e.g. 0.5 -> 0)."""
     from pymc_ibp.exceptions import DataError
