@@ -218,6 +218,10 @@ def main():
     ap.add_argument("--birth-death", type=int, default=None,
                     help="ablation: AcceleratedGibbs(birth_death=N) (0 disables the data-driven "
                          "births); results go to structure_bdN.*")
+    ap.add_argument("--init-sweeps", type=int, default=None,
+                    help="ablation: AcceleratedGibbs(init_sweeps=N) (0: no annealed start "
+                         "search, the older multi-start tuning segments); results go to "
+                         "structure_isN.*")
     ap.add_argument("--max-n", type=int, default=None, help="only configurations with N <= this")
     ap.add_argument("--data", choices=["block", "icml"], default=None,
                     help="only the configurations of this data set (results: structure_<data>.*)")
@@ -229,6 +233,8 @@ def main():
         INITVALS.clear()
     if args.birth_death is not None:
         STEP_KWARGS["birth_death"] = args.birth_death
+    if args.init_sweeps is not None:
+        STEP_KWARGS["init_sweeps"] = args.init_sweeps
     quiet()
     info = machine_info()
     t0 = time.perf_counter()
@@ -257,7 +263,9 @@ def main():
         "alpha ~ Gamma(1, 1), sigma_a ~ HalfNormal(2) "
         f"initval {SA_INIT}, sigma_x ~ HalfNormal(1) initval {SX_INIT}); pm.sample with its own "
         "step assignment (AcceleratedGibbs [Z, A] + IBPAlphaGibbs + IBPScaleSlice), cores=1; "
-        "chains start from prior draws of Z. Data: block = block_images(N, noise=0.5, seed=1); "
+        "chains start from the prior (no Z given), with AcceleratedGibbs's annealed start "
+        f"search unless the ablation says otherwise (step keywords: {STEP_KWARGS or 'none'}). "
+        "Data: block = block_images(N, noise=0.5, seed=1); "
         "icml = reproduce_icml.synthetic_data(N) (D = 10, alpha 2, sigma_x 0.2, sigma_a 2).",
         "score = collapsed log p(X | Z) + log P(Z) of a chain's FINAL Z (kernels.log_joint_of) at "
         "fixed reference hyperparameters (block: sigma_x 0.5, sigma_a 1, alpha 1; icml: the "
@@ -277,6 +285,8 @@ def main():
     name = "structure_quick" if args.quick else "structure"
     if args.birth_death is not None:
         name += f"_bd{args.birth_death}"
+    if args.init_sweeps is not None:
+        name += f"_is{args.init_sweeps}"
     if args.no_initvals:
         name += "_noinit"
     if args.data is not None:

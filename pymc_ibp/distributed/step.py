@@ -83,9 +83,9 @@ class DataParallelGibbs(AcceleratedGibbs):
         Probability that the exact mode's proposal flips an entry of ``f_r(Z)`` (default
         0.01).
     **kwargs
-        As for :class:`~pymc_ibp.AcceleratedGibbs`.  ``split_merge`` and ``birth_death``
-        default to 0 here: those moves run on the driver over all rows (the shards' ``Z`` is
-        then re-sent).
+        As for :class:`~pymc_ibp.AcceleratedGibbs`.  ``split_merge``, ``birth_death`` and
+        ``pair_swaps`` default to 0 here: those moves run on the driver over all rows (the
+        shards' ``Z`` is then re-sent).
 
     Notes
     -----
@@ -108,6 +108,7 @@ class DataParallelGibbs(AcceleratedGibbs):
                  mode="sync", exact_rows=5, exact_flip=0.01, **kwargs):
         kwargs.setdefault("split_merge", 0)
         kwargs.setdefault("birth_death", 0)
+        kwargs.setdefault("pair_swaps", 0)
         super().__init__(vars, **kwargs)
         if not self.update_z or not self.mode.counts:
             raise ModelPatternError(

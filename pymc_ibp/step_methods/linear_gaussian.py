@@ -10,10 +10,10 @@ log-odds, no births); see :mod:`pymc_ibp.step_methods.prior_modes`.
 
 Initialisation policy (``init_z="auto"``, the default): a chain starts from the ``Z`` it is
 given when the user gave one (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the
-variable), and from a draw of the prior otherwise (PyMC's default start, the prior's support
-point — all zeros for the IBP — counts as "not given"); the multi-start burn-in runs only for
-prior starts.  With ``init_method="vi"`` a chain without a given ``Z`` starts from a
-variational fit instead (no multi-start burn-in).
+variable), and otherwise from the best of a few annealed searches that each begin at a draw of
+the prior (PyMC's default start, the prior's support point — all zeros for the IBP — counts as
+"not given"; see ``init_sweeps`` of :class:`AcceleratedGibbs`).  With ``init_method="vi"`` a
+chain without a given ``Z`` starts from a variational fit instead.
 
 All state that changes during a run is in :class:`LinearGaussianIBPState` (the step's
 ``sampling_state``), so a run can be checkpointed and resumed (see the docs page
@@ -30,6 +30,7 @@ import pymc as pm
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 
 from pymc_ibp._numba_utils import interrupt_safe
@@ -91,6 +92,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         "ibp_kmax_hit": (bool, []),
         "ibp_split_merge_accepted": (np.int64, []),
         "ibp_birth_death_accepted": (np.int64, []),
+        "ibp_pair_swap_accepted": (np.int64, []),
     }
     _state_class = LinearGaussianIBPState
     #: whether the sweep supports the per-entry log-odds prior mode
@@ -104,8 +106,8 @@ class _LinearGaussianIBPStep(BlockedStep):
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, init_z="auto", split_merge=5,
                  split_merge_proposal="sequential", init_restarts=4, init_anneal=True,
-                 birth_death=3, birth_rows=64, init_subsample=1000, init_subsample_sweeps=30,
-                 column_split_merge=0, init_method="anneal"):
+                 birth_death=3, birth_rows=64, init_subsample=1000, init_sweeps=100,
+                 column_split_merge=0, pair_swaps=3, init_method="anneal"):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [spec.z_rv for spec in matched_models(model)]
@@ -150,6 +152,9 @@ class _LinearGaussianIBPStep(BlockedStep):
                 f"{type(self).__name__} supports a pmi.IBP prior on {self.z_name!r} only; for a "
                 f"Bernoulli (e.g. stick-breaking) prior use pmi.AcceleratedGibbs (window=1)."
             )
+        # whether the noise scales are free variables (then the start search estimates them)
+        free = set(model.free_RVs)
+        self._free_sx = any(v in free for v in ancestors([spec.column_scales()[0]]))
         hyper = model.replace_rvs_by_values([*spec.column_scales(), *self.mode.symbolic])
         self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                           point_fn=True, **(compile_kwargs or {}))
@@ -181,11 +186,17 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._split_merge_fn = kinds[split_merge_proposal]
         self.birth_death = int(birth_death) if self.mode.counts else 0
         self.column_split_merge = int(column_split_merge) if self.mode.counts else 0
+        self.pair_swaps = int(pair_swaps) if self.mode.counts else 0
         self.birth_rows = int(birth_rows)
         self.init_subsample = int(init_subsample or 0)
-        self.init_subsample_sweeps = int(init_subsample_sweeps)
-        if self.birth_death < 0 or self.birth_rows < 1 or self.column_split_merge < 0:
-            raise ValueError("birth_death and column_split_merge must be >= 0 and "
+        self.init_sweeps = int(init_sweeps)
+        # the start search's moves (IBP prior only): the chain's own, at least the defaults,
+        # plus column split–merge proposals (whatever the chain itself uses)
+        self._search_moves = (max(self.split_merge, 5), max(self.column_split_merge, 5),
+                              max(self.birth_death, 3), max(self.pair_swaps, 5))
+        if (self.birth_death < 0 or self.birth_rows < 1 or self.column_split_merge < 0
+                or self.pair_swaps < 0):
+            raise ValueError("birth_death, column_split_merge and pair_swaps must be >= 0 and "
                              "birth_rows >= 1.")
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name)
         self.rng = get_random_generator(rng)
@@ -269,42 +280,76 @@ class _LinearGaussianIBPStep(BlockedStep):
         v0 = np.maximum(v0, noise.sx2)
         return noise._replace(sx2=np.exp(w * np.log(noise.sx2) + (1.0 - w) * np.log(v0)))
 
-    def _fresh_start(self, X, noise):
-        """A new starting ``Z`` for the chain or a multi-start segment: a prior draw, or, for a
-        large data set (``N > 2 · init_subsample``, IBP prior), the result of
-        ``init_subsample_sweeps`` annealed sweeps (with split–merge and birth/death moves) on a
-        random subset of ``init_subsample`` rows, the other rows starting with no features (the
-        next full sweep assigns them).  Tuning only: it chooses where the kept chain starts."""
+    def _fresh_start(self, X, noise, restarts=1):
+        """A new starting ``Z`` for the chain (or a multi-start segment; tuning only, it only
+        chooses where the kept chain starts).  With the IBP prior and ``init_sweeps > 0``: the
+        best (highest collapsed log joint at the current hyperparameters) of ``restarts``
+        annealed searches, each ``init_sweeps`` sweeps (with the split–merge and birth/death
+        moves) from its own prior draw, on all rows, or for a large data set
+        (``N > init_subsample``) on one random subset of ``init_subsample`` rows, the other
+        rows starting with no features (the next full sweep assigns them).  A prior draw
+        otherwise (``init_sweeps=0`` or a Bernoulli prior)."""
         ns = self.init_subsample
         if self.init_method == "vi":
             return self._vi_start(X, noise)
-        if not (self.mode.counts and ns and self.n > 2 * ns):
+        if not (self.mode.counts and self.init_sweeps):
             return self.mode.draw(self.rng)
-        mode, rng = self.mode, self.rng
-        rows = np.sort(rng.choice(self.n, size=ns, replace=False))
-        Xs = np.ascontiguousarray(X[rows])
-        Zs = ibp_draw_core(rng, mode.alpha, mode.beta, ns, self.k_max)
+        rng = self.rng
+        sub = bool(ns) and self.n > ns
+        rows = np.sort(rng.choice(self.n, size=ns, replace=False)) if sub else None
+        Xs = np.ascontiguousarray(X[rows]) if sub else X
         trXs = kernels.block_sq_norms(Xs, noise)
-        sweeps = self.init_subsample_sweeps
-        span = max(1, int(math.ceil(0.6 * sweeps)))
-        v0 = kernels.block_variances(Xs, noise.cols)
-        for t in range(sweeps):
-            s2 = self._tempered(noise, min(1.0, t / span), v0)
-            m = Zs.sum(axis=0).astype(np.int64)
-            kernels.accelerated_sweep(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
-                                      max(5, ns // 10), False, kernels.NO_LOGODDS)
-            if self.split_merge:
-                self._split_merge_fn(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
-                                     self.split_merge, trXs)
-            if self.column_split_merge:
-                kernels.column_split_merge(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
-                                           self.column_split_merge, trXs)
-            if self.birth_death:
-                kernels.sequential_birth_death(rng, Zs, Xs, m, s2, mode.alpha, mode.beta,
-                                               self.birth_death, self.birth_rows, trXs)
+        best, best_score = None, -np.inf
+        for _ in range(restarts):
+            Zs = self._anneal(Xs, noise, trXs)
+            score = self._log_joint(Zs, Xs, trXs, noise)[0] if restarts > 1 else 0.0
+            if best is None or score > best_score:
+                best, best_score = Zs, score
+        if not sub:
+            return best
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
-        Z[rows] = Zs
+        Z[rows] = best
         return Z
+
+    def _anneal(self, X, noise, trXX):
+        """``init_sweeps`` sweeps with split–merge and birth/death moves from a prior draw, the
+        noise variance falling geometrically from the data's variance to ``σx²`` over the first
+        60% of them and staying there (a simulated-annealing search for a starting point)."""
+        mode, rng = self.mode, self.rng
+        nr = X.shape[0]
+        n_sm, n_csm, n_bd, n_ps = self._search_moves
+        Z = ibp_draw_core(rng, mode.alpha, mode.beta, nr, self.k_max)
+        sweeps = self.init_sweeps
+        span = max(1, int(math.ceil(0.6 * sweeps)))
+        v0 = kernels.block_variances(X, noise.cols)
+        target = noise
+        for t in range(sweeps):
+            m = Z.sum(axis=0).astype(np.int64)
+            if self._free_sx and t > 0:  # a free σx: its estimate given the current Z
+                target = noise._replace(sx2=self._residual_variance(Z, X, m, target, v0))
+            s2 = self._tempered(target, min(1.0, t / span), v0)
+            kernels.accelerated_sweep(rng, Z, X, m, s2, mode.alpha, mode.beta,
+                                      max(5, nr // 10), False, kernels.NO_LOGODDS)
+            self._split_merge_fn(rng, Z, X, m, s2, mode.alpha, mode.beta, n_sm, trXX)
+            kernels.column_split_merge(rng, Z, X, m, s2, mode.alpha, mode.beta, n_csm, trXX)
+            kernels.sequential_birth_death(rng, Z, X, m, s2, mode.alpha, mode.beta, n_bd,
+                                           self.birth_rows, trXX)
+            kernels.pair_pattern_swaps(rng, Z, X, m, s2, mode.alpha, mode.beta, n_ps, trXX)
+        return Z
+
+    @staticmethod
+    def _residual_variance(Z, X, m, noise, v0):
+        """Per block, the mean squared residual ``X - Z μ`` with ``μ`` the feature posterior
+        mean given ``Z`` (at least ``10⁻⁴`` of the data's variance ``v0``): the start search's
+        estimate of a free ``σx²``."""
+        act = np.flatnonzero(m > 0)
+        R = X
+        if act.size:
+            G, RX = kernels.suff_stats(Z, X, act)
+            _, mu = kernels.posterior_from_stats(G, RX, noise)
+            R = X - Z[:, act].astype(np.float64) @ mu
+        ms = kernels.block_sq_norms(R, noise) / (R.shape[0] * np.diff(noise.cols))
+        return np.maximum(ms, 1e-4 * v0)
 
     def _vi_start(self, X, noise):
         """A fresh start from a finite variational fit (:func:`pymc_ibp.inference.variational_z`;
@@ -323,17 +368,28 @@ class _LinearGaussianIBPStep(BlockedStep):
         return Z
 
     def _start(self, Z, X, noise):
-        """The chain's first ``Z`` (initialisation policy in the module docstring) and the
-        multi-start schedule: ``R`` segments of ``L >= 10`` sweeps in the first half of tuning,
-        only when the chain starts from the prior."""
+        """The chain's first ``Z`` (initialisation policy in the module docstring).  From the
+        prior with ``init_sweeps > 0``: the best of ``init_restarts`` annealed searches
+        (:meth:`_fresh_start`), before the first sweep, so that runs with little or no tuning
+        start from it too.  With ``init_sweeps=0``: a prior draw and the multi-start schedule
+        of :meth:`_restart` (``R`` segments of ``L >= 10`` sweeps in the first half of
+        tuning)."""
         self.started = True
         given = self._z_has_initval or not self.mode.is_support_point(Z)
         from_prior = self.init_z == "prior" or (self.init_z == "auto" and not given)
-        R = self.init_restarts if from_prior and self.init_method == "anneal" else 1
+        if not from_prior:
+            return Z
+        # with an offset the data the search would see (X minus the offset's starting value)
+        # is not the data the chain will fit, so such models keep the tuning segments
+        search = (self.init_method == "anneal" and self.mode.counts and self.init_sweeps > 0
+                  and self._offset_fn is None)
+        if search:
+            return self._fresh_start(X, noise, restarts=self.init_restarts)
+        R = self.init_restarts if self.init_method == "anneal" else 1
         while R > 1 and self.n_tune // (2 * R) < 10:
             R -= 1
         self.restarts, self.segment = R, (self.n_tune // (2 * R) if R > 1 else 0)
-        return self._fresh_start(X, noise) if from_prior else Z
+        return self._fresh_start(X, noise)
 
     def _restart(self, Z, X, trXX, noise):
         """Multi-start burn-in (tuning only): the first ``R·L`` tuning sweeps are ``R``
@@ -375,7 +431,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         offset = self._offset(point)
         X = self._complete_data(point, offset)
         trXX = self._trXX(X, noise)
-        flips = births = deaths = hit = sm_acc = bd_acc = 0
+        flips = births = deaths = hit = sm_acc = bd_acc = ps_acc = 0
         if self.update_z:
             if not self.started:
                 Z = self._start(Z, X, noise)
@@ -394,6 +450,10 @@ class _LinearGaussianIBPStep(BlockedStep):
                 bd_acc = kernels.sequential_birth_death(
                     self.rng, Z, X, m, noise_z, self.mode.alpha, self.mode.beta,
                     self.birth_death, self.birth_rows, trXX)
+            if self.pair_swaps > 0:
+                ps_acc = kernels.pair_pattern_swaps(
+                    self.rng, Z, X, m, noise_z, self.mode.alpha, self.mode.beta,
+                    self.pair_swaps, trXX)
         else:
             m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
@@ -438,6 +498,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             "ibp_kmax_hit": bool(hit),
             "ibp_split_merge_accepted": int(sm_acc),
             "ibp_birth_death_accepted": int(bd_acc),
+            "ibp_pair_swap_accepted": int(ps_acc),
             **self._extra_stats(),
         }
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
@@ -527,42 +588,68 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         feature is built from the residuals of an anchor row and the rows of a random subset
         that resemble it, so a chain can gain a large feature in one move (e.g. leave
         ``K+ = 0``), and the reverse move deletes one.  ``pmi.IBP`` prior only.
+    pair_swaps : int
+        Pattern-swap Metropolis–Hastings proposals on feature pairs after each sweep (default
+        3; 0 disables them; :mod:`pymc_ibp.step_methods.kernels.pair_swaps`): one of five
+        transpositions of the patterns ``(z_g, z_h) ∈ {00, 01, 10, 11}`` of two features,
+        applied to every row at once.  They leave *complement modes*, where a feature is
+        represented by one owned by almost every row plus a "negative" feature on the rows
+        that lack it.  ``O(N(K + D) + K³)`` per proposal.  ``pmi.IBP`` prior only; accepted
+        moves in ``ibp_pair_swap_accepted``.
     birth_rows : int
         Size of the random row subset a birth allocates (default 64); larger subsets propose
         larger features at ``O(birth_rows (K² + KD))`` per proposal.
-    init_subsample, init_subsample_sweeps : int
-        For large data sets (``N > 2 · init_subsample``; default 1000 rows, 30 sweeps), each
-        prior start of the chain or of a multi-start segment is replaced by an annealed search
-        on a random subset of ``init_subsample`` rows (``init_subsample_sweeps`` sweeps with
-        the split–merge and birth/death moves, about ``30 · 1000 / N`` full sweeps of work);
-        the other rows start empty and the next full sweep assigns them.  Tuning only; 0
-        disables it.
+    init_sweeps : int
+        The annealed start search (default 100; 0 turns it off): a chain starting from the
+        prior (``init_z="auto"`` without a user's ``Z``, or ``init_z="prior"``) starts from the
+        best, by collapsed log joint at the chain's initial hyperparameters, of
+        ``init_restarts`` searches, each ``init_sweeps`` sweeps from its own prior draw of ``Z``
+        with split–merge, column split–merge, birth/death and pair-swap moves (at least 5, 5,
+        3 and 5 per sweep whatever the chain's own settings), the noise
+        variance the ``Z`` moves see falling geometrically from the data's variance to ``σx²``
+        over the first 60% of the sweeps, so that features appear largest first.  It runs
+        before the first iteration, so runs with ``tune=0`` start from it too, and only chooses
+        where the chain starts: every iteration of ``pm.sample`` is the exact kernel.  A model
+        with an offset (``Z @ A + b``) uses the multi-start segments of ``init_sweeps=0``
+        instead, since the offset is learned during tuning.  Cost:
+        ``init_restarts · init_sweeps`` sweeps of at most ``init_subsample`` rows (about 3 s
+        per chain at N = 1000, D = 36).  Measured against ``init_sweeps=0``
+        (benchmarks/structure.py, README model; docs page "AcceleratedGibbs"): block images
+        N = 1000 with ``tune=0``, 8/8 chains reached the structure against 4/8; N = 10⁴, 4/4
+        against 2/4; the accelerated-sampling paper's data, N = 500, K_max = 40, final gaps to
+        the true ``Z`` of 31–173 nats against 350–1682; but block images N = 1000 with
+        ``tune=100``, 4/8 against 7/8.
+    init_subsample : int
+        For large data sets (``N > init_subsample``, default 1000 rows) the start search
+        runs on one random subset of ``init_subsample`` rows; the other rows start empty and
+        the first sweep assigns them (about ``init_restarts · init_sweeps · 1000 / N`` full
+        sweeps of work).  0: search on all rows.
     init_restarts : int
-        Multi-start burn-in (default 4; 1 disables it): with ``init_z="prior"``, the first half
-        of the tuning sweeps is split into ``init_restarts`` segments of at least 10 sweeps,
-        each from its own prior draw of ``Z``, and the chain continues from the segment end with
-        the highest collapsed log joint.  It only chooses the starting point of the kept chain
-        (poor local modes, e.g. a union feature plus "negative" features, are otherwise
-        practically never left); fewer segments are used when tuning is short.
+        Number of annealed start searches (default 4; the best is kept).  With
+        ``init_sweeps=0`` it is the older multi-start burn-in instead: the first half of the
+        tuning sweeps is split into ``init_restarts`` segments of at least 10 sweeps, each
+        from its own prior draw of ``Z`` (annealed over its first 60% with ``init_anneal``),
+        and the chain continues from the segment end with the highest collapsed log joint.
+        Either way it only chooses the starting point of the kept chain (poor local modes,
+        e.g. a union feature plus "negative" features, are otherwise practically never left).
     init_method : {"anneal", "vi"}
         How a chain without a given ``Z`` starts (``pmi.IBP`` prior only).  ``"anneal"``
-        (default): a prior draw and the annealed multi-start burn-in below.  ``"vi"``: a fit of
-        the finite variational approximation (:func:`pymc_ibp.inference.variational_z`; scales
+        (default): the annealed start search of ``init_sweeps``.  ``"vi"``: a fit of the
+        finite variational approximation (:func:`pymc_ibp.inference.variational_z`; scales
         and ``alpha`` learned inside the fit only; on ``init_subsample`` random rows when
-        ``N > 2 · init_subsample``; the best of 3 runs), with no multi-start burn-in, so it
-        also helps runs with little or no tuning; about 2 s per chain at N = 1000.  Measured
-        (8 chains, structure.py's protocol): block images N = 1000 with ``tune=0``, 6/8 chains
-        reached the structure against 3/8; the accelerated-sampler paper's data (N = 500,
-        K_max = 40, ``tune=100``), final gaps to the true Z of 67-273 nats against 370-1913;
-        block images with ``tune=100``, 6/8 against 7/8 (N = 1000) and 4/4 against 4/4
-        (N = 10^4).  Not the default: besides that, two short composition runs (two observed
-        matrices with different noise, per-dimension noise) ended in poorer modes than with
-        ``"anneal"``.
+        ``N > 2 · init_subsample``; the best of 3 runs), with no search or multi-start
+        burn-in; about 2 s per chain at N = 1000.  Measured against the older multi-start
+        burn-in (8 chains, structure.py's protocol): block images N = 1000 with ``tune=0``,
+        6/8 chains reached the structure against 3/8; the accelerated-sampler paper's data
+        (N = 500, K_max = 40, ``tune=100``), final gaps to the true Z of 67-273 nats against
+        370-1913.  Not the default: two short composition runs (two observed matrices with
+        different noise, per-dimension noise) ended in poorer modes than with ``"anneal"``.
     init_anneal : bool
-        Within each multi-start segment, anneal the noise variance used by the ``Z`` moves
-        from the data's variance down to the current ``σx²`` over the segment's first 60%
-        (default True): features then emerge largest first, instead of the first sweep from a
-        prior draw filling every slot when ``σx`` is small.  Tuning only, like the restarts.
+        With ``init_sweeps=0``: within each multi-start segment, anneal the noise variance used
+        by the ``Z`` moves from the data's variance down to the current ``σx²`` over the
+        segment's first 60% (default True): features then emerge largest first, instead of the
+        first sweep from a prior draw filling every slot when ``σx`` is small.  Tuning only,
+        like the restarts.
     """
 
     name = "accelerated_gibbs"

@@ -84,7 +84,7 @@ def test_pm_sample_with_one_line(client):
     """The user's one line: step=[pmi.DataParallelGibbs(...)]; alpha and the scales get their
     usual steps, the result is pm.sample's DataTree with the ibp_ stats, and the chain finds
     the block images' features."""
-    model = readme_model(X)
+    model = readme_model(X, k_max=12)  # N = 90: K+ reaches 8 at times
     with model:
         idata = pm.sample(tune=30, draws=20, chains=1, cores=1, random_seed=5,
                           step=[pmi.DataParallelGibbs([model["Z"]], client=client, n_shards=2)],

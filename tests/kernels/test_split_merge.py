@@ -85,3 +85,22 @@ def test_birth_death_kernel_leaves_posterior_invariant(X, k_max, n_rows, n_props
         sx=sx, sa=sa)
     assert accepted > 0.05 * N_DRAWS  # the moves do move
     assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.parametrize(
+    "X,k_max,n_props,sx,sa",
+    [
+        (ENUM_X, 3, 1, 0.5, 1.0),
+        (np.vstack([ENUM_X, [[1.1, 0.8]]]), 3, 3, 0.5, 1.0),  # N = 4, chains of 3 moves
+        (ENUM_X, 3, 1, BLOCK_SX, BLOCK_SA),
+    ],
+    ids=["3x3", "4x3-three-moves", "3x3-two-blocks"],
+)
+def test_pair_pattern_swaps_leave_posterior_invariant(X, k_max, n_props, sx, sa):
+    """Exact-posterior draws pushed through pattern swaps of feature pairs must still follow
+    the exact posterior (χ² on independent samples)."""
+    accepted, res = push_exact_draws(
+        lambda rng, Z, X, m, noise, alpha, trXX: kernels.pair_pattern_swaps(
+            rng, Z, X, m, noise, alpha, 1.0, n_props, trXX), X, k_max, seed=13, sx=sx, sa=sa)
+    assert accepted > 0.05 * N_DRAWS  # the moves do move
+    assert res.pvalue > 1e-3, res

@@ -54,7 +54,7 @@ SCRIPT = textwrap.dedent(
 
     # 2. one SIGINT during pm.sample: the draws so far come back
     for cores in (1, 2):
-        timer = threading.Timer(4.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer = threading.Timer(12.0, lambda: os.kill(os.getpid(), signal.SIGINT))
         timer.start()
         with model:
             idata = pm.sample(tune=5, draws=100000, chains=1 if cores == 1 else 2, cores=cores,

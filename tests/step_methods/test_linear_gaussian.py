@@ -243,12 +243,13 @@ def test_two_parameter_ibp_with_free_beta():
 
 
 def test_multi_start_burn_in_schedule_keeps_the_best_segment():
-    """init_restarts: R segments of L tuning sweeps from fresh prior draws, then the segment end
-    with the highest collapsed log joint; nothing happens outside the first R·L sweeps."""
+    """init_sweeps=0, init_restarts: R segments of L tuning sweeps from fresh prior draws, then
+    the segment end with the highest collapsed log joint; nothing happens outside the first R·L
+    sweeps."""
     data = pmi.datasets.block_images(60, seed=3)
     model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
     with model:
-        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4)
+        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4, init_sweeps=0)
     zero = np.zeros((60, 8), dtype=np.int64)  # PyMC's default start: a prior start
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
     step._start(zero, step._X, noise_of(step))
@@ -292,8 +293,9 @@ def test_annealed_noise_schedule_within_restart_segments():
     data = pmi.datasets.block_images(60, seed=3)
     model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
     with model:
-        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4)
-        flat = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4, init_anneal=False)
+        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4, init_sweeps=0)
+        flat = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4, init_anneal=False,
+                                    init_sweeps=0)
     for st in (step, flat):  # 4 segments of 10 sweeps from a prior start
         st.setup_chain(np.random.default_rng(0), tune=80, draws=10)
         st._start(np.zeros((60, 8), dtype=np.int64), st._X, noise_of(st))
@@ -314,20 +316,56 @@ def test_annealed_noise_schedule_within_restart_segments():
     np.testing.assert_allclose(seen[40:], sx2)  # after the restarts: the real σx²
 
 
-def test_subsample_segment_start_for_large_data():
-    """init_subsample: a fresh start of a large data set is an annealed search on a random row
-    subset; the other rows start with no features, and the chain continues normally."""
+def test_subsample_start_search_for_large_data():
+    """init_subsample: the start search of a large data set runs on a random row subset; the
+    other rows start with no features, and the chain continues normally."""
     data = pmi.datasets.block_images(120, noise=0.3, seed=4)
     model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.3, sigma_a=1.0)
     with model:
-        step = pmi.AcceleratedGibbs([model["Z"]], init_subsample=40, init_subsample_sweeps=15)
+        step = pmi.AcceleratedGibbs([model["Z"]], init_subsample=40, init_sweeps=15,
+                                    init_restarts=2)
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
     Z = step._start(np.zeros((120, 8), dtype=np.int64), step._X, noise_of(step, 0.09))
     rows = np.flatnonzero(Z.sum(axis=1) > 0)
     assert 0 < rows.size <= 40  # only the subsample has features
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
+    assert (step.restarts, step.segment) == (1, 0)  # no multi-start segments after a search
     with model:
-        small = pmi.AcceleratedGibbs([model["Z"]], init_subsample=100)  # N <= 2 * 100: off
-    small.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z2 = small._start(np.zeros((120, 8), dtype=np.int64), small._X, noise_of(small, 0.09))
+        plain = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=0, init_restarts=1)
+    plain.setup_chain(np.random.default_rng(0), tune=80, draws=10)
+    Z2 = plain._start(np.zeros((120, 8), dtype=np.int64), plain._X, noise_of(plain, 0.09))
     assert (Z2.sum(axis=1) > 0).sum() > 40 or Z2.sum() == 0  # a plain prior draw
+
+
+def test_start_search_finds_the_structure_with_no_tuning():
+    """The annealed start search runs before the first sweep, so a tune=0 chain from the prior
+    starts near the true features (not in the K+ = 0 or poor-mode traps of a plain prior
+    start); it keeps the best of init_restarts searches by collapsed log joint, and is skipped
+    for a user's Z."""
+    data = pmi.datasets.block_images(150, noise=0.5, seed=2)
+    model = lg_model(data.X, 10, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
+    noise = kernels.noise_blocks(0.25, 1.0, 36)
+    trXX = kernels.block_sq_norms(data.X, noise)
+    truth = np.zeros((150, 10), dtype=np.int8)
+    truth[:, :4] = data.Z
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=3, init_sweeps=40)
+        off = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=0)
+    true_score = step._log_joint(truth, step._X, trXX, noise)[0]
+    searches = []
+    search = step._anneal
+    step._anneal = lambda *a: searches.append(search(*a)) or searches[-1]
+    zero = np.zeros((150, 10), dtype=np.int64)
+    step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
+    Z = step._start(zero, step._X, noise)
+    assert len(searches) == 3
+    scores = [step._log_joint(z, step._X, trXX, noise)[0] for z in searches]
+    assert np.array_equal(Z, searches[int(np.argmax(scores))])  # the best search
+    assert max(scores) > true_score - 30.0  # at the true structure
+    off.setup_chain(np.random.default_rng(5), tune=0, draws=10)
+    Z0 = off._start(zero, off._X, noise)  # a plain prior draw: far below
+    assert off._log_joint(Z0, off._X, trXX, noise)[0] < true_score - 1000.0
+    step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
+    searches.clear()
+    user = truth.astype(np.int64)
+    assert step._start(user, step._X, noise) is user and not searches  # a user's Z: kept

@@ -12,6 +12,7 @@ module                    concept
                           row's entries given per-entry prior log-odds, birth counts)
 ``sweeps``                accelerated (two prior modes), windowed and classic collapsed sweeps
 ``split_merge``           split–merge Metropolis–Hastings moves
+``pair_swaps``            pattern swaps of feature pairs (complement modes)
 ========================  =====================================================================
 
 The IBP's own formulas (mass, log-Beta terms, prior log-odds, birth rate, truncation
@@ -33,6 +34,7 @@ from pymc_ibp.step_methods.kernels.gaussian import (
     suff_stats,
 )
 from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
+from pymc_ibp.step_methods.kernels.pair_swaps import pair_pattern_swaps
 from pymc_ibp.step_methods.kernels.rows import (
     birth_count,
     gibbs_row_entries,
@@ -89,6 +91,7 @@ __all__ = [
     "gibbs_row_entries",
     "log_joint_of",
     "noise_blocks",
+    "pair_pattern_swaps",
     "posterior_from_stats",
     "random_free_slots",
     "random_split_merge",
