@@ -335,7 +335,53 @@ class _LinearGaussianIBPStep(BlockedStep):
             kernels.sequential_birth_death(rng, Z, X, m, s2, mode.alpha, mode.beta, n_bd,
                                            self.birth_rows, trXX)
             kernels.pair_pattern_swaps(rng, Z, X, m, s2, mode.alpha, mode.beta, n_ps, trXX)
+            if t >= span and (t - span) % 10 == 0 or t == sweeps - 1:
+                self._dissolve_combinations(Z, X, trXX, s2)
         return Z
+
+    def _dissolve_combinations(self, Z, X, trXX, noise):
+        """Greedy repair of *combination modes* (start search only, not a Markov move): a
+        feature ``c`` whose posterior mean is close to that of another feature ``a``
+        (``‖μ_c - μ_a‖ < ‖μ_c‖/2``) or to the sum of two others ``a + b`` stands for them on its
+        rows (e.g. one feature for "glyph 0 + glyph 3" on the rows having both); a feature may
+        also just fit noise on a hundred rows.  ``c`` is emptied, its rows moved to ``a`` (and
+        ``b``) or to nothing, when that raises the collapsed log joint at ``noise``.  No
+        single-row, pairwise or pattern-swap move makes these changes, which involve up to three
+        features on many rows at once, and the data-driven deaths only remove features whose
+        owners all fall in their row subset.  ``Z`` is changed in place."""
+        best = self._log_joint(Z, X, trXX, noise)[0]
+        for _ in range(self.k_max):
+            m = Z.sum(axis=0)
+            act = np.flatnonzero(m > 0)
+            if act.size < 2:
+                return
+            G, RX = kernels.suff_stats(Z, X, act)
+            _, mu = kernels.posterior_from_stats(G, RX, noise)
+            improved = False
+            for ci in self.rng.permutation(act.size):
+                norm = float(mu[ci] @ mu[ci])
+                o = np.array([j for j in range(act.size) if j != ci])
+                one = ((mu[ci] - mu[o]) ** 2).sum(axis=1)
+                iu, ju = np.triu_indices(o.size, k=1)
+                two = ((mu[ci] - mu[o[iu]] - mu[o[ju]]) ** 2).sum(axis=1)
+                cands = [((o[i],), d) for i, d in enumerate(one)] + [
+                    ((o[i], o[j]), d) for i, j, d in zip(iu, ju, two, strict=True)]
+                cands = sorted((c for c in cands if c[1] < 0.25 * norm), key=lambda c: c[1])
+                for cand in [()] + [c for c, _ in cands[:3]]:  # () deletes c
+                    Z2 = Z.copy()
+                    rows = Z2[:, act[ci]] != 0
+                    Z2[rows, act[ci]] = 0
+                    for j in cand:
+                        Z2[rows, act[j]] = 1
+                    score = self._log_joint(Z2, X, trXX, noise)[0]
+                    if score > best:
+                        Z[:] = Z2
+                        best, improved = score, True
+                        break
+                if improved:
+                    break
+            if not improved:
+                return
 
     @staticmethod
     def _residual_variance(Z, X, m, noise, v0):
@@ -367,6 +413,19 @@ class _LinearGaussianIBPStep(BlockedStep):
                                 self.rng, cols=noise.cols)
         return Z
 
+    def _from_prior(self, Z):
+        """Whether the chain starts from the prior (initialisation policy in the module
+        docstring), given the chain's initial ``Z``."""
+        given = self._z_has_initval or not self.mode.is_support_point(Z)
+        return self.init_z == "prior" or (self.init_z == "auto" and not given)
+
+    def _will_search(self, Z):
+        """Whether :meth:`_start` runs the annealed start search for the initial ``Z``.  With an
+        offset the data the search would see (X minus the offset's starting value) is not the
+        data the chain will fit, so such models keep the tuning segments."""
+        return (self._from_prior(Z) and self.init_method == "anneal" and self.mode.counts
+                and self.init_sweeps > 0 and self._offset_fn is None)
+
     def _start(self, Z, X, noise):
         """The chain's first ``Z`` (initialisation policy in the module docstring).  From the
         prior with ``init_sweeps > 0``: the best of ``init_restarts`` annealed searches
@@ -375,15 +434,9 @@ class _LinearGaussianIBPStep(BlockedStep):
         of :meth:`_restart` (``R`` segments of ``L >= 10`` sweeps in the first half of
         tuning)."""
         self.started = True
-        given = self._z_has_initval or not self.mode.is_support_point(Z)
-        from_prior = self.init_z == "prior" or (self.init_z == "auto" and not given)
-        if not from_prior:
+        if not self._from_prior(Z):
             return Z
-        # with an offset the data the search would see (X minus the offset's starting value)
-        # is not the data the chain will fit, so such models keep the tuning segments
-        search = (self.init_method == "anneal" and self.mode.counts and self.init_sweeps > 0
-                  and self._offset_fn is None)
-        if search:
+        if self._will_search(Z):
             return self._fresh_start(X, noise, restarts=self.init_restarts)
         R = self.init_restarts if self.init_method == "anneal" else 1
         while R > 1 and self.n_tune // (2 * R) < 10:
@@ -433,11 +486,16 @@ class _LinearGaussianIBPStep(BlockedStep):
         trXX = self._trXX(X, noise)
         flips = births = deaths = hit = sm_acc = bd_acc = ps_acc = 0
         if self.update_z:
+            # right after the start search only A is drawn: the other steps then update the
+            # hyperparameters given the searched Z before the first Z move (the initial values
+            # of a free sigma_x or alpha, e.g. alpha drawn given the all-zero Z, can be far off)
+            searched = not self.started and self._will_search(Z)
             if not self.started:
                 Z = self._start(Z, X, noise)
             Z = self._restart(Z, X, trXX, noise)
             m = Z.sum(axis=0).astype(np.int64)
             noise_z = self._annealed(noise)
+        if self.update_z and not searched:
             flips, births, deaths, hit = self._sweep(Z, X, m, noise_z)
             if self.split_merge > 0:
                 sm_acc = self._split_merge_fn(self.rng, Z, X, m, noise_z, self.mode.alpha,
@@ -607,7 +665,9 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         with split–merge, column split–merge, birth/death and pair-swap moves (at least 5, 5,
         3 and 5 per sweep whatever the chain's own settings), the noise
         variance the ``Z`` moves see falling geometrically from the data's variance to ``σx²``
-        over the first 60% of the sweeps, so that features appear largest first.  It runs
+        over the first 60% of the sweeps, so that features appear largest first, and a greedy
+        repair of combination and noise features every 10 sweeps after that
+        (:meth:`_dissolve_combinations`).  It runs
         before the first iteration, so runs with ``tune=0`` start from it too, and only chooses
         where the chain starts: every iteration of ``pm.sample`` is the exact kernel.  A model
         with an offset (``Z @ A + b``) uses the multi-start segments of ``init_sweeps=0``
@@ -615,10 +675,10 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         ``init_restarts · init_sweeps`` sweeps of at most ``init_subsample`` rows (about 3 s
         per chain at N = 1000, D = 36).  Measured against ``init_sweeps=0``
         (benchmarks/structure.py, README model; docs page "AcceleratedGibbs"): block images
-        N = 1000 with ``tune=0``, 8/8 chains reached the structure against 4/8; N = 10⁴, 4/4
-        against 2/4; the accelerated-sampling paper's data, N = 500, K_max = 40, final gaps to
-        the true ``Z`` of 31–173 nats against 350–1682; but block images N = 1000 with
-        ``tune=100``, 4/8 against 7/8.
+        N = 1000 with ``tune=0``, final gaps to the true ``Z`` of −31 to +18 nats against
+        −1330 to +15; the accelerated-sampling paper's data, N = 500, K_max = 40, −172 to −79
+        against −1682 to −350.  The first iteration after a search draws only ``A``, so that
+        the other steps update the hyperparameters given the searched ``Z`` first.
     init_subsample : int
         For large data sets (``N > init_subsample``, default 1000 rows) the start search
         runs on one random subset of ``init_subsample`` rows; the other rows start empty and

@@ -112,7 +112,8 @@ def test_a_lost_worker_stops_the_run_naming_the_shard(client):
         step = DataParallelGibbs([model["Z"]], client=client, n_shards=2, inner_sweeps=1,
                                  timeout=60)
     step.setup_chain(np.random.default_rng(1), tune=0, draws=3)
-    point, _ = step.step(model.initial_point())
+    point, _ = step.step(model.initial_point())  # the start search (A drawn, no shards yet)
+    point, _ = step.step(point)  # the shards are on the workers now
     victim = step._x[1][2]
     client.run(os._exit, 1, workers=[victim], on_error="ignore")
     with pytest.raises(ShardFailure, match=r"shard 1 \(rows 45-89"):
