@@ -52,7 +52,7 @@ import numba
 import numpy as np
 
 from pymc_ibp.distributions.ibp_math import log_beta_term
-from pymc_ibp.step_methods.kernels.gaussian import collapsed_loglik
+from pymc_ibp.step_methods.kernels.gaussian import collapsed_loglik, suff_stats
 from pymc_ibp.step_methods.kernels.slots import active_slots
 
 #: transpositions of the patterns 2·z_g + z_h ∈ {0, 1, 2, 3}, without 01 ↔ 10 (a label swap)
@@ -71,16 +71,7 @@ def pair_pattern_swaps(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     if k < 2 or n_proposals < 1:
         return 0
     # compact statistics of the active features, kept current across accepted moves
-    G = np.zeros((k, k))
-    RX = np.zeros((k, d))
-    for r in range(n):
-        for a in range(k):
-            if Z[r, act[a]] != 0:
-                for t in range(d):
-                    RX[a, t] += X[r, t]
-                for b in range(k):
-                    if Z[r, act[b]] != 0:
-                        G[a, b] += 1.0
+    G, RX = suff_stats(Z, X, act[:k])
     ll = collapsed_loglik(G, RX, trXX, n, noise)
     G2 = np.empty((k, k))
     RX2 = np.empty((k, d))
