@@ -78,6 +78,28 @@ def _group_by_matrix(model, vars_):
     return groups + ([rest] if rest else [])
 
 
+def _column_mean_fill(X, M):
+    """A copy of ``X`` with the entries ``M`` set to their column's mean over the others."""
+    X = np.array(X, dtype=np.float64, copy=True)
+    obs = ~M
+    n_obs = obs.sum(axis=0)
+    mean = np.where(obs, X, 0.0).sum(axis=0) / np.maximum(n_obs, 1)
+    X[M] = np.broadcast_to(mean, X.shape)[M]
+    return X
+
+
+def _fill_from_z(Z, X, M, m, noise):
+    """Set the entries ``M`` of ``X`` (in place) to ``Z μ``, ``μ`` the feature posterior mean
+    given ``Z`` and ``X`` at ``noise`` (start search only)."""
+    act = np.flatnonzero(np.asarray(m) > 0)
+    if act.size == 0:
+        return
+    G, RX = kernels.suff_stats(Z, X, act)
+    _, mu = kernels.posterior_from_stats(G, RX, noise)
+    pred = Z[:, act].astype(np.float64) @ mu
+    X[M] = pred[M]
+
+
 class _LinearGaussianIBPStep(BlockedStep):
     """Shared machinery: model matching, hyperparameter reads, ``A`` and imputation draws."""
 
@@ -298,11 +320,13 @@ class _LinearGaussianIBPStep(BlockedStep):
         sub = bool(ns) and self.n > ns
         rows = np.sort(rng.choice(self.n, size=ns, replace=False)) if sub else None
         Xs = np.ascontiguousarray(X[rows]) if sub else X
+        Ms = None if self._mask is None else (self._mask[rows] if sub else self._mask)
         trXs = kernels.block_sq_norms(Xs, noise)
         best, best_score = None, -np.inf
         for _ in range(restarts):
-            Zs = self._anneal(Xs, noise, trXs)
-            score = self._log_joint(Zs, Xs, trXs, noise)[0] if restarts > 1 else 0.0
+            Zs, Xf = self._anneal(Xs, noise, trXs, Ms)
+            score = (self._log_joint(Zs, Xf, kernels.block_sq_norms(Xf, noise), noise)[0]
+                     if restarts > 1 else 0.0)
             if best is None or score > best_score:
                 best, best_score = Zs, score
         if not sub:
@@ -311,20 +335,32 @@ class _LinearGaussianIBPStep(BlockedStep):
         Z[rows] = best
         return Z
 
-    def _anneal(self, X, noise, trXX):
+    def _anneal(self, X, noise, trXX, M=None):
         """``init_sweeps`` sweeps with split–merge and birth/death moves from a prior draw, the
         noise variance falling geometrically from the data's variance to ``σx²`` over the first
-        60% of them and staying there (a simulated-annealing search for a starting point)."""
+        60% of them and staying there (a simulated-annealing search for a starting point).
+
+        With missing entries (mask ``M``) the search starts them at their column's observed
+        mean and re-imputes them after every sweep as ``Z μ``, ``μ`` the feature posterior
+        mean given the current ``Z`` (an EM-style fill: the chain's own imputed values, drawn
+        once at the start, would otherwise steer the search towards features that fit them).
+        Returns ``(Z, X)`` with ``X`` as filled last."""
         mode, rng = self.mode, self.rng
         nr = X.shape[0]
         n_sm, n_csm, n_bd, n_ps = self._search_moves
         Z = ibp_draw_core(rng, mode.alpha, mode.beta, nr, self.k_max)
         sweeps = self.init_sweeps
         span = max(1, int(math.ceil(0.6 * sweeps)))
+        if M is not None:
+            X = _column_mean_fill(X, M)
+            trXX = kernels.block_sq_norms(X, noise)
         v0 = kernels.block_variances(X, noise.cols)
         target = noise
         for t in range(sweeps):
             m = Z.sum(axis=0).astype(np.int64)
+            if M is not None and t > 0:
+                _fill_from_z(Z, X, M, m, target)
+                trXX = kernels.block_sq_norms(X, noise)
             if self._free_sx and t > 0:  # a free σx: its estimate given the current Z
                 target = noise._replace(sx2=self._residual_variance(Z, X, m, target, v0))
             s2 = self._tempered(target, min(1.0, t / span), v0)
@@ -337,7 +373,9 @@ class _LinearGaussianIBPStep(BlockedStep):
             kernels.pair_pattern_swaps(rng, Z, X, m, s2, mode.alpha, mode.beta, n_ps, trXX)
             if t >= span and (t - span) % 10 == 0 or t == sweeps - 1:
                 self._dissolve_combinations(Z, X, trXX, s2)
-        return Z
+        if M is not None:
+            _fill_from_z(Z, X, M, Z.sum(axis=0), target)
+        return Z, X
 
     def _dissolve_combinations(self, Z, X, trXX, noise):
         """Greedy repair of *combination modes* (start search only, not a Markov move): a
@@ -492,6 +530,11 @@ class _LinearGaussianIBPStep(BlockedStep):
             searched = not self.started and self._will_search(Z)
             if not self.started:
                 Z = self._start(Z, X, noise)
+            if searched and self._mask is not None:  # the A draw below sees the search's fill
+                X = _column_mean_fill(X, self._mask)
+                for _ in range(3):
+                    _fill_from_z(Z, X, self._mask, Z.sum(axis=0), noise)
+                trXX = self._trXX(X, noise)
             Z = self._restart(Z, X, trXX, noise)
             m = Z.sum(axis=0).astype(np.int64)
             noise_z = self._annealed(noise)

@@ -359,8 +359,8 @@ def test_start_search_finds_the_structure_with_no_tuning():
     step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
     Z = step._start(zero, step._X, noise)
     assert len(searches) == 3
-    scores = [step._log_joint(z, step._X, trXX, noise)[0] for z in searches]
-    assert np.array_equal(Z, searches[int(np.argmax(scores))])  # the best search
+    scores = [step._log_joint(z, step._X, trXX, noise)[0] for z, _ in searches]
+    assert np.array_equal(Z, searches[int(np.argmax(scores))][0])  # the best search
     assert max(scores) > true_score - 30.0  # at the true structure
     off.setup_chain(np.random.default_rng(5), tune=0, draws=10)
     Z0 = off._start(zero, off._X, noise)  # a plain prior draw: far below
@@ -369,6 +369,32 @@ def test_start_search_finds_the_structure_with_no_tuning():
     searches.clear()
     user = truth.astype(np.int64)
     assert step._start(user, step._X, noise) is user and not searches  # a user's Z: kept
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_start_search_fills_missing_entries_from_the_features():
+    """With NaN entries (PyMC imputes them) the start search fills them at the column means
+    and then with the current features' prediction after every sweep, instead of fitting the
+    chain's initial imputed values (zeros): the best of 3 searches on block images with 10%
+    of the entries missing is within 100 nats of the true Z, scored on the complete data (the
+    zero-filled search ends 140-190 nats below)."""
+    data = pmi.datasets.block_images(500, noise=0.5, seed=1)
+    mask = pmi.holdout_mask(data.X, n_missing=data.X.size // 10, seed=1)
+    model = lg_model(np.where(mask, np.nan, data.X), 10, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=3)
+    step.setup_chain(np.random.default_rng(1), tune=0, draws=1)
+    point = model.initial_point()
+    noise = step._hyper(point)
+    X0 = step._complete_data(point, None)
+    assert np.all(X0[mask] == 0.0)  # the chain's initial imputed values
+    Z = step._fresh_start(X0, noise, restarts=3)
+    trXX = kernels.block_sq_norms(data.X, noise)
+    truth = np.zeros((500, 10), dtype=np.int8)
+    truth[:, :4] = data.Z
+    gap = (step._log_joint(Z, data.X, trXX, noise)[0]
+           - step._log_joint(truth, data.X, trXX, noise)[0])
+    assert gap > -100.0, gap
 
 
 def test_start_search_dissolves_combination_and_noise_features():
