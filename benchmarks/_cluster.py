@@ -13,7 +13,7 @@ def local_cluster(workers: int):
     import distributed
 
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
     client = distributed.Client(cluster)
     try:
         yield client

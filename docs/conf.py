@@ -79,10 +79,11 @@ html_show_sourcelink = False
 # A public name (pymc_ibp.__all__ or pymc_ibp.datasets.__all__) missing from api/index.md is a
 # build warning, i.e. an error under -W: new public API must be documented.
 def _check_api_page(app):
+    from sphinx.util import logging
+
     import pymc_ibp.datasets as ds
     import pymc_ibp.distributed as dist
     import pymc_ibp.inference as inf
-    from sphinx.util import logging
 
     text = (Path(app.srcdir) / "api" / "index.md").read_text(encoding="utf-8")
     listed = {line.strip().rpartition(":: ")[2] for line in text.splitlines()}

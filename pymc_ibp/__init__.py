@@ -17,8 +17,14 @@ from pymc_ibp.diagnostics import (
     summary,
 )
 from pymc_ibp.distributed import DataParallelGibbs
-from pymc_ibp.distributions import IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
-from pymc_ibp.exceptions import DataError, ModelPatternError, ShardFailure, TruncationWarning
+from pymc_ibp.distributions import CRP, CRPRV, IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
+from pymc_ibp.exceptions import (
+    DataError,
+    ModelPatternError,
+    ShardFailure,
+    ShardRecoveryWarning,
+    TruncationWarning,
+)
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     CollapsedGibbs,
@@ -32,6 +38,8 @@ from pymc_ibp.thinning import KeepEvery
 __version__ = "0.1.0"
 
 __all__ = [
+    "CRP",
+    "CRPRV",
     "IBP",
     "IBPRV",
     "AcceleratedGibbs",
@@ -47,6 +55,7 @@ __all__ = [
     "KeepEvery",
     "ModelPatternError",
     "ShardFailure",
+    "ShardRecoveryWarning",
     "TruncationWarning",
     "cusum",
     "datasets",

@@ -13,12 +13,29 @@ call until the call has returned.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import signal
 import threading
 
 import numba
 import numpy as np
+
+
+def source_cache_key(*files) -> int:
+    """An integer key for PyTensor's numba cache of a random variable's core function, that
+    changes with the source files of its numba kernels.
+
+    PyTensor caches a compiled random-variable graph by the key ``numba_core_rv_funcify``
+    returns, not by the source of the kernels it calls ("if the function changed but the key
+    is the same, numba will still use the old cache"), so a constant key would keep serving
+    the previous version of ``ibp_draw_core`` after an upgrade or an edit.  The key is the first
+    60 bits of the SHA-256 of the files' bytes (this module included)."""
+    h = hashlib.sha256()
+    for f in (__file__, *files):
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return int(h.hexdigest()[:15], 16)
 
 
 def interrupt_safe(fn):

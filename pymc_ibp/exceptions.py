@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["DataError", "ModelPatternError", "ShardFailure", "TruncationWarning"]
+__all__ = ["DataError", "ModelPatternError", "ShardFailure", "ShardRecoveryWarning",
+           "TruncationWarning"]
 
 
 class ModelPatternError(ValueError):
@@ -32,4 +33,13 @@ class ShardFailure(RuntimeError):
 
     The message names the shard, its rows and its worker; the run stops instead of continuing
     with a wrong or partial state.
+    """
+
+
+class ShardRecoveryWarning(UserWarning):
+    """A shard of the data-parallel sampler lost its worker and was rebuilt.
+
+    The message names the shard, its rows and its worker.  The driver re-sent the shards'
+    rows and ``Z`` from its last global state and repeated the iteration with the same
+    seeds, so the chain is the one an uninterrupted run would have given.
     """

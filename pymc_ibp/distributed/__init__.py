@@ -2,8 +2,17 @@
 pymc_ibp[distributed]``).  It only orchestrates the numba kernels of
 :mod:`pymc_ibp.step_methods.kernels`; see :class:`DataParallelGibbs`."""
 
-from pymc_ibp.distributed.shards import ShardResult, shard_stats, shard_sweeps
+from pymc_ibp.distributed.shards import (
+    ShardReport,
+    ShardResult,
+    Stats,
+    shard_report,
+    shard_stats,
+    shard_sweeps,
+    tree_sum,
+)
 from pymc_ibp.distributed.step import DataParallelGibbs
-from pymc_ibp.exceptions import ShardFailure
+from pymc_ibp.exceptions import ShardFailure, ShardRecoveryWarning
 
-__all__ = ["DataParallelGibbs", "ShardFailure", "ShardResult", "shard_stats", "shard_sweeps"]
+__all__ = ["DataParallelGibbs", "ShardFailure", "ShardRecoveryWarning", "ShardReport",
+           "ShardResult", "Stats", "shard_report", "shard_stats", "shard_sweeps", "tree_sum"]

@@ -10,14 +10,16 @@ add over processors).
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import numpy as np
 
 from pymc_ibp.step_methods import kernels
 
-__all__ = ["ExactProposal", "ShardResult", "exact_iteration", "exact_propose", "exact_reverse",
-           "global_log_joint", "shard_stats", "shard_sweeps"]
+__all__ = ["ExactProposal", "ShardReport", "ShardResult", "Stats", "add_stats", "exact_iteration",
+           "exact_propose", "exact_reverse", "global_log_joint", "shard_report", "shard_stats",
+           "shard_sweeps", "stats_delta", "stats_of", "tree_sum"]
 
 
 class ShardResult(NamedTuple):
@@ -32,6 +34,30 @@ class ShardResult(NamedTuple):
     births: int
     deaths: int
     kmax_hit: int
+    seconds: float = 0.0
+
+
+class Stats(NamedTuple):
+    """Slot-indexed statistics ``(G, RX, m)``: a shard's, a sum over shards, or a change."""
+
+    G: np.ndarray
+    RX: np.ndarray
+    m: np.ndarray
+
+
+class ShardReport(NamedTuple):
+    """What the driver gathers from a shard after its sweeps: its ``Z_p`` (for the trace),
+    what the sweeps did, their time on the worker, the bytes of the shard's state
+    (``X_p``, ``Z_p`` and its statistics) and the worker process's resident memory."""
+
+    Z: np.ndarray
+    flips: int
+    births: int
+    deaths: int
+    kmax_hit: int
+    seconds: float
+    state_bytes: int
+    worker_rss: int
 
 
 def _z_of(source):
@@ -42,6 +68,13 @@ def _z_of(source):
     return np.asarray(source.Z if isinstance(source, ShardResult) else source, dtype=np.int8)
 
 
+def _result_of(X, source) -> ShardResult:
+    """The :class:`ShardResult` of a shard state (computed from ``Z_p`` if it is an array)."""
+    if isinstance(source, ExactProposal):
+        return source.result
+    return source if isinstance(source, ShardResult) else shard_stats(X, _z_of(source))
+
+
 def shard_stats(X, Z) -> ShardResult:
     """The slot-indexed statistics of a shard (no sweep)."""
     Z = np.ascontiguousarray(Z, dtype=np.int8)
@@ -50,12 +83,18 @@ def shard_stats(X, Z) -> ShardResult:
     return ShardResult(Z, G, RX, Z.sum(axis=0).astype(np.int64), 0, 0, 0, 0)
 
 
-def shard_sweeps(X, source, m_global, G_ext, RX_ext, noise, alpha, beta, n_total, sweeps, seed,
-                 births):
+def shard_sweeps(X, source, m_global, G_global, RX_global, noise, alpha, beta, n_total, sweeps,
+                 seed, births):
     """``sweeps`` accelerated sweeps of the shard's rows (:func:`kernels.shard_sweep`) given the
-    rest of the data through its statistics ``G_ext, RX_ext`` and counts (``m_global`` minus
-    the shard's own), which stay fixed meanwhile; only the token holder (``births``) creates
-    features.  ``source`` is the shard's previous :class:`ShardResult` (or its ``Z_p``)."""
+    rest of the data, which stays fixed meanwhile.  The shard forms the message of eq. 5.2
+    itself: the other rows' statistics are the global ``G_global, RX_global`` (the sum over
+    shards the driver broadcasts) minus the shard's own, and their counts ``m_global`` minus
+    its own.  Only the token holder (``births``) creates features.  ``source`` is the shard's
+    previous :class:`ShardResult` (or its ``Z_p``)."""
+    t0 = time.perf_counter()
+    own = _result_of(X, source)
+    G_ext = np.asarray(G_global) - own.G
+    RX_ext = np.asarray(RX_global) - own.RX
     Z = _z_of(source).copy()
     rng = np.random.default_rng(seed)
     m = np.asarray(m_global, dtype=np.int64).copy()
@@ -69,7 +108,53 @@ def shard_sweeps(X, source, m_global, G_ext, RX_ext, noise, alpha, beta, n_total
         died += s.deaths
         hit = max(hit, s.kmax_hit)
     out = shard_stats(X, Z)
-    return out._replace(flips=flips, births=born, deaths=died, kmax_hit=hit)
+    return out._replace(flips=flips, births=born, deaths=died, kmax_hit=hit,
+                        seconds=time.perf_counter() - t0)
+
+
+def stats_of(result) -> Stats:
+    """The statistics of a :class:`ShardResult` (or an accepted :class:`ExactProposal`)."""
+    if isinstance(result, ExactProposal):
+        result = result.result
+    return Stats(result.G, result.RX, result.m)
+
+
+def stats_delta(new, old) -> Stats:
+    """``stats(new) - stats(old)``: what a shard's sweeps changed in the global sums."""
+    a, b = stats_of(new), stats_of(old)
+    return Stats(a.G - b.G, a.RX - b.RX, a.m - b.m)
+
+
+def add_stats(*parts) -> Stats:
+    """The sum of :class:`Stats` (a node of :func:`tree_sum`)."""
+    return Stats(sum(p.G for p in parts), sum(p.RX for p in parts), sum(p.m for p in parts))
+
+
+def tree_sum(submit, items, fanin=2):
+    """Sum :class:`Stats` held by the workers along a tree of depth ``ceil(log_fanin P)``.
+
+    ``submit(add_stats, *group)`` runs one node (a Dask task next to its inputs) and returns
+    its handle; ``items`` are the leaves' handles (e.g. futures of :func:`stats_of`).  Every
+    level halves the number of partial sums, so the driver receives one message of size
+    ``O(K² + KD)`` instead of ``P`` (the message passing on a tree of Doshi-Velez 2009, §5.1).
+    Returns the root's handle.
+    """
+    level = list(items)
+    if not level:
+        raise ValueError("tree_sum needs at least one item.")
+    while len(level) > 1:
+        level = [submit(add_stats, *level[i:i + fanin]) if len(level[i:i + fanin]) > 1
+                 else level[i] for i in range(0, len(level), fanin)]
+    return level[0]
+
+
+def shard_report(result, X) -> ShardReport:
+    """The :class:`ShardReport` of a shard's latest :class:`ShardResult` (runs on its worker)."""
+    import psutil  # a dependency of distributed
+
+    state = X.nbytes + result.Z.nbytes + result.G.nbytes + result.RX.nbytes + result.m.nbytes
+    return ShardReport(result.Z, result.flips, result.births, result.deaths, result.kmax_hit,
+                       result.seconds, int(state), int(psutil.Process().memory_info().rss))
 
 
 # ---------------------------------------------------------------------------------------------

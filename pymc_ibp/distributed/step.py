@@ -1,5 +1,5 @@
-"""The data-parallel accelerated Gibbs sampler on Dask (Doshi-Velez 2009, ch. 5), synchronous
-mode.
+"""The data-parallel accelerated Gibbs sampler on Dask (Doshi-Velez 2009, ch. 5): synchronous,
+asynchronous and exact modes.
 
 The rows are split into ``P`` shards of consecutive rows, each held by one Dask worker for the
 whole run: its ``X_p`` is scattered once, and its ``Z_p`` stays on the worker between
@@ -8,23 +8,26 @@ lives).  One PyMC iteration (one draw) is one outer iteration:
 
 1. the driver holds the global statistics ``G = Σ_p G_p``, ``RX = Σ_p RX_p`` and counts
    ``m = Σ_p m_p`` (slot-indexed; they add over shards, Doshi-Velez 2009, eq. 5.1);
-2. every shard receives the statistics of the *other* shards (``G - G_p``, ``RX - RX_p``; the
-   information-form message of eq. 5.2) and the global counts, and runs ``inner_sweeps``
-   accelerated sweeps over its rows (:func:`pymc_ibp.step_methods.kernels.shard_sweep`) with
-   the rest held fixed;
+2. every shard receives the global statistics and counts, forms the statistics of the *other*
+   shards itself (``G - G_p``, ``RX - RX_p``; the information-form message of eq. 5.2), and
+   runs ``inner_sweeps`` accelerated sweeps over its rows
+   (:func:`pymc_ibp.step_methods.kernels.shard_sweep`) with the rest held fixed;
 3. only the shard holding the *feature token* may create features (births); the token moves
    round-robin, one shard per outer iteration, so features created in the same iteration never
    collide in a slot and a slot means the same feature on every shard (Doshi-Velez 2009, §5.1:
    aligning features created independently "leads to disastrous results").  A feature whose
    global count reaches 0 frees its slot on every shard at once (its statistics are zero
    everywhere);
-4. the driver sums the returned statistics exactly, assembles ``Z`` for the trace, draws ``A``
-   from the global posterior, and the other steps (``alpha``, the scales) run as in a serial
-   run.
+4. the new statistics are summed exactly on the workers along a tree
+   (:func:`pymc_ibp.distributed.tree_sum`; one message of size ``O(K² + KD)`` reaches the
+   driver), the driver assembles ``Z`` for the trace, draws ``A`` from the global posterior,
+   and the other steps (``alpha``, the scales) run as in a serial run.
 
 Each shard's sweep is an exact Gibbs scan of its rows given the others; running the shards at
 the same time on stale statistics of each other is the approximation of the synchronous mode
-(exact with ``P = 1``).  ``mode="exact"`` adds the exact parallel Metropolis–Hastings
+(exact with ``P = 1``).  ``mode="async"`` lets each shard start its next sweeps as soon as
+its last ones are folded in, from the latest global state, without waiting for the others
+(the thesis's asynchronous mode).  ``mode="exact"`` adds the exact parallel Metropolis–Hastings
 correction of eqs. 5.3–5.4 (:func:`pymc_ibp.distributed.exact_iteration`), which makes the
 chain exact for any ``P``.
 """
@@ -32,13 +35,25 @@ chain exact for any ``P``.
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 from pymc.step_methods.compound import Competence
 
-from pymc_ibp.distributed.shards import exact_iteration, shard_stats, shard_sweeps
-from pymc_ibp.exceptions import ModelPatternError, ShardFailure
+from pymc_ibp.distributed.shards import (
+    Stats,
+    add_stats,
+    exact_iteration,
+    shard_report,
+    shard_stats,
+    shard_sweeps,
+    stats_delta,
+    stats_of,
+    tree_sum,
+)
+from pymc_ibp.exceptions import ModelPatternError, ShardFailure, ShardRecoveryWarning
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
 
 __all__ = ["DataParallelGibbs"]
@@ -69,10 +84,16 @@ class DataParallelGibbs(AcceleratedGibbs):
         5–20).
     timeout : float
         Seconds to wait for the shards of one outer iteration before failing (default 600).
-    mode : {"sync", "exact"}
+    mode : {"sync", "async", "exact"}
         ``"sync"`` (default): every shard sweeps all its rows given the others' statistics from
-        the start of the iteration (an approximation for ``P > 1``).  ``"exact"``: the exact
-        parallel Metropolis–Hastings correction (Doshi-Velez 2009, eqs. 5.3–5.4;
+        the start of the iteration (an approximation for ``P > 1``).  ``"async"``: an
+        iteration waits for the first shard(s) to finish, folds their changes into the global
+        statistics and restarts them from the latest global state while the others keep
+        running (Doshi-Velez 2009, §5.1, asynchronous mode; an approximation for ``P > 1``,
+        and not reproducible for a seed since it depends on which shard finishes first).  The
+        feature token passes when its holder reports; it may create features only when no
+        slot freed in the meantime is still in use in a running shard's view.  ``"exact"``:
+        the exact parallel Metropolis–Hastings correction (Doshi-Velez 2009, eqs. 5.3–5.4;
         :func:`pymc_ibp.distributed.exact_iteration`): ``inner_sweeps`` Gibbs sweeps of
         ``exact_rows`` rows per shard chosen by a shared seed, a noisy proposal, and one global
         accept/reject, so the chain targets the exact posterior for any ``P``.
@@ -82,6 +103,20 @@ class DataParallelGibbs(AcceleratedGibbs):
     exact_flip : float
         Probability that the exact mode's proposal flips an entry of ``f_r(Z)`` (default
         0.01).
+    on_worker_loss : {"resume", "raise"}
+        ``"resume"`` (default): when shards lose their worker (their futures are cancelled),
+        warn with :class:`~pymc_ibp.ShardRecoveryWarning` naming them, wait for a worker,
+        re-send every shard's rows and ``Z`` from the driver's last global state and repeat
+        the iteration with the same seeds, so the chain is the one an uninterrupted run gives
+        (in the synchronous and exact modes).  ``"raise"``: raise
+        :class:`~pymc_ibp.ShardFailure` naming the shard.
+    max_recoveries : int
+        Recoveries allowed within one iteration before :class:`~pymc_ibp.ShardFailure`
+        (default 3).
+    refresh_every : int
+        Asynchronous mode: the global statistics, updated by the shards' changes, are re-summed
+        from the shards every this many iterations (default 50), so float round-off in
+        ``Z'X`` cannot accumulate.
     **kwargs
         As for :class:`~pymc_ibp.AcceleratedGibbs`.  ``split_merge``, ``birth_death`` and
         ``pair_swaps`` default to 0 here: those moves run on the driver over all rows (the
@@ -91,10 +126,13 @@ class DataParallelGibbs(AcceleratedGibbs):
     -----
     Besides the ``ibp_`` stats of :class:`~pymc_ibp.AcceleratedGibbs` it records
     ``ibp_shard_token`` (the shard that held the feature token) and ``ibp_exact_accepted``
-    (1 when the exact mode's proposal was accepted; always 0 in the synchronous mode).
-    A chain is reproducible for a seed given ``P`` (each shard's sweeps use a seed drawn from
-    the step's generator).  A failed or lost worker raises an error naming the shard and its
-    rows.  Use ``cores=1`` in ``pm.sample``: the parallelism is across shards, not chains.
+    (1 when the exact mode's proposal was accepted; always 0 in the other modes).  Per-shard
+    diagnostics (work, time, state bytes and worker memory per iteration) come from
+    :meth:`shard_diagnostics` as an extra DataTree group.  In the synchronous and exact modes
+    a chain is reproducible for a seed given ``P`` (each shard's sweeps use a seed drawn from
+    the step's generator).  A task that fails or times out raises an error naming the shard
+    and its rows.  Use ``cores=1`` in ``pm.sample``: the parallelism is across shards, not
+    chains.
     """
 
     name = "data_parallel_gibbs"
@@ -105,7 +143,8 @@ class DataParallelGibbs(AcceleratedGibbs):
     }
 
     def __init__(self, vars=None, *, client=None, n_shards=None, inner_sweeps=5, timeout=600.0,
-                 mode="sync", exact_rows=5, exact_flip=0.01, **kwargs):
+                 mode="sync", exact_rows=5, exact_flip=0.01, on_worker_loss="resume",
+                 max_recoveries=3, refresh_every=50, **kwargs):
         kwargs.setdefault("split_merge", 0)
         kwargs.setdefault("birth_death", 0)
         kwargs.setdefault("pair_swaps", 0)
@@ -123,9 +162,16 @@ class DataParallelGibbs(AcceleratedGibbs):
         self.inner_sweeps = int(inner_sweeps)
         if self.inner_sweeps < 1:
             raise ValueError(f"inner_sweeps must be >= 1; got {inner_sweeps!r}.")
-        if mode not in ("sync", "exact"):
-            raise ValueError(f"mode must be 'sync' or 'exact'; got {mode!r}.")
+        if mode not in ("sync", "async", "exact"):
+            raise ValueError(f"mode must be 'sync', 'async' or 'exact'; got {mode!r}.")
+        if on_worker_loss not in ("resume", "raise"):
+            raise ValueError(f"on_worker_loss must be 'resume' or 'raise'; got {on_worker_loss!r}.")
         self.parallel_mode = mode
+        self.on_worker_loss = on_worker_loss
+        self.max_recoveries = int(max_recoveries)
+        self.refresh_every = int(refresh_every)
+        if self.max_recoveries < 0 or self.refresh_every < 1:
+            raise ValueError("max_recoveries must be >= 0 and refresh_every >= 1.")
         self.exact_rows = int(exact_rows)
         self.exact_flip = float(exact_flip)
         if self.exact_rows < 1 or not 0.0 < self.exact_flip < 0.5:
@@ -137,6 +183,8 @@ class DataParallelGibbs(AcceleratedGibbs):
         self._user_client = client
         self._client = self._cluster = None
         self._x = None  # per shard: (rows a, b, worker, future of X_p)
+        self._diag_chains = []
+        self._diag = []
         self._drop_shards()
 
     # --- cluster and shards ---------------------------------------------------------------
@@ -144,19 +192,26 @@ class DataParallelGibbs(AcceleratedGibbs):
         #: per shard, what the last outer iteration did, and which shard held the token
         self.last_iteration = None
         self._accepted = 0
-        self._results = None  # futures of the shards' ShardResult
-        self._stats = None  # per shard: (G_p, RX_p, m_p) at the driver
+        self._results = None  # per shard: future of its latest ShardResult
+        self._global = None  # Stats summed over the shards' latest results
         self._z_last = None  # Z as the shards hold it
+        self._inflight = {}  # async: shard -> _Flight
+        self._token = 0  # async: the shard holding the feature token
+        self._since_refresh = 0
 
     def _reset_chain(self, tune):
         super()._reset_chain(tune)
         if hasattr(self, "_results"):
+            self._cancel_inflight()
             self._drop_shards()
+            if self._diag:
+                self._diag_chains.append(self._diag)
+            self._diag = []
 
     def __getstate__(self):  # a copy of the step (e.g. per chain) gets its own connection
         state = self.__dict__.copy()
-        state.update(_client=None, _cluster=None, _x=None, _results=None, _stats=None,
-                     _z_last=None, _user_client=None)
+        state.update(_client=None, _cluster=None, _x=None, _results=None, _global=None,
+                     _z_last=None, _user_client=None, _inflight={})
         return state
 
     @property
@@ -173,17 +228,28 @@ class DataParallelGibbs(AcceleratedGibbs):
                 n = self._n_shards or (os.cpu_count() or 1)
                 self._cluster = LocalCluster(n_workers=min(n, os.cpu_count() or 1),
                                              threads_per_worker=1, processes=True,
-                                             dashboard_address=None)
+                                             dashboard_address=":0")
                 self._client = Client(self._cluster)
                 weakref.finalize(self, _close, self._client, self._cluster)
         return self._client
 
     def close(self):
         """Close the ``LocalCluster`` the step started (not a client the user passed)."""
+        self._cancel_inflight()
         if self._cluster is not None:
             _close(self._client, self._cluster)
         self._client = self._cluster = self._x = None
         self._drop_shards()
+
+    def _cancel_inflight(self):
+        flights = getattr(self, "_inflight", None)
+        if flights and self._client is not None:
+            try:
+                self._client.cancel([f for fl in flights.values() for f in fl.futures])
+            except Exception:  # noqa: S110 - the cluster may already be gone
+                pass
+        if flights:
+            flights.clear()
 
     def _ensure_data(self, client, X):
         if self._x is not None:
@@ -196,100 +262,236 @@ class DataParallelGibbs(AcceleratedGibbs):
             raise ValueError(f"n_shards = {P} exceeds the number of rows ({self.n}).")
         self._n_shards = P
         bounds = np.linspace(0, self.n, P + 1).astype(int)
-        self._x = []
+        x = []
         for p in range(P):
             a, b, w = int(bounds[p]), int(bounds[p + 1]), workers[p % len(workers)]
-            fut = client.scatter(np.ascontiguousarray(X[a:b]), workers=[w], hash=False)
-            self._x.append((a, b, w, fut))
+            try:
+                fut = client.scatter(np.ascontiguousarray(X[a:b]), workers=[w], hash=False,
+                                     timeout=self.timeout)
+            except Exception as err:  # the worker went away while the data was sent
+                raise _ShardsLost(f"DataParallelGibbs: sending the rows {a}-{b - 1} of shard "
+                                  f"{p} to worker {w} failed: {err!r}.") from err
+            x.append((a, b, w, fut))
+        self._x = x
 
-    def _gather(self, client, futures, what):
+    def _gather(self, client, futures, what, shards=None):
         """The shards' results, or an error naming the shards that failed (never a hang:
-        ``timeout`` seconds at most)."""
+        ``timeout`` seconds at most).  ``shards[i]`` is the shard of ``futures[i]`` (default:
+        ``i``).  Futures cancelled because their worker died raise :class:`_ShardsLost`, which
+        the step recovers from (``on_worker_loss="resume"``)."""
         from distributed import wait
 
+        shards = list(range(len(futures))) if shards is None else list(shards)
         try:
             wait(futures, timeout=self.timeout)
         except TimeoutError as err:
-            late = [p for p, f in enumerate(futures) if not f.done()]
+            late = [shards[i] for i, f in enumerate(futures) if not f.done()]
             raise ShardFailure(self._describe(late, f"did not finish {what} within "
                                                     f"{self.timeout:g} s")) from err
-        except Exception:  # e.g. futures cancelled when a worker died: named below
+        except Exception:  # noqa: S110 - e.g. futures cancelled when a worker died: named below
             pass
-        bad = [p for p, f in enumerate(futures) if f.status != "finished"]
+        bad = [i for i, f in enumerate(futures) if f.status != "finished"]
         if bad:
             f = futures[bad[0]]
+            names = [shards[i] for i in bad]
+            if all(futures[i].status == "cancelled" for i in bad):
+                raise _ShardsLost(self._describe(names, f"lost their data or state with their "
+                                                        f"worker during {what}"))
             if f.status == "error":
                 why = f"raised {f.exception()!r}"
-            elif f.status == "cancelled":
-                why = "lost their data or state with their worker"
             else:
                 why = f"ended with status {f.status!r}"
-            raise ShardFailure(self._describe(bad, f"failed {what}: {why}; the run stops "
-                                                   "here (restart it from the last draw)"))
+            raise ShardFailure(self._describe(names, f"failed {what}: {why}; the run stops "
+                                                     "here (restart it from the last draw)"))
         try:
             return client.gather(futures)
         except Exception as err:  # a worker lost between wait and gather
-            raise ShardFailure(f"DataParallelGibbs: gathering {what} failed: {err!r}") from err
+            raise _ShardsLost(f"DataParallelGibbs: gathering {what} failed: {err!r}") from err
 
     def _describe(self, shards, what):
         parts = [f"shard {p} (rows {self._x[p][0]}-{self._x[p][1] - 1}, worker "
                  f"{self._x[p][2]})" for p in shards]
         return f"DataParallelGibbs: {', '.join(parts)} {what}."
 
+    def _submit(self, client, p, fn, *args):
+        return client.submit(fn, *args, workers=[self._x[p][2]], pure=False)
+
+    def _tree_root(self, client, results):
+        """A future of the global statistics of the shards' ``results`` (futures), summed on
+        the workers along a tree (:func:`tree_sum`), so one message reaches the driver."""
+        leaves = [self._submit(client, p, stats_of, r) for p, r in enumerate(results)]
+
+        def node(fn, *parts):
+            return client.submit(fn, *parts, pure=False)
+
+        return tree_sum(node, leaves)
+
+    def _tree_total(self, client, results):
+        [total] = self._gather(client, [self._tree_root(client, results)],
+                               "summing their statistics")
+        return Stats(*total)
+
     def _send_z(self, client, Z):
         """(Re)start the shards from the driver's ``Z`` (chain start, a multi-start segment, a
-        driver-side move)."""
-        futs = [client.submit(shard_stats, xf, Z[a:b], workers=[w], pure=False)
-                for a, b, w, xf in self._x]
-        res = self._gather(client, futs, "computing their statistics")
+        driver-side move, a recovery)."""
+        self._cancel_inflight()
+        futs = [self._submit(client, p, shard_stats, xf, Z[a:b])
+                for p, (a, b, _, xf) in enumerate(self._x)]
+        self._gather(client, futs, "computing their statistics")
         self._results = futs
-        self._stats = [(r.G, r.RX, r.m) for r in res]
+        self._global = self._tree_total(client, futs)
+        self._since_refresh = 0
         self._z_last = Z.copy()
+
+    def _recover(self, client, err):
+        """A worker was lost: warn, wait for a worker, and drop the shards so that the
+        iteration is repeated from the driver's last global state (its ``X`` and ``Z``)."""
+        warnings.warn(f"{err} Re-sending the shards from the driver's last global state and "
+                      f"repeating iteration {self.sweeps} with the same seeds.",
+                      ShardRecoveryWarning, stacklevel=4)
+        self._cancel_inflight()
+        self._x = None
+        token = self._token
+        self._drop_shards()
+        self._token = token
+        try:
+            client.wait_for_workers(1, timeout=self.timeout)
+        except Exception as exc:
+            raise ShardFailure(f"DataParallelGibbs: no Dask worker came back within "
+                               f"{self.timeout:g} s after {err}") from exc
 
     # --- the outer iteration --------------------------------------------------------------
     def _sweep(self, Z, X, m, noise):
         client = self._get_client()
-        self._ensure_data(client, X)
-        if self._z_last is None or not np.array_equal(Z, self._z_last):
-            self._send_z(client, Z)
+        rng_state = self.rng.bit_generator.state
+        for attempt in range(self.max_recoveries + 1):
+            try:
+                self._ensure_data(client, X)
+                if self._z_last is None or not np.array_equal(Z, self._z_last):
+                    self._send_z(client, Z)
+                if self.parallel_mode == "exact":
+                    out = self._exact(client, Z, X, noise)
+                elif self.parallel_mode == "async":
+                    out = self._async(client, Z, noise)
+                else:
+                    out = self._sync(client, Z, noise)
+                break
+            except _ShardsLost as err:
+                if self.on_worker_loss == "raise" or attempt == self.max_recoveries:
+                    raise ShardFailure(f"{err} The run stops here (restart it from the last "
+                                       "draw).") from err
+                self.rng.bit_generator.state = rng_state  # the same seeds again
+                self._recover(client, err)
+        m[:] = self._global.m
+        self._z_last = Z.copy()
+        return out
+
+    def _sync(self, client, Z, noise):
+        """One synchronous outer iteration: every shard sweeps given the others' statistics
+        from the start of the iteration; the new global statistics are summed on a tree."""
         P = len(self._x)
         token = self.sweeps % P
-        if self.parallel_mode == "exact":
-            return self._exact(client, Z, X, m, noise, token)
-        G = sum(s[0] for s in self._stats)
-        RX = sum(s[1] for s in self._stats)
-        m_glob = sum(s[2] for s in self._stats)
         seeds = self.rng.integers(0, 2**63 - 1, size=P)
         alpha, beta = self.mode.alpha, self.mode.beta
-        futs = [client.submit(shard_sweeps, xf, self._results[p], m_glob, G - self._stats[p][0],
-                              RX - self._stats[p][1], noise, alpha, beta, self.n,
-                              self.inner_sweeps, int(seeds[p]), p == token, workers=[w],
-                              pure=False)
-                for p, (_, _, w, xf) in enumerate(self._x)]
-        res = self._gather(client, futs, "their sweeps")
-        for (a, b, _, _), r in zip(self._x, res, strict=True):
+        G, RX, m_glob = self._global
+        futs = [self._submit(client, p, shard_sweeps, xf, self._results[p], m_glob, G, RX,
+                             noise, alpha, beta, self.n, self.inner_sweeps, int(seeds[p]),
+                             p == token)
+                for p, (_, _, _, xf) in enumerate(self._x)]
+        root = self._tree_root(client, futs)
+        reports = self._gather(client, [self._submit(client, p, shard_report, f, self._x[p][3])
+                                        for p, f in enumerate(futs)], "their sweeps")
+        [total] = self._gather(client, [root], "summing their statistics")
+        total = Stats(*total)
+        for (a, b, _, _), r in zip(self._x, reports, strict=True):
             Z[a:b] = r.Z
         self._results = futs
-        self._stats = [(r.G, r.RX, r.m) for r in res]
-        self._z_last = Z.copy()
-        self.last_iteration = {"token": token, "births": [r.births for r in res],
-                               "deaths": [r.deaths for r in res],
-                               "flips": [r.flips for r in res]}
-        m[:] = sum(r.m for r in res)
-        return (sum(r.flips for r in res), sum(r.births for r in res),
-                sum(r.deaths for r in res), max(r.kmax_hit for r in res))
+        self._global = total
+        self.last_iteration = {"token": token, "births": [r.births for r in reports],
+                               "deaths": [r.deaths for r in reports],
+                               "flips": [r.flips for r in reports]}
+        self._record(reports, range(P), token)
+        return (sum(r.flips for r in reports), sum(r.births for r in reports),
+                sum(r.deaths for r in reports), max(r.kmax_hit for r in reports))
 
-    def _exact(self, client, Z, X, m, noise, token):
+    def _launch(self, client, p, noise, seed):
+        """Start shard ``p``'s sweeps (asynchronous mode) from the latest global statistics.
+
+        The token holder may create features only if no slot is a *zombie*: free in the
+        global counts but in use in the view of a shard still running, which could still put
+        rows in it (a birth there would merge two different features in one slot)."""
+        G, RX, m_glob = self._global
+        free = m_glob == 0
+        zombies = any(np.any(free & fl.view) for fl in self._inflight.values())
+        births = p == self._token and not zombies
+        _, _, _, xf = self._x[p]
+        fut = self._submit(client, p, shard_sweeps, xf, self._results[p], m_glob, G, RX, noise,
+                           self.mode.alpha, self.mode.beta, self.n, self.inner_sweeps, int(seed),
+                           births)
+        report = self._submit(client, p, shard_report, fut, xf)
+        delta = self._submit(client, p, stats_delta, fut, self._results[p])
+        self._inflight[p] = _Flight(fut, report, delta, m_glob > 0, births)
+
+    def _async(self, client, Z, noise):
+        """One asynchronous outer iteration: idle shards start from the latest global state,
+        the driver waits for at least one running shard, and folds the changes of every shard
+        that has finished into the global statistics (Doshi-Velez 2009, §5.1, asynchronous
+        mode); the others keep running."""
+        from distributed import wait
+
+        P = len(self._x)
+        seeds = self.rng.integers(0, 2**63 - 1, size=P)
+        for p in range(P):
+            if p not in self._inflight:
+                self._launch(client, p, noise, seeds[p])
+        running = sorted(self._inflight)
+        futs = [self._inflight[p].report for p in running]
+        try:
+            wait(futs, timeout=self.timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError as err:
+            raise ShardFailure(self._describe(running, f"did not finish their sweeps within "
+                                                       f"{self.timeout:g} s")) from err
+        except Exception:  # noqa: S110 - a cancelled future: named by _gather below
+            pass
+        done = [p for p in running if self._inflight[p].report.done()]
+        flights = [self._inflight[p] for p in done]
+        reports = self._gather(client, [fl.report for fl in flights], "their sweeps", done)
+        deltas = self._gather(client, [fl.delta for fl in flights], "their statistics", done)
+        G, RX, m_glob = self._global
+        token = self._token
+        for p, fl, r, d in zip(done, flights, reports, deltas, strict=True):
+            a, b, _, _ = self._x[p]
+            Z[a:b] = r.Z
+            G, RX, m_glob = G + d.G, RX + d.RX, m_glob + d.m
+            self._results[p] = fl.result
+            del self._inflight[p]
+            if p == self._token and fl.births:
+                self._token = (p + 1) % P
+        self._global = Stats(G, RX, m_glob)
+        self._since_refresh += 1
+        if self._since_refresh >= self.refresh_every:  # the float sums of RX, recomputed
+            self._global = self._tree_total(client, self._results)
+            self._since_refresh = 0
+        self.last_iteration = {"token": token, "reported": done,
+                               "births": [r.births for r in reports],
+                               "deaths": [r.deaths for r in reports],
+                               "flips": [r.flips for r in reports]}
+        self._record(reports, done, token)
+        return (sum(r.flips for r in reports), sum(r.births for r in reports),
+                sum(r.deaths for r in reports), max(r.kmax_hit for r in reports))
+
+    def _exact(self, client, Z, X, noise):
         """One iteration of the exact mode (:func:`pymc_ibp.distributed.exact_iteration`)."""
+        P = len(self._x)
+        token = self.sweeps % P
 
         def run(fn, args_list):
-            futs = [client.submit(fn, *args, workers=[self._x[p][2]], pure=False)
-                    for p, args in enumerate(args_list)]
+            futs = [self._submit(client, p, fn, *args) for p, args in enumerate(args_list)]
             return futs, self._gather(client, futs, fn.__name__.replace("_", " "))
 
         xs = [xf for _, _, _, xf in self._x]
         accepted, sources, stats, _, fwd = exact_iteration(
-            run, xs, self._results, self._stats, self.rng, noise, self.mode.alpha,
+            run, xs, self._results, [self._global], self.rng, noise, self.mode.alpha,
             self.mode.beta, self.n, self._trXX(X, noise), self.inner_sweeps, self.exact_rows,
             token, self.exact_flip)
         flips = 0
@@ -297,30 +499,108 @@ class DataParallelGibbs(AcceleratedGibbs):
             for (a, b, _, _), f in zip(self._x, fwd, strict=True):
                 flips += int(np.sum(Z[a:b] != f.result.Z))
                 Z[a:b] = f.result.Z
-        self._results, self._stats = sources, stats
-        self._z_last = Z.copy()
+        self._results = sources
+        self._global = add_stats(*[Stats(*s) for s in stats])
         self._accepted = int(accepted)
         self.last_iteration = {"token": token, "accepted": accepted,
                                "rows": [f.rows for f in fwd]}
-        m[:] = sum(s[2] for s in stats)
-        return flips, 0, 0, int(np.all(m > 0))
+        return flips, 0, 0, int(np.all(self._global.m > 0))
+
+    # --- diagnostics ----------------------------------------------------------------------
+    def _record(self, reports, shards, token):
+        P = len(self._x)
+        row = {k: np.full(P, -1, dtype=np.int64) for k in
+               ("flips", "births", "deaths", "state_bytes", "worker_rss")}
+        row["seconds"] = np.full(P, np.nan)
+        row["reported"] = np.zeros(P, dtype=bool)
+        for p, r in zip(shards, reports, strict=True):
+            for k in ("flips", "births", "deaths", "state_bytes", "worker_rss"):
+                row[k][p] = getattr(r, k)
+            row["seconds"][p] = r.seconds
+            row["reported"][p] = True
+        row["token"] = np.arange(P) == token
+        self._diag.append(row)
+
+    def shard_diagnostics(self):
+        """The run's per-shard diagnostics as an :class:`xarray.DataTree` node, to add to the
+        result of ``pm.sample`` as an extra group::
+
+            idata["shard_diagnostics"] = step.shard_diagnostics()
+
+        Variables over ``(chain, iteration, shard)`` (tuning iterations included; ``-1`` /
+        NaN where a shard did not report in that iteration, as in the asynchronous mode):
+        ``flips``, ``births``, ``deaths`` (what its sweeps did), ``seconds`` (their time on
+        the worker), ``state_bytes`` (``X_p``, ``Z_p`` and its statistics: the memory a
+        shard holds, bounded by ``N_p (D·8 + K_max) + 8 K_max (K_max + D + 1)``),
+        ``worker_rss`` (the resident memory of its worker process, bytes), ``reported`` and
+        ``token`` (the shard held the feature token); coordinates ``row_start`` and
+        ``row_stop`` of each shard.  The exact mode records nothing here (its stats are
+        ``ibp_exact_accepted``).
+        """
+        import xarray as xr
+
+        chains = [c for c in (*self._diag_chains, self._diag) if c]
+        if not chains:
+            raise ValueError("shard_diagnostics: the step has not run an iteration yet.")
+        P = max(len(c[0]["flips"]) for c in chains)
+        n_it = max(len(c) for c in chains)
+        data = {}
+        for k in ("flips", "births", "deaths", "state_bytes", "worker_rss", "seconds",
+                  "reported", "token"):
+            fill = np.nan if k == "seconds" else (False if k in ("reported", "token") else -1)
+            first = chains[0][0][k]
+            arr = np.full((len(chains), n_it, P), fill, dtype=first.dtype)
+            for c, rows in enumerate(chains):
+                for i, row in enumerate(rows):
+                    arr[c, i, :row[k].size] = row[k]
+            data[k] = (("chain", "iteration", "shard"), arr)
+        coords = {"chain": np.arange(len(chains)), "iteration": np.arange(n_it),
+                  "shard": np.arange(P)}
+        if self._x is not None and len(self._x) == P:
+            coords["row_start"] = ("shard", np.array([a for a, _, _, _ in self._x]))
+            coords["row_stop"] = ("shard", np.array([b for _, b, _, _ in self._x]))
+        ds = xr.Dataset(data, coords=coords,
+                        attrs={"mode": self.parallel_mode, "inner_sweeps": self.inner_sweeps})
+        return xr.DataTree(ds)
 
     def _extra_stats(self):
-        return {"ibp_shard_token": int((self.sweeps - 1) % len(self._x)) if self._x else 0,
-                "ibp_exact_accepted": int(self._accepted)}
+        if self.parallel_mode == "async":
+            token = self.last_iteration["token"] if self.last_iteration else 0
+        else:
+            token = int((self.sweeps - 1) % len(self._x)) if self._x else 0
+        return {"ibp_shard_token": int(token), "ibp_exact_accepted": int(self._accepted)}
 
     def _feature_stats(self, Z, X, act):
         """The aggregated statistics of the shards when ``Z`` is what they hold (no pass over
         the data at the driver)."""
-        if self._stats is None or not np.array_equal(Z, self._z_last):
+        if self._global is None or not np.array_equal(Z, self._z_last):
             return super()._feature_stats(Z, X, act)
-        G = sum(s[0] for s in self._stats)
-        RX = sum(s[1] for s in self._stats)
+        G, RX, _ = self._global
         return np.ascontiguousarray(G[np.ix_(act, act)]), np.ascontiguousarray(RX[act])
 
     @staticmethod
     def competence(var, has_grad):
         return Competence.INCOMPATIBLE  # chosen by the user (step=...), never automatically
+
+
+class _ShardsLost(ShardFailure):
+    """Shards lost their worker (their futures were cancelled): recoverable by re-sending."""
+
+
+class _Flight(NamedTuple):
+    """A shard's sweeps running in the asynchronous mode: the futures of its result, report
+    and statistics change, the slots in use in the global counts it started from, and
+    whether it may create features."""
+
+    result: object
+    report: object
+    delta: object
+    view: np.ndarray
+    births: bool
+
+    @property
+    def futures(self):
+        return (self.result, self.report, self.delta)
 
 
 def _close(client, cluster):

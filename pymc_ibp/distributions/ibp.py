@@ -69,7 +69,13 @@ from pymc.distributions.distribution import Discrete
 from pytensor.graph.basic import Variable
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_ibp._numba_utils import categorical_logp, interrupt_safe, partial_shuffle
+from pymc_ibp._numba_utils import (
+    categorical_logp,
+    interrupt_safe,
+    partial_shuffle,
+    source_cache_key,
+)
+from pymc_ibp.distributions import ibp_math
 from pymc_ibp.distributions.ibp_math import ibp_logp_symbolic, ibp_mass, log_beta_term
 
 __all__ = ["IBP", "IBPRV", "ibp_draw_core"]
@@ -155,7 +161,7 @@ def _register_numba():
         def random(rng, alpha, beta, n, k_max):
             return ibp_draw_core(rng, float(alpha), float(beta), int(n), int(k_max))
 
-        return random, 1
+        return random, source_cache_key(__file__, ibp_math.__file__)
 
 
 _register_numba()

@@ -33,6 +33,8 @@ from pymc.distributions.distribution import Continuous
 from pymc.logprob.transforms import Transform
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_ibp._numba_utils import source_cache_key
+
 __all__ = ["IBPStickBreaking", "IBPStickBreakingRV", "StickBreakingTransform"]
 
 
@@ -79,7 +81,7 @@ def _register_numba():
         def random(rng, alpha, k):
             return stick_breaking_draw_core(rng, float(alpha), int(k))
 
-        return random, 1
+        return random, source_cache_key(__file__)
 
 
 _register_numba()

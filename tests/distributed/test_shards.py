@@ -31,9 +31,8 @@ def test_sequential_shard_scans_sample_the_exact_posterior():
     for t in range(40_000):
         p, token = t % 2, (t // 2) % 2
         a, b = bounds[p]
-        own = shard_stats(Xs[p], Z[a:b])
         full = shard_stats(X, Z)
-        r = shard_sweeps(Xs[p], Z[a:b], full.m, full.G - own.G, full.RX - own.RX, nz, ALPHA,
+        r = shard_sweeps(Xs[p], Z[a:b], full.m, full.G, full.RX, nz, ALPHA,
                          1.0, 3, 1, int(rng.integers(2**62)), p == token)
         Z[a:b] = r.Z
         if t % 2 == 1:
@@ -73,8 +72,7 @@ def test_only_the_token_shard_creates_features():
             full = shard_stats(X, Z)
             new = []
             for p, (a, b) in enumerate(halves):
-                own = shard_stats(X[a:b], Z[a:b])
-                r = shard_sweeps(X[a:b], Z[a:b], full.m, full.G - own.G, full.RX - own.RX, nz,
+                r = shard_sweeps(X[a:b], Z[a:b], full.m, full.G, full.RX, nz,
                                  2.0, 1.0, 40, 1, int(rng.integers(2**62)),
                                  both or p == t % 2)
                 new.append((full.m == 0) & (r.m > 0))

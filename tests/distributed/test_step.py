@@ -1,6 +1,7 @@
 """DataParallelGibbs on a local Dask cluster: statistics, reproducibility, pm.sample, failure."""
 
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import pymc as pm
@@ -21,7 +22,7 @@ X = pmi.datasets.block_images(90, seed=4).X
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -56,9 +57,9 @@ def test_statistics_equal_a_recomputation_after_every_iteration(client):
         Z = point["Z"]
         assert Z.dtype == np.int8
         G, RX = kernels.suff_stats(Z, Xs, np.arange(Z.shape[1]))
-        np.testing.assert_allclose(sum(s[0] for s in step._stats), G)
-        np.testing.assert_allclose(sum(s[1] for s in step._stats), RX, atol=1e-9)
-        np.testing.assert_array_equal(sum(s[2] for s in step._stats), Z.sum(axis=0))
+        np.testing.assert_allclose(step._global.G, G)
+        np.testing.assert_allclose(step._global.RX, RX, atol=1e-9)
+        np.testing.assert_array_equal(step._global.m, Z.sum(axis=0))
         assert stats[0]["ibp_n_active"] == int((Z.sum(axis=0) > 0).sum())
         assert step.sweeps == it + 1
         # the feature token: only its holder (moving round-robin) created features
@@ -105,12 +106,13 @@ def test_refuses_models_it_cannot_shard(client):
 
 
 def test_a_lost_worker_stops_the_run_naming_the_shard(client):
-    """A worker killed between two iterations: its shard's data is gone, and the next step
-    raises ShardFailure naming the shard and its rows (no hang, no partial answer)."""
+    """on_worker_loss="raise": a worker killed between two iterations: its shard's data is
+    gone, and the next step raises ShardFailure naming the shard and its rows (no hang, no
+    partial answer)."""
     model = readme_model(X)
     with model:
         step = DataParallelGibbs([model["Z"]], client=client, n_shards=2, inner_sweeps=1,
-                                 timeout=60)
+                                 timeout=60, on_worker_loss="raise")
     step.setup_chain(np.random.default_rng(1), tune=0, draws=3)
     point, _ = step.step(model.initial_point())  # the start search (A drawn, no shards yet)
     point, _ = step.step(point)  # the shards are on the workers now
@@ -137,7 +139,8 @@ def test_exact_mode_on_the_cluster(client):
         point, stats = step.step(point)
         Z = point["Z"]
         G, RX = kernels.suff_stats(Z, X, np.arange(Z.shape[1]))
-        np.testing.assert_allclose(sum(s[0] for s in step._stats), G)
+        np.testing.assert_allclose(step._global.G, G)
+        np.testing.assert_allclose(step._global.RX, RX, atol=1e-9)
         acc = stats[0]["ibp_exact_accepted"]
         assert acc == int(step.last_iteration["accepted"])
         if acc:
@@ -149,3 +152,153 @@ def test_exact_mode_on_the_cluster(client):
             np.testing.assert_array_equal(Z, before)
         accepted += acc
     assert accepted > 0
+
+
+def test_a_lost_worker_is_recovered_with_the_same_draws(client):
+    """on_worker_loss="resume" (default): a worker killed between two iterations, and another
+    killed while its shard sweeps, are each reported by a ShardRecoveryWarning naming the
+    shard; the driver re-sends the shards and repeats the iteration with the same seeds, so
+    the chain equals an uninterrupted run's draw for draw."""
+    model = readme_model(X)
+
+    def run(kill_at):
+        with model:
+            step = DataParallelGibbs([model["Z"]], client=client, n_shards=2, inner_sweeps=3,
+                                     timeout=60)
+        step.setup_chain(np.random.default_rng(4), tune=0, draws=6)
+        point = model.initial_point()
+        out = []
+        for it in range(6):
+            if it in kill_at:
+                victim = step._x[1][2]
+                if kill_at[it] == "between":
+                    client.run(os._exit, 1, workers=[victim], on_error="ignore")
+                else:  # while shard 1 sweeps: a delayed kill on its worker
+                    client.run(_exit_later, 0.05, workers=[victim], on_error="ignore")
+            point, _ = step.step(point)
+            out.append((point["Z"].copy(), point["A"].copy()))
+            client.wait_for_workers(2, timeout=60)
+        return out
+
+    clean = run({})
+    with pytest.warns(pmi.ShardRecoveryWarning, match=r"shard 1 \(rows 45-89") as rec:
+        recovered = run({2: "between", 4: "during"})
+    assert len(rec) >= 1
+    for (z1, a1), (z2, a2) in zip(clean, recovered, strict=True):
+        np.testing.assert_array_equal(z1, z2)
+        np.testing.assert_array_equal(a1, a2)
+
+
+def _exit_later(delay):
+    import threading
+
+    threading.Timer(delay, os._exit, args=(1,)).start()
+
+
+def test_async_mode_keeps_the_global_state_consistent(client):
+    """mode="async" with 3 shards on 2 workers: after every iteration the global statistics
+    the driver holds are those of the assembled Z (the shards' changes folded in as they
+    arrive), only the token holder created features, features are born and K+ settles near
+    the data's."""
+    Xs = pmi.datasets.ibp_linear_gaussian(90, 6, alpha=3.0, sigma_x=0.3, sigma_a=1.0,
+                                          seed=2).X
+    model = lg_model(Xs, 30, alpha=3.0, sigma_x=0.5, sigma_a=1.0)
+    with model:
+        step = DataParallelGibbs([model["Z"]], client=client, n_shards=3, inner_sweeps=2,
+                                 init_z="point", mode="async", refresh_every=7)
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=25)
+    point = model.initial_point()
+    births = reported = 0
+    for _ in range(25):
+        point, stats = step.step(point)
+        Z = point["Z"]
+        G, RX = kernels.suff_stats(Z, Xs, np.arange(Z.shape[1]))
+        np.testing.assert_allclose(step._global.G, G)
+        np.testing.assert_allclose(step._global.RX, RX, atol=1e-9)
+        np.testing.assert_array_equal(step._global.m, Z.sum(axis=0))
+        last = step.last_iteration
+        assert last["reported"], "an async iteration folds in at least one shard"
+        for p, b in zip(last["reported"], last["births"], strict=True):
+            assert b == 0 or p == last["token"]
+        births += sum(last["births"])
+        reported += len(last["reported"])
+    assert births > 0
+    assert reported >= 25
+    assert stats[0]["ibp_n_active"] >= 2
+    diag = step.shard_diagnostics()
+    assert diag["flips"].shape == (1, 25, 3)
+    assert int(diag["reported"].sum()) == reported
+
+
+def test_async_births_wait_for_zombie_slots():
+    """The token holder may not create features while a slot is free in the global counts
+    but still in use in the view of a running shard (it could put rows there)."""
+    from pymc_ibp.distributed.shards import Stats
+    from pymc_ibp.distributed.step import _Flight
+
+    launched = []
+
+    class FakeClient:
+        def submit(self, fn, *args, **kw):
+            launched.append((fn.__name__, args))
+            return object()
+
+    step = SimpleNamespace(
+        _global=Stats(np.zeros((3, 3)), np.zeros((3, 2)), np.array([2, 0, 0])),
+        _x=[(0, 5, "w0", "x0"), (5, 10, "w1", "x1")], _results=["r0", "r1"],
+        mode=SimpleNamespace(alpha=1.0, beta=1.0), n=10, inner_sweeps=1, _token=0,
+        # shard 1 runs with slot 1 in use in its view; globally slot 1 is free: a zombie
+        _inflight={1: _Flight(None, None, None, np.array([True, True, False]), False)})
+    step._submit = lambda client, p, fn, *args: client.submit(fn, *args)
+    step._launch = DataParallelGibbs._launch.__get__(step)
+    step._launch(FakeClient(), 0, None, 1)
+    assert step._inflight[0].births is False
+    # once shard 1 has reported (no zombie left), the token holder may create features
+    del step._inflight[1]
+    step._launch(FakeClient(), 0, None, 1)
+    assert step._inflight[0].births is True
+
+
+def test_tree_sum_adds_the_shards_statistics():
+    """tree_sum over 1..9 leaves (odd counts included) equals the plain sum, with a tree of
+    depth ceil(log2 P)."""
+    from pymc_ibp.distributed.shards import Stats, add_stats, tree_sum
+
+    rng = np.random.default_rng(0)
+    for P in range(1, 10):
+        leaves = [Stats(rng.normal(size=(3, 3)), rng.normal(size=(3, 2)),
+                        rng.integers(0, 5, size=3)) for _ in range(P)]
+        calls = []
+
+        def node(fn, *parts, calls=calls):
+            calls.append(len(parts))
+            return fn(*parts)
+
+        total = tree_sum(node, leaves)
+        want = add_stats(*leaves)
+        np.testing.assert_allclose(total.G, want.G)
+        np.testing.assert_allclose(total.RX, want.RX)
+        np.testing.assert_array_equal(total.m, want.m)
+        assert len(calls) == P - 1 and all(c == 2 for c in calls)
+
+
+def test_shard_diagnostics_group(client):
+    """step.shard_diagnostics(): a DataTree node over (chain, iteration, shard) with each
+    shard's work, time, state bytes and its worker's memory, added to pm.sample's result as
+    an extra group."""
+    model = readme_model(X, k_max=12)
+    with model:
+        step = pmi.DataParallelGibbs([model["Z"]], client=client, n_shards=3)
+        idata = pm.sample(tune=3, draws=4, chains=2, cores=1, random_seed=5, step=[step],
+                          progressbar=False, compute_convergence_checks=False)
+    idata["shard_diagnostics"] = step.shard_diagnostics()
+    ds = idata["shard_diagnostics"].to_dataset()
+    # the first iteration of a chain draws only A after the start search: 6 shard iterations
+    assert ds["flips"].shape == (2, 6, 3)
+    assert bool(ds["reported"].all())
+    np.testing.assert_array_equal(ds["row_start"].values, [0, 30, 60])
+    x_bytes = np.diff(np.r_[ds["row_start"].values, 90]) * X.shape[1] * 8
+    assert np.all(ds["state_bytes"].values >= x_bytes)
+    assert np.all(ds["worker_rss"].values > 50e6)
+    assert np.all(ds["seconds"].values > 0)
+    np.testing.assert_array_equal(ds["token"].values.sum(axis=2), 1)
