@@ -28,6 +28,7 @@ from pymc_ibp.exceptions import (
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     CollapsedGibbs,
+    CRPGibbs,
     IBPAlphaGibbs,
     IBPGibbs,
     IBPOffsetGibbs,
@@ -48,6 +49,7 @@ __all__ = [
     "DataParallelGibbs",
     "IBPAlphaGibbs",
     "IBPGibbs",
+    "CRPGibbs",
     "IBPOffsetGibbs",
     "IBPScaleSlice",
     "IBPStickBreaking",

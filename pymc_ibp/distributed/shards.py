@@ -18,8 +18,8 @@ import numpy as np
 from pymc_ibp.step_methods import kernels
 
 __all__ = ["ExactProposal", "ShardReport", "ShardResult", "Stats", "add_stats", "exact_iteration",
-           "exact_propose", "exact_reverse", "global_log_joint", "shard_report", "shard_stats",
-           "shard_sweeps", "stats_delta", "stats_of", "tree_sum"]
+           "exact_propose", "exact_reverse", "global_log_joint", "report_of", "shard_report",
+           "shard_stats", "shard_sweeps", "state_bytes", "stats_delta", "stats_of", "tree_sum"]
 
 
 class ShardResult(NamedTuple):
@@ -35,6 +35,7 @@ class ShardResult(NamedTuple):
     deaths: int
     kmax_hit: int
     seconds: float = 0.0
+    worker_rss: int = 0
 
 
 class Stats(NamedTuple):
@@ -109,7 +110,13 @@ def shard_sweeps(X, source, m_global, G_global, RX_global, noise, alpha, beta, n
         hit = max(hit, s.kmax_hit)
     out = shard_stats(X, Z)
     return out._replace(flips=flips, births=born, deaths=died, kmax_hit=hit,
-                        seconds=time.perf_counter() - t0)
+                        seconds=time.perf_counter() - t0, worker_rss=_rss())
+
+
+def _rss():
+    import psutil  # a dependency of distributed
+
+    return int(psutil.Process().memory_info().rss)
 
 
 def stats_of(result) -> Stats:
@@ -148,13 +155,22 @@ def tree_sum(submit, items, fanin=2):
     return level[0]
 
 
-def shard_report(result, X) -> ShardReport:
-    """The :class:`ShardReport` of a shard's latest :class:`ShardResult` (runs on its worker)."""
-    import psutil  # a dependency of distributed
+def state_bytes(result, x_bytes) -> int:
+    """Bytes of a shard's state: its ``X_p`` (``x_bytes``), ``Z_p`` and statistics."""
+    return int(x_bytes + result.Z.nbytes + result.G.nbytes + result.RX.nbytes + result.m.nbytes)
 
-    state = X.nbytes + result.Z.nbytes + result.G.nbytes + result.RX.nbytes + result.m.nbytes
+
+def shard_report(result, X) -> ShardReport:
+    """The :class:`ShardReport` of a shard's latest :class:`ShardResult` (runs on its worker):
+    what the driver needs when the statistics are summed on the workers."""
     return ShardReport(result.Z, result.flips, result.births, result.deaths, result.kmax_hit,
-                       result.seconds, int(state), int(psutil.Process().memory_info().rss))
+                       result.seconds, state_bytes(result, X.nbytes), result.worker_rss)
+
+
+def report_of(result, x_bytes) -> ShardReport:
+    """The :class:`ShardReport` of a :class:`ShardResult` the driver has gathered."""
+    return ShardReport(result.Z, result.flips, result.births, result.deaths, result.kmax_hit,
+                       result.seconds, state_bytes(result, x_bytes), result.worker_rss)
 
 
 # ---------------------------------------------------------------------------------------------

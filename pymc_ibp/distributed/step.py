@@ -18,10 +18,11 @@ lives).  One PyMC iteration (one draw) is one outer iteration:
    aligning features created independently "leads to disastrous results").  A feature whose
    global count reaches 0 frees its slot on every shard at once (its statistics are zero
    everywhere);
-4. the new statistics are summed exactly on the workers along a tree
-   (:func:`pymc_ibp.distributed.tree_sum`; one message of size ``O(K² + KD)`` reaches the
-   driver), the driver assembles ``Z`` for the trace, draws ``A`` from the global posterior,
-   and the other steps (``alpha``, the scales) run as in a serial run.
+4. the new statistics are summed exactly (with ``tree_reduce_min`` or more shards on the
+   workers along a tree, :func:`pymc_ibp.distributed.tree_sum`, so one message of size
+   ``O(K² + KD)`` reaches the driver; with fewer, by the driver), the driver assembles ``Z``
+   for the trace, draws ``A`` from the global posterior, and the other steps (``alpha``, the
+   scales) run as in a serial run.
 
 Each shard's sweep is an exact Gibbs scan of its rows given the others; running the shards at
 the same time on stale statistics of each other is the approximation of the synchronous mode
@@ -46,6 +47,7 @@ from pymc_ibp.distributed.shards import (
     Stats,
     add_stats,
     exact_iteration,
+    report_of,
     shard_report,
     shard_stats,
     shard_sweeps,
@@ -117,6 +119,11 @@ class DataParallelGibbs(AcceleratedGibbs):
         Asynchronous mode: the global statistics, updated by the shards' changes, are re-summed
         from the shards every this many iterations (default 50), so float round-off in
         ``Z'X`` cannot accumulate.
+    tree_reduce_min : int
+        With at least this many shards (default 8) the synchronous mode sums the shards'
+        statistics on the workers along a tree (:func:`~pymc_ibp.distributed.tree_sum`), so
+        the driver receives one ``O(K² + KD)`` message instead of ``P``; with fewer, the
+        driver gathers each shard's result and sums them itself (fewer task round trips).
     **kwargs
         As for :class:`~pymc_ibp.AcceleratedGibbs`.  ``split_merge``, ``birth_death`` and
         ``pair_swaps`` default to 0 here: those moves run on the driver over all rows (the
@@ -144,7 +151,7 @@ class DataParallelGibbs(AcceleratedGibbs):
 
     def __init__(self, vars=None, *, client=None, n_shards=None, inner_sweeps=5, timeout=600.0,
                  mode="sync", exact_rows=5, exact_flip=0.01, on_worker_loss="resume",
-                 max_recoveries=3, refresh_every=50, **kwargs):
+                 max_recoveries=3, refresh_every=50, tree_reduce_min=8, **kwargs):
         kwargs.setdefault("split_merge", 0)
         kwargs.setdefault("birth_death", 0)
         kwargs.setdefault("pair_swaps", 0)
@@ -170,8 +177,10 @@ class DataParallelGibbs(AcceleratedGibbs):
         self.on_worker_loss = on_worker_loss
         self.max_recoveries = int(max_recoveries)
         self.refresh_every = int(refresh_every)
-        if self.max_recoveries < 0 or self.refresh_every < 1:
-            raise ValueError("max_recoveries must be >= 0 and refresh_every >= 1.")
+        self.tree_reduce_min = int(tree_reduce_min)
+        if self.max_recoveries < 0 or self.refresh_every < 1 or self.tree_reduce_min < 1:
+            raise ValueError("max_recoveries must be >= 0, refresh_every and tree_reduce_min "
+                             ">= 1.")
         self.exact_rows = int(exact_rows)
         self.exact_flip = float(exact_flip)
         if self.exact_rows < 1 or not 0.0 < self.exact_flip < 0.5:
@@ -308,6 +317,10 @@ class DataParallelGibbs(AcceleratedGibbs):
         except Exception as err:  # a worker lost between wait and gather
             raise _ShardsLost(f"DataParallelGibbs: gathering {what} failed: {err!r}") from err
 
+    def _x_bytes(self, p):
+        a, b, _, _ = self._x[p]
+        return (b - a) * self.d * 8
+
     def _describe(self, shards, what):
         parts = [f"shard {p} (rows {self._x[p][0]}-{self._x[p][1] - 1}, worker "
                  f"{self._x[p][2]})" for p in shards]
@@ -398,11 +411,18 @@ class DataParallelGibbs(AcceleratedGibbs):
                              noise, alpha, beta, self.n, self.inner_sweeps, int(seeds[p]),
                              p == token)
                 for p, (_, _, _, xf) in enumerate(self._x)]
-        root = self._tree_root(client, futs)
-        reports = self._gather(client, [self._submit(client, p, shard_report, f, self._x[p][3])
-                                        for p, f in enumerate(futs)], "their sweeps")
-        [total] = self._gather(client, [root], "summing their statistics")
-        total = Stats(*total)
+        if P >= self.tree_reduce_min:  # statistics summed on the workers, one message
+            root = self._tree_root(client, futs)
+            reports = self._gather(client, [self._submit(client, p, shard_report, f, xf)
+                                            for p, (f, (_, _, _, xf)) in
+                                            enumerate(zip(futs, self._x, strict=True))],
+                                   "their sweeps")
+            [total] = self._gather(client, [root], "summing their statistics")
+            total = Stats(*total)
+        else:  # few shards: the driver gathers the results and sums them
+            res = self._gather(client, futs, "their sweeps")
+            reports = [report_of(r, self._x_bytes(p)) for p, r in enumerate(res)]
+            total = add_stats(*[stats_of(r) for r in res])
         for (a, b, _, _), r in zip(self._x, reports, strict=True):
             Z[a:b] = r.Z
         self._results = futs
@@ -428,9 +448,8 @@ class DataParallelGibbs(AcceleratedGibbs):
         fut = self._submit(client, p, shard_sweeps, xf, self._results[p], m_glob, G, RX, noise,
                            self.mode.alpha, self.mode.beta, self.n, self.inner_sweeps, int(seed),
                            births)
-        report = self._submit(client, p, shard_report, fut, xf)
         delta = self._submit(client, p, stats_delta, fut, self._results[p])
-        self._inflight[p] = _Flight(fut, report, delta, m_glob > 0, births)
+        self._inflight[p] = _Flight(fut, delta, m_glob > 0, births)
 
     def _async(self, client, Z, noise):
         """One asynchronous outer iteration: idle shards start from the latest global state,
@@ -445,7 +464,7 @@ class DataParallelGibbs(AcceleratedGibbs):
             if p not in self._inflight:
                 self._launch(client, p, noise, seeds[p])
         running = sorted(self._inflight)
-        futs = [self._inflight[p].report for p in running]
+        futs = [self._inflight[p].result for p in running]
         try:
             wait(futs, timeout=self.timeout, return_when="FIRST_COMPLETED")
         except TimeoutError as err:
@@ -453,10 +472,11 @@ class DataParallelGibbs(AcceleratedGibbs):
                                                        f"{self.timeout:g} s")) from err
         except Exception:  # noqa: S110 - a cancelled future: named by _gather below
             pass
-        done = [p for p in running if self._inflight[p].report.done()]
+        done = [p for p in running if self._inflight[p].result.done()]
         flights = [self._inflight[p] for p in done]
-        reports = self._gather(client, [fl.report for fl in flights], "their sweeps", done)
+        results = self._gather(client, [fl.result for fl in flights], "their sweeps", done)
         deltas = self._gather(client, [fl.delta for fl in flights], "their statistics", done)
+        reports = [report_of(r, self._x_bytes(p)) for p, r in zip(done, results, strict=True)]
         G, RX, m_glob = self._global
         token = self._token
         for p, fl, r, d in zip(done, flights, reports, deltas, strict=True):
@@ -588,19 +608,18 @@ class _ShardsLost(ShardFailure):
 
 
 class _Flight(NamedTuple):
-    """A shard's sweeps running in the asynchronous mode: the futures of its result, report
-    and statistics change, the slots in use in the global counts it started from, and
-    whether it may create features."""
+    """A shard's sweeps running in the asynchronous mode: the futures of its result and of its
+    statistics' change, the slots in use in the global counts it started from, and whether it
+    may create features."""
 
     result: object
-    report: object
     delta: object
     view: np.ndarray
     births: bool
 
     @property
     def futures(self):
-        return (self.result, self.report, self.delta)
+        return (self.result, self.delta)
 
 
 def _close(client, cluster):

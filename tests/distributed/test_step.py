@@ -39,16 +39,19 @@ def drive(step, model, iters, seed):
     return out
 
 
-def test_statistics_equal_a_recomputation_after_every_iteration(client):
-    """P = 3 shards on 2 workers: after every outer iteration the summed shard statistics are
-    those of the assembled Z, the counts its column sums, and only the shard holding the
-    feature token (round-robin) created features."""
+@pytest.mark.parametrize("tree_reduce_min", [8, 2])
+def test_statistics_equal_a_recomputation_after_every_iteration(client, tree_reduce_min):
+    """P = 3 shards on 2 workers, statistics summed by the driver (tree_reduce_min 8) or on
+    the workers along a tree (2): after every outer iteration the global statistics are those
+    of the assembled Z, the counts its column sums, and only the shard holding the feature
+    token (round-robin) created features."""
     Xs = pmi.datasets.ibp_linear_gaussian(90, 6, alpha=3.0, sigma_x=0.3, sigma_a=1.0,
                                           seed=2).X
     model = lg_model(Xs, 30, alpha=3.0, sigma_x=0.5, sigma_a=1.0)
     with model:
         step = DataParallelGibbs([model["Z"]], client=client, n_shards=3, inner_sweeps=2,
-                                 init_z="point")  # from Z = 0: features must be born
+                                 init_z="point",  # from Z = 0: features must be born
+                                 tree_reduce_min=tree_reduce_min)
     step.setup_chain(np.random.default_rng(3), tune=0, draws=8)
     point = model.initial_point()
     births = 0
@@ -248,7 +251,7 @@ def test_async_births_wait_for_zombie_slots():
         _x=[(0, 5, "w0", "x0"), (5, 10, "w1", "x1")], _results=["r0", "r1"],
         mode=SimpleNamespace(alpha=1.0, beta=1.0), n=10, inner_sweeps=1, _token=0,
         # shard 1 runs with slot 1 in use in its view; globally slot 1 is free: a zombie
-        _inflight={1: _Flight(None, None, None, np.array([True, True, False]), False)})
+        _inflight={1: _Flight(None, None, np.array([True, True, False]), False)})
     step._submit = lambda client, p, fn, *args: client.submit(fn, *args)
     step._launch = DataParallelGibbs._launch.__get__(step)
     step._launch(FakeClient(), 0, None, 1)

@@ -1,0 +1,79 @@
+"""pmi.CRPGibbs: exact label conditionals (enumeration), automatic assignment, errors."""
+
+import itertools
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+import pymc_ibp as pmi
+from pymc_ibp.exceptions import ModelPatternError
+from tests._helpers import chi2_pooled
+
+
+def mixture(X, l_max, alpha=1.2, mu=None):
+    with pm.Model() as model:
+        m = pm.Normal("mu", 0.0, 3.0, shape=l_max, initval=mu)
+        c = pmi.CRP("c", alpha, l_max=l_max, shape=len(X))
+        pm.Normal("X", mu=m[c], sigma=1.0, observed=X)
+    return model
+
+
+def test_labels_sample_their_exact_conditional():
+    """With mu held fixed, sweeps of CRPGibbs visit the labellings with the enumerated
+    p(c | mu, X) ∝ CRP(c) prod_n N(x_n; mu_{c_n}, 1) (chi-square over all 3^4 labellings;
+    the empty labels' weight alpha / (L_max - K) included)."""
+    X = np.array([-1.0, 0.2, 0.4, 2.5])
+    mu = np.array([-1.5, 0.5, 2.0])
+    model = mixture(X, 3, mu=mu)
+    with model:
+        step = pmi.CRPGibbs([model["c"]])
+    step.rng = np.random.default_rng(1)
+    point = model.initial_point()
+    vals = np.array(list(itertools.product(range(3), repeat=4)))
+    x = pt.lvector("x")
+    crp_lp = pm.compile([x], pm.logp(pmi.CRP.dist(1.2, l_max=3, shape=4), x))
+    logp = np.array([crp_lp(v) - 0.5 * np.sum((X - mu[v]) ** 2) for v in vals])
+    post = np.exp(logp - np.logaddexp.reduce(logp))
+    index = {tuple(v): i for i, v in enumerate(vals)}
+    counts = np.zeros(len(vals))
+    for _ in range(20_000):
+        point, stats = step.step(point)
+        counts[index[tuple(point["c"])]] += 1
+    res = chi2_pooled(counts, post * counts.sum())
+    assert res.pvalue > 1e-3, res
+    assert stats[0]["ibp_n_categories"] == np.unique(point["c"]).size
+
+
+def test_pm_sample_assigns_it_and_finds_the_clusters():
+    """A Dirichlet-process mixture in plain PyMC syntax: pm.sample picks CRPGibbs for the
+    labels (NUTS for the means), and the chain finds the three clusters."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(m, 0.5, 20) for m in (-6.0, 0.0, 6.0)])
+    with pm.Model():
+        alpha = pm.Gamma("alpha", 2.0, 2.0)
+        mu = pm.Normal("mu", 0.0, 10.0, shape=8)
+        c = pmi.CRP("c", alpha, l_max=8, shape=60)
+        pm.Normal("X", mu=mu[c], sigma=0.5, observed=X)
+        idata = pm.sample(tune=200, draws=100, chains=1, cores=1, random_seed=3,
+                          progressbar=False, compute_convergence_checks=False)
+    k = idata["sample_stats"]["ibp_n_categories"].values[0]
+    assert np.median(k) == 3 and k.min() >= 3  # at times a short-lived extra small cluster
+    labels = idata["posterior"]["c"].values[0, -1]
+    main = [np.bincount(labels[i * 20:(i + 1) * 20]).argmax() for i in range(3)]
+    assert len(set(main)) == 3
+    assert all(np.sum(labels[i * 20:(i + 1) * 20] == main[i]) >= 18 for i in range(3))
+
+
+def test_refuses_models_it_cannot_handle():
+    with pm.Model() as model:
+        pmi.CRP("c", 1.0, l_max=3, shape=5)
+    with model, pytest.raises(ModelPatternError, match="nothing to condition on"):
+        pmi.CRPGibbs([model["c"]])
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0, shape=3)
+        c = pmi.CRP("c", 1.0, l_max=3, shape=5)
+        pm.Normal("X", mu=mu[c].sum(), sigma=1.0, observed=np.zeros(5))
+    with model, pytest.raises(ModelPatternError, match="does not factorise"):
+        pmi.CRPGibbs([model["c"]])
