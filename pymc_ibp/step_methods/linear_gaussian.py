@@ -365,7 +365,8 @@ class _LinearGaussianIBPStep(BlockedStep):
                 target = noise._replace(sx2=self._residual_variance(Z, X, m, target, v0))
             s2 = self._tempered(target, min(1.0, t / span), v0)
             kernels.accelerated_sweep(rng, Z, X, m, s2, mode.alpha, mode.beta,
-                                      max(5, nr // 10), False, kernels.NO_LOGODDS)
+                                      max(5, nr // 10), False, kernels.NO_LOGODDS,
+                                      kernels.NO_MISS if M is None else M)
             self._split_merge_fn(rng, Z, X, m, s2, mode.alpha, mode.beta, n_sm, trXX)
             kernels.column_split_merge(rng, Z, X, m, s2, mode.alpha, mode.beta, n_csm, trXX)
             kernels.sequential_birth_death(rng, Z, X, m, s2, mode.alpha, mode.beta, n_bd,
@@ -540,6 +541,8 @@ class _LinearGaussianIBPStep(BlockedStep):
             noise_z = self._annealed(noise)
         if self.update_z and not searched:
             flips, births, deaths, hit = self._sweep(Z, X, m, noise_z)
+            if self._mask is not None:  # the sweep may have re-drawn the missing entries
+                trXX = self._trXX(X, noise)
             if self.split_merge > 0:
                 sm_acc = self._split_merge_fn(self.rng, Z, X, m, noise_z, self.mode.alpha,
                                               self.mode.beta, self.split_merge, trXX)
@@ -776,8 +779,10 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
             return kernels.accelerated_sweep_window(self.rng, Z, X, m, noise, mode.alpha,
                                                     mode.beta, self.refresh, self.window)
         alpha, beta = (mode.alpha, mode.beta) if mode.counts else (1.0, 1.0)
+        # rows with missing entries: (z_n, x_n,mis) as a block, writing the new x_n,mis into X
+        miss = kernels.NO_MISS if self._mask is None else self._mask
         return kernels.accelerated_sweep(self.rng, Z, X, m, noise, alpha, beta, self.refresh,
-                                         False, mode.logodds)
+                                         False, mode.logodds, miss)
 
 
 class CollapsedGibbs(_LinearGaussianIBPStep):

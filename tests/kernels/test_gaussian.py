@@ -68,6 +68,8 @@ def test_accelerated_and_collapsed_conditionals_agree(seed, blocks):
     v = np.zeros((len(noise.sx2), k))
     e, r = np.zeros(d), np.zeros(d)
     s2, rr = np.zeros(len(noise.sx2)), np.zeros(len(noise.sx2))
+    full, dn = np.zeros(0), np.zeros(len(noise.sx2))  # every entry observed
+    kernels.row_dims(noise, full, dn)
     for i in range(n):
         z = Z[i].astype(float)
         Sig_m, mu_m = Sig.copy(), mu.copy()
@@ -77,8 +79,8 @@ def test_accelerated_and_collapsed_conditionals_agree(seed, blocks):
             for val in (0, 1):
                 zz = z.copy()
                 zz[kk] = val
-                kernels.row_moments(Sig_m, mu_m, zz, X[i], k, noise, r, v, s2, rr)
-                lls.append(kernels.row_loglik(s2, rr, noise))
+                kernels.row_moments(Sig_m, mu_m, zz, X[i], k, noise, r, v, s2, rr, full)
+                lls.append(kernels.row_loglik(s2, rr, noise, dn))
                 # reference: column by column with numpy, from scratch
                 ref = 0.0
                 for j in range(d):

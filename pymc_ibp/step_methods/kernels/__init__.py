@@ -39,6 +39,7 @@ from pymc_ibp.step_methods.kernels.rows import (
     birth_count,
     gibbs_row_entries,
     residual,
+    row_dims,
     row_loglik,
     row_moments,
     row_update,
@@ -61,6 +62,7 @@ from pymc_ibp.step_methods.kernels.split_merge import (
 )
 from pymc_ibp.step_methods.kernels.sweeps import (
     NO_LOGODDS,
+    NO_MISS,
     SweepStats,
     accelerated_sweep,
     accelerated_sweep_window,
@@ -70,6 +72,7 @@ from pymc_ibp.step_methods.kernels.sweeps import (
 
 __all__ = [
     "NO_LOGODDS",
+    "NO_MISS",
     "Noise",
     "SweepStats",
     "accelerated_sweep",
@@ -97,6 +100,7 @@ __all__ = [
     "random_split_merge",
     "reset_to_prior",
     "residual",
+    "row_dims",
     "row_loglik",
     "row_moments",
     "row_update",

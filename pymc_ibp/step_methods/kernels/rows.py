@@ -88,33 +88,49 @@ def row_update(Sig, mu, z, x, k, noise, sign, v, e):
                 mrow[t] += va * eb[t]
 
 @numba.njit(cache=True)
-def row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr):
+def row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr, w):
     """Predictive moments of row ``x`` with pattern ``z`` under the posterior ``(Σ, μ)`` of the
     other rows: ``r = x - zμ``, and per block ``v[b] = Σ_b z``,
-    ``s2[b] = zᵀΣ_b z + σx_b²`` and ``rr[b] = ‖r_b‖²``."""
+    ``s2[b] = zᵀΣ_b z + σx_b²`` and ``rr[b] = ‖r_b‖²`` (over the row's observed entries,
+    ``w[t] = 1``, when ``w`` is not empty: see :func:`row_dims`)."""
     total = residual(x, z, mu, k, r)
     nb = noise.sx2.shape[0]
     for b in range(nb):
         s2[b] = noise.sx2[b] + sig_z(Sig[b], z, k, v[b])
-        if nb == 1:
+        if nb == 1 and w.shape[0] == 0:
             rr[0] = total
         else:
             s = 0.0
             for t in range(noise.cols[b], noise.cols[b + 1]):
-                s += r[t] * r[t]
+                s += r[t] * r[t] * (w[t] if w.shape[0] else 1.0)
             rr[b] = s
 
+@numba.njit(cache=True)
+def row_dims(noise, w, dn):
+    """``dn[b]``: the row's observed entries in block ``b`` (all of them when ``w`` is empty;
+    else the sum of the 0/1 weights ``w``)."""
+    for b in range(noise.sx2.shape[0]):
+        c0, c1 = noise.cols[b], noise.cols[b + 1]
+        if w.shape[0] == 0:
+            dn[b] = c1 - c0
+        else:
+            s = 0.0
+            for t in range(c0, c1):
+                s += w[t]
+            dn[b] = s
+
 @numba.njit(cache=True, inline="always")
-def row_loglik(s2, rr, noise):
-    """``Σ_b log N(x_b; zμ_b, s2[b] I)`` up to ``-D/2 log 2π``."""
+def row_loglik(s2, rr, noise, dn):
+    """``Σ_b log N(x_b; zμ_b, s2[b] I)`` up to ``-D/2 log 2π``, over the ``dn[b]`` observed
+    entries of each block."""
     ll = 0.0
     for b in range(noise.sx2.shape[0]):
-        ll -= 0.5 * (noise.cols[b + 1] - noise.cols[b]) * math.log(s2[b]) + 0.5 * rr[b] / s2[b]
+        ll -= 0.5 * dn[b] * math.log(s2[b]) + 0.5 * rr[b] / s2[b]
     return ll
 
 @numba.njit(cache=True)
 def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr, work, order,
-                      greedy):
+                      greedy, w, dn):
     """Gibbs-sample ``z[a]`` for ``a < k`` with ``skip[a] == False`` (random order), given the
     posterior ``(Σ, μ)`` of the *other* rows (Doshi-Velez & Ghahramani 2009, eq. 8 with a
     window of ``W = 1`` row):
@@ -124,12 +140,15 @@ def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr
     entry's own prior log-odds (the IBP's ``log m/(N-1-m+β)`` here; a per-entry probability for
     a dependent IBP).  Each test costs ``O(B + D)`` and each flip ``O(BK + D)``.  On return
     ``r = x - zμ``, ``v[b] = Σ_b z``, ``s2`` and ``rr`` hold the row's moments
-    (:func:`row_moments`); ``work`` is scratch of shape ``(2, B)``.  Returns the number of
-    flips.
+    (:func:`row_moments`); ``work`` is scratch of shape ``(2, B)``.  With missing entries
+    (``w`` the row's 0/1 observed weights, ``dn`` its observed entries per block) the
+    likelihood is that of the observed entries only: the row's missing values integrated out.
+    Returns the number of flips.
     """
     nb = noise.sx2.shape[0]
-    row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr)
-    ll_cur = row_loglik(s2, rr, noise)
+    masked = w.shape[0] > 0
+    row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr, w)
+    ll_cur = row_loglik(s2, rr, noise, dn)
     s2n = work[0]
     rrn = work[1]
     cols = noise.cols
@@ -151,13 +170,19 @@ def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr
             mm = 0.0
             rb = r[c0:c1]
             mb = mrow[c0:c1]
-            for t in range(c1 - c0):
-                rmu += rb[t] * mb[t]
-                mm += mb[t] * mb[t]
+            if masked:
+                wb = w[c0:c1]
+                for t in range(c1 - c0):
+                    rmu += rb[t] * mb[t] * wb[t]
+                    mm += mb[t] * mb[t] * wb[t]
+            else:
+                for t in range(c1 - c0):
+                    rmu += rb[t] * mb[t]
+                    mm += mb[t] * mb[t]
             rn = rr[b] - 2.0 * delta * rmu + mm
             s2n[b] = sn
             rrn[b] = rn
-            ll_new -= 0.5 * (c1 - c0) * math.log(sn) + 0.5 * rn / sn
+            ll_new -= 0.5 * dn[b] * math.log(sn) + 0.5 * rn / sn
         lo = prior_lo[a] + (ll_cur - ll_new if z[a] != 0.0 else ll_new - ll_cur)
         newz = (1 if lo > 0 else 0) if greedy else bernoulli_logodds(rng, lo)
         if newz != int(z[a]):
@@ -176,7 +201,7 @@ def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr
     return flips
 
 @numba.njit(cache=True)
-def birth_count(rng, navail, log_lam, s2, rr, noise, logpj, greedy):
+def birth_count(rng, navail, log_lam, s2, rr, noise, logpj, greedy, dn):
     """Draw the number ``j`` of row-``n`` singleton features:
     ``p(j) ∝ Poisson(j; λ) Π_b N(x_b; zμ_b, (s²_b + jσa_b²) I)`` over ``j = 0..navail``.
 
@@ -184,14 +209,14 @@ def birth_count(rng, navail, log_lam, s2, rr, noise, logpj, greedy):
     features' values integrated out (each adds ``σa²`` to the predictive variance and nothing
     to its mean) and ``λ = α/N`` (``αβ/(N-1+β)`` for the two-parameter IBP).  The sum starts at
     ``j = 0``: the thesis text ranges over ``1..k_max``, which would force a new feature on
-    every row."""
+    every row.  ``dn[b]``: the row's observed entries in block ``b`` (:func:`row_dims`)."""
     lf = 0.0  # log j!
     for j in range(navail + 1):
         if j > 1:
             lf += math.log(j)
         logpj[j] = j * log_lam - lf
     for b in range(noise.sx2.shape[0]):
-        hd = 0.5 * (noise.cols[b + 1] - noise.cols[b])
+        hd = 0.5 * dn[b]
         s, a, q = s2[b], noise.sa2[b], 0.5 * rr[b]
         for j in range(navail + 1):
             sj = s + j * a

@@ -39,7 +39,12 @@ from pymc_ibp.step_methods.kernels.gaussian import (
     stats_with_row,
 )
 from pymc_ibp.step_methods.kernels.linalg import forward_sub
-from pymc_ibp.step_methods.kernels.rows import birth_count, gibbs_row_entries, row_update
+from pymc_ibp.step_methods.kernels.rows import (
+    birth_count,
+    gibbs_row_entries,
+    row_dims,
+    row_update,
+)
 from pymc_ibp.step_methods.kernels.slots import (
     append_empty,
     random_free_slots,
@@ -67,9 +72,12 @@ NO_LOGODDS = np.zeros((0, 0))
 #: ``G_ext`` / ``RX_ext`` arguments of :func:`accelerated_sweep_core`: no other rows
 NO_EXT = np.zeros((0, 0))
 
+#: ``miss`` argument of :func:`accelerated_sweep`: complete data
+NO_MISS = np.zeros((0, 0), dtype=np.bool_)
+
 
 @numba.njit(cache=True)
-def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds):
+def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds, miss):
     """One sweep of the accelerated collapsed Gibbs sampler (Doshi-Velez & Ghahramani 2009,
     Alg. 1, with the rank-one updates of :func:`row_update`).
 
@@ -100,11 +108,19 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
       2007), so every slot is a feature (empty ones have the prior ``N(0, σa²)`` as posterior)
       and each ``z_nk`` is Gibbs-sampled with prior log-odds ``logodds[n, k]``.
 
+    **Missing entries** (``miss``, ``N x D`` boolean; ``NO_MISS`` for complete data; ``X``
+    holds the current imputed values there): a row with missing entries is updated as a block
+    ``(z_n, x_n,mis)``.  Its entries and singletons are drawn with the row's own missing values
+    integrated out (the likelihood of its observed entries only), then ``x_n,mis`` is drawn
+    from its predictive ``N(z_n μ, z_n Σ z_nᵀ + σx² + jσa²)`` given the new ``z_n`` (written
+    into ``X``) before the row is re-added: a partially collapsed Gibbs step (van Dyk & Park
+    2008) that does not let the imputed values pin ``z_n`` as plain data augmentation does.
+
     ``m`` (column sums, length K_max) is updated in place, as is ``Z``.
     Returns a :class:`SweepStats`.
     """
     return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds,
-                                  NO_EXT, NO_EXT, X.shape[0], True)
+                                  NO_EXT, NO_EXT, X.shape[0], True, miss)
 
 
 @numba.njit(cache=True)
@@ -124,15 +140,15 @@ def shard_sweep(rng, Z, X, m, noise, alpha, beta, refresh, G_ext, RX_ext, n_tota
     token may create features).
     """
     return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, False, NO_LOGODDS,
-                                  G_ext, RX_ext, n_total, allow_births)
+                                  G_ext, RX_ext, n_total, allow_births, NO_MISS)
 
 
 @numba.njit(cache=True)
 def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds, G_ext,
-                           RX_ext, n_total, allow_births):
+                           RX_ext, n_total, allow_births, miss):
     """The sweep of :func:`accelerated_sweep` and :func:`shard_sweep`: statistics of other rows
     ``G_ext, RX_ext`` (``(0, 0)``: none), IBP size ``n_total``, births on or off
-    (``allow_births``)."""
+    (``allow_births``), missing entries ``miss`` (``(0, 0)``: none)."""
     n_rows, d = X.shape
     n = n_total
     k_max = Z.shape[1]
@@ -164,10 +180,29 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
     order = np.arange(k_max)
     logpj = np.zeros(k_max + 1)
     free = np.empty(k_max, dtype=np.int64)
+    no_w = np.zeros(0)
+    w_row = np.ones(d)
+    dn_full = np.zeros(nb)
+    dn_row = np.zeros(nb)
+    row_dims(noise, no_w, dn_full)
+    has_miss = miss.shape[0] > 0
     rows = rng.permutation(n_rows)
 
     for it in range(n_rows):
         i = rows[it]
+        masked = False
+        if has_miss:
+            for t in range(d):
+                if miss[i, t]:
+                    masked = True
+                    break
+        if masked:
+            for t in range(d):
+                w_row[t] = 0.0 if miss[i, t] else 1.0
+            row_dims(noise, w_row, dn_row)
+            w, dn = w_row, dn_row
+        else:
+            w, dn = no_w, dn_full
         if k > 0 and (it == 0 or (refresh > 0 and it % refresh == 0)):
             S1, mu1 = posterior_from_stats(G[:k, :k].copy(), RX[:k].copy(), noise)
             Sig[:, :k, :k] = S1
@@ -194,9 +229,10 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
                 prior_lo[a] = logodds[i, act[a]]
         # ---- 2. element-wise Gibbs (all entries, or the shared features) -------------------
         nfl = gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr,
-                                work, order, greedy)
+                                work, order, greedy, w, dn)
         flips += nfl
         # ---- 3. singletons of row i: drop, then block-Gibbs the new count ------------------
+        jnew = 0
         if counts and not allow_births:
             if k == k_max:
                 kmax_hit = 1
@@ -211,7 +247,7 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
                     k = swap_remove(a, k, act, Sig, mu, G, RX)
                 else:
                     a += 1
-            jnew = birth_count(rng, k_max - k, log_lam, s2, rr, noise, logpj, greedy)
+            jnew = birth_count(rng, k_max - k, log_lam, s2, rr, noise, logpj, greedy, dn)
             if jnew > 0:
                 random_free_slots(rng, act, k, k_max, jnew, free)
                 for j in range(jnew):
@@ -220,6 +256,14 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
                 births += jnew
             if k == k_max:
                 kmax_hit = 1
+        # ---- 3b. missing entries of row i from their predictive given the new z_i -----------
+        if masked:  # mean x - r = z μ (new singletons add nothing), variance s2 + j σa²
+            for b in range(nb):
+                sd = math.sqrt(s2[b] + jnew * sa2[b])
+                for t in range(noise.cols[b], noise.cols[b + 1]):
+                    if miss[i, t]:
+                        eps = 0.0 if greedy else rng.standard_normal()
+                        x[t] = x[t] - r[t] + sd * eps
         # ---- 4. re-add row i ---------------------------------------------------------------
         write_row(Z, i, z, act, k, m)
         row_update(Sig, mu, z, x, k, noise, 1.0, v, e)
