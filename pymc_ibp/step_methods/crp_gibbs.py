@@ -16,12 +16,14 @@ import numpy as np
 import pymc as pm
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
-from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pymc.util import get_random_generator
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp._numba_utils import categorical_logp, interrupt_safe
 from pymc_ibp.distributions.crp import CRPRV
 from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.step_methods.model_matching import one_value_var
+from pymc_ibp.step_methods.uncollapsed import check_one_row_changed, perturbed_point
 
 __all__ = ["CRPGibbs", "crp_label_gibbs"]
 
@@ -125,12 +127,7 @@ class CRPGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True):
         model = pm.modelcontext(model)
-        value_vars = get_value_vars_from_user_vars(vars, model)
-        if len(value_vars) != 1:
-            raise ModelPatternError(
-                f"CRPGibbs updates one label vector at a time; got {[v.name for v in value_vars]}.")
-        [c_val] = value_vars
-        c_rv = model.values_to_rvs[c_val]
+        c_val, c_rv = one_value_var(vars, model, "CRPGibbs updates one label vector at a time")
         if not (isinstance(c_rv.owner.op, CRPRV) and c_rv.ndim == 1):
             raise ModelPatternError(
                 f"CRPGibbs needs a 1-D pmi.CRP('c', alpha, shape=N); {c_rv.name!r} is a "
@@ -164,10 +161,7 @@ class CRPGibbs(BlockedStep):
         self.rng = get_random_generator(rng)
 
     def _check_factorisation(self, point, names):
-        rng = np.random.default_rng(0)
-        point = {k: (v + 0.3 * rng.standard_normal(np.shape(v))
-                     if np.issubdtype(np.asarray(v).dtype, np.floating) else v)
-                 for k, v in point.items()}
+        point = perturbed_point(point)
         ll = np.asarray(self._row_ll(point))
         if ll.shape != (self.n,):
             raise ModelPatternError(
@@ -180,12 +174,8 @@ class CRPGibbs(BlockedStep):
             c = np.array(point[self.c_name], copy=True)
             c[r] = (c[r] + 1) % self.l_max
             ll2 = np.asarray(self._row_ll({**point, self.c_name: c}))
-            changed = np.flatnonzero(~np.isclose(ll, ll2, rtol=1e-12, atol=1e-12))
-            if changed.size and (changed.size > 1 or changed[0] != r):
-                raise ModelPatternError(
-                    f"Changing label {r} of {self.c_name!r} changed the log-likelihood of rows "
-                    f"{changed.tolist()}: the likelihood of {names} does not factorise over the "
-                    "observations, which CRPGibbs needs.")
+            check_one_row_changed(ll, ll2, r, f"Changing label {r} of {self.c_name!r}", names,
+                                  "the observations, which CRPGibbs needs")
 
     @interrupt_safe  # the kernel takes the step's Generator (see _numba_utils)
     def step(self, point):

@@ -465,3 +465,16 @@ def matched_models(model):
         except ModelPatternError:
             continue  # not this pattern; data errors (DataError) propagate
         yield spec
+
+
+def one_value_var(vars, model, updates):
+    """``(value_var, rv)`` of the single variable a step updates, or
+    :class:`ModelPatternError` saying ``"<updates>; got [...]"`` (e.g. ``"IBPGibbs updates one
+    binary matrix at a time"``)."""
+    from pymc.util import get_value_vars_from_user_vars
+
+    value_vars = get_value_vars_from_user_vars(vars, model)
+    if len(value_vars) != 1:
+        raise ModelPatternError(f"{updates}; got {[v.name for v in value_vars]}.")
+    [value_var] = value_vars
+    return value_var, model.values_to_rvs[value_var]

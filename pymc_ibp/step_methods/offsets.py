@@ -20,12 +20,12 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
-from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pymc.util import get_random_generator
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import _strip, matched_models
+from pymc_ibp.step_methods.model_matching import _strip, matched_models, one_value_var
 
 __all__ = ["IBPOffsetGibbs"]
 
@@ -80,12 +80,7 @@ class IBPOffsetGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True):
         model = pm.modelcontext(model)
-        value_vars = get_value_vars_from_user_vars(vars, model)
-        if len(value_vars) != 1:
-            raise ModelPatternError(
-                f"IBPOffsetGibbs updates one offset; got {[v.name for v in value_vars]}.")
-        [value_var] = value_vars
-        rv = model.values_to_rvs[value_var]
+        value_var, rv = one_value_var(vars, model, "IBPOffsetGibbs updates one offset")
         spec, i = _match_offset(model, rv)
         blk = spec.blocks[i]
         self.vars = [value_var]

@@ -22,7 +22,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
-from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pymc.util import get_random_generator
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV
@@ -32,6 +32,7 @@ from pymc_ibp._numba_utils import bernoulli_logodds, interrupt_safe
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import log_beta_term, log_birth_rate, prior_logodds
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
+from pymc_ibp.step_methods.model_matching import one_value_var
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["IBPGibbs"]
@@ -132,6 +133,29 @@ def _entry_mask(child, z_rv, model):
             f"{z_rv.name!r} each term of its logp belongs to."
         )
     return masks[0] if masks else None
+
+
+def perturbed_point(point, seed=0):
+    """``point`` with every floating value moved by ``0.3 N(0, 1)`` noise, for the
+    row-factorisation checks of :class:`IBPGibbs` and :class:`pymc_ibp.CRPGibbs` (at the
+    support point, e.g. ``A = 0``, changing one row of the discrete variable could leave every
+    likelihood term unchanged and the check pass vacuously)."""
+    rng = np.random.default_rng(seed)
+    return {k: (v + 0.3 * rng.standard_normal(np.shape(v))
+                if np.issubdtype(np.asarray(v).dtype, np.floating) else v)
+            for k, v in point.items()}
+
+
+def check_one_row_changed(ll, ll2, r, change, names, needs):
+    """Raise :class:`ModelPatternError` unless only entry ``r`` differs between the row
+    log-likelihoods ``ll`` and ``ll2`` (computed before and after ``change``, e.g.
+    "Changing row 3 of 'Z'"); ``needs`` ends the message (what the step needs)."""
+    changed = np.flatnonzero(~np.isclose(ll, ll2, rtol=1e-12, atol=1e-12))
+    if changed.size and (changed.size > 1 or changed[0] != r):
+        raise ModelPatternError(
+            f"{change} changed the log-likelihood of rows {changed.tolist()}: the likelihood of "
+            f"{names} does not factorise over {needs}."
+        )
 
 
 def _format_position(pos):
@@ -238,13 +262,7 @@ class IBPGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, split_merge=5):
         model = pm.modelcontext(model)
-        value_vars = get_value_vars_from_user_vars(vars, model)
-        if len(value_vars) != 1:
-            raise ModelPatternError(
-                f"IBPGibbs updates one binary matrix at a time; got {[v.name for v in value_vars]}."
-            )
-        [z_val] = value_vars
-        z_rv = model.values_to_rvs[z_val]
+        z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
         if not (isinstance(op, (IBPRV, BernoulliRV)) and z_rv.ndim == 2):
             raise ModelPatternError(
@@ -364,12 +382,7 @@ class IBPGibbs(BlockedStep):
             )
 
     def _check_row_factorisation(self, point, children):
-        # perturb the continuous values so that flipping one entry of Z is visible (at the
-        # support point, e.g. A = 0, the check would pass vacuously)
-        rng = np.random.default_rng(0)
-        point = {k: (v + 0.3 * rng.standard_normal(np.shape(v))
-                     if np.issubdtype(np.asarray(v).dtype, np.floating) else v)
-                 for k, v in point.items()}
+        point = perturbed_point(point)
         ll = np.asarray(self._row_ll(point))
         names = [c.name for c in children]
         if ll.shape != (self.n,):
@@ -387,13 +400,8 @@ class IBPGibbs(BlockedStep):
             Z = np.array(point[self.z_name], copy=True)
             Z[r, 0] = 1 - Z[r, 0]
             ll2 = np.asarray(self._row_ll({**point, self.z_name: Z}))
-            changed = np.flatnonzero(~np.isclose(ll, ll2, rtol=1e-12, atol=1e-12))
-            if changed.size and (changed.size > 1 or changed[0] != r):
-                raise ModelPatternError(
-                    f"Changing row {r} of {self.z_name!r} changed the log-likelihood of rows "
-                    f"{changed.tolist()}: the likelihood of {names} does not factorise over the "
-                    "rows of Z, which IBPGibbs needs."
-                )
+            check_one_row_changed(ll, ll2, r, f"Changing row {r} of {self.z_name!r}", names,
+                                  "the rows of Z, which IBPGibbs needs")
 
     @interrupt_safe  # the column kernels take the step's Generator (see _numba_utils)
     def step(self, point):
