@@ -6,6 +6,7 @@ from pymc_ibp.distributed.shards import (
     ShardReport,
     ShardResult,
     Stats,
+    exact_iteration,
     shard_report,
     shard_stats,
     shard_sweeps,
@@ -15,4 +16,5 @@ from pymc_ibp.distributed.step import DataParallelGibbs
 from pymc_ibp.exceptions import ShardFailure, ShardRecoveryWarning
 
 __all__ = ["DataParallelGibbs", "ShardFailure", "ShardRecoveryWarning", "ShardReport",
-           "ShardResult", "Stats", "shard_report", "shard_stats", "shard_sweeps", "tree_sum"]
+           "ShardResult", "Stats", "exact_iteration", "shard_report", "shard_stats",
+           "shard_sweeps", "tree_sum"]

@@ -7,7 +7,7 @@ from pymc_ibp.step_methods import kernels
 from tests._helpers import chi2_pooled, codes, exact_posterior
 
 X = np.array([[1.2, -0.3], [np.nan, 0.9], [0.1, 1.1], [1.3, np.nan]])
-K_MAX, ALPHA, SX, SA = 2, 1.5, 0.5, 1.0
+K_MAX, ALPHA, SX, SA = 3, 3.0, 0.5, 1.0
 
 
 def conditional_moments(Z, X, n, d):
@@ -23,7 +23,7 @@ def conditional_moments(Z, X, n, d):
 def test_pushed_exact_draws_keep_the_joint_posterior():
     """Exact draws of (Z, X_mis) from p(Z, X_mis | X_obs) (Z from the enumerated posterior,
     X_mis from its Gaussian conditional) pushed through one sweep keep that law: Z by chi-square
-    over all 2^8 matrices, and each missing entry standardised by its exact conditional given
+    over all 2^12 matrices, and each missing entry standardised by its exact conditional given
     the NEW Z is N(0, 1) (Kolmogorov-Smirnov).  A sweep that draws z_n with x_n,mis integrated
     out but leaves x_n,mis as it was breaks the second check."""
     mats, post = exact_posterior(X, K_MAX, ALPHA, SX, SA)
