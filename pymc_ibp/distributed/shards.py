@@ -163,8 +163,7 @@ def state_bytes(result, x_bytes) -> int:
 def shard_report(result, X) -> ShardReport:
     """The :class:`ShardReport` of a shard's latest :class:`ShardResult` (runs on its worker):
     what the driver needs when the statistics are summed on the workers."""
-    return ShardReport(result.Z, result.flips, result.births, result.deaths, result.kmax_hit,
-                       result.seconds, state_bytes(result, X.nbytes), result.worker_rss)
+    return report_of(result, X.nbytes)
 
 
 def report_of(result, x_bytes) -> ShardReport:

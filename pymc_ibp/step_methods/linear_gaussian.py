@@ -88,16 +88,22 @@ def _column_mean_fill(X, M):
     return X
 
 
-def _fill_from_z(Z, X, M, m, noise):
-    """Set the entries ``M`` of ``X`` (in place) to ``Z μ``, ``μ`` the feature posterior mean
-    given ``Z`` and ``X`` at ``noise`` (start search only)."""
+def _prediction(Z, X, m, noise):
+    """``Z μ`` (``N x D``), ``μ`` the feature posterior mean given ``Z`` and ``X`` at ``noise``;
+    ``None`` when no feature is in use (start search only)."""
     act = np.flatnonzero(np.asarray(m) > 0)
     if act.size == 0:
-        return
+        return None
     G, RX = kernels.suff_stats(Z, X, act)
     _, mu = kernels.posterior_from_stats(G, RX, noise)
-    pred = Z[:, act].astype(np.float64) @ mu
-    X[M] = pred[M]
+    return Z[:, act].astype(np.float64) @ mu
+
+
+def _fill_from_z(Z, X, M, m, noise):
+    """Set the entries ``M`` of ``X`` (in place) to the prediction ``Z μ`` (start search)."""
+    pred = _prediction(Z, X, m, noise)
+    if pred is not None:
+        X[M] = pred[M]
 
 
 class _LinearGaussianIBPStep(BlockedStep):
@@ -427,12 +433,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         """Per block, the mean squared residual ``X - Z μ`` with ``μ`` the feature posterior
         mean given ``Z`` (at least ``10⁻⁴`` of the data's variance ``v0``): the start search's
         estimate of a free ``σx²``."""
-        act = np.flatnonzero(m > 0)
-        R = X
-        if act.size:
-            G, RX = kernels.suff_stats(Z, X, act)
-            _, mu = kernels.posterior_from_stats(G, RX, noise)
-            R = X - Z[:, act].astype(np.float64) @ mu
+        pred = _prediction(Z, X, m, noise)
+        R = X if pred is None else X - pred
         ms = kernels.block_sq_norms(R, noise) / (R.shape[0] * np.diff(noise.cols))
         return np.maximum(ms, 1e-4 * v0)
 
