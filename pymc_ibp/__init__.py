@@ -17,7 +17,15 @@ from pymc_ibp.diagnostics import (
     summary,
 )
 from pymc_ibp.distributed import DataParallelGibbs
-from pymc_ibp.distributions import CRP, CRPRV, IBP, IBPRV, IBPStickBreaking, IBPStickBreakingRV
+from pymc_ibp.distributions import (
+    CRP,
+    CRPRV,
+    IBP,
+    IBPRV,
+    IBPStickBreaking,
+    IBPStickBreakingRV,
+    dp_ibp,
+)
 from pymc_ibp.exceptions import (
     DataError,
     ModelPatternError,
@@ -61,6 +69,7 @@ __all__ = [
     "TruncationWarning",
     "cusum",
     "datasets",
+    "dp_ibp",
     "distributed",
     "inference",
     "hairiness",

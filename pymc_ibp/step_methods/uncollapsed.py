@@ -135,6 +135,46 @@ def _entry_mask(child, z_rv, model):
     return masks[0] if masks else None
 
 
+def _row_index(child, z_rv, model):
+    """The integer index through which ``child`` sees the rows of ``Z``, as a graph of the
+    model's value variables, or ``None`` if ``child`` uses ``Z``'s rows directly.
+
+    In the correlated models the binary matrix of the likelihood is ``M[c]``: ``M`` holds one
+    row per category and ``c`` (a :class:`pymc_ibp.CRP`, or fixed labels) the category of every
+    observation, so likelihood row ``n`` belongs to row ``c[n]`` of ``M``.  Found as an
+    advanced-indexing node ``M[c]`` or ``M[c, :]`` whose base is ``Z`` itself and whose single
+    index is a 1-D integer array (a variable or a constant).
+    """
+    others = [rv for rv in model.basic_RVs if rv is not z_rv]
+    found = []
+    for var in ancestors(child.owner.inputs, blockers=others):
+        node = var.owner
+        if node is None or not isinstance(node.op, AdvancedSubtensor) or node.inputs[0] is not z_rv:
+            continue
+        idx_list = getattr(node.op, "idx_list", ())
+        idx = node.inputs[1:]
+        if not (len(idx) == 1 and idx_list and idx_list[0] == 0
+                and all(isinstance(e, slice) and e == slice(None) for e in idx_list[1:])
+                and idx[0].ndim == 1 and idx[0].type.dtype.startswith(("int", "uint"))):
+            raise ModelPatternError(
+                f"{child.name!r} indexes {z_rv.name!r} as {node.op}; IBPGibbs understands "
+                f"{z_rv.name!r} itself or {z_rv.name}[c] with c a vector of row labels (one "
+                f"per observation, e.g. a pmi.CRP)."
+            )
+        if not any(idx[0] is f for f in found):
+            found.append(idx[0])
+    if len(found) > 1:
+        raise ModelPatternError(
+            f"The parameters of {child.name!r} index {z_rv.name!r} with {len(found)} different "
+            f"label vectors; IBPGibbs cannot tell which row of {z_rv.name!r} each observation "
+            "belongs to."
+        )
+    if not found:
+        return None
+    [index] = model.replace_rvs_by_values(found)
+    return index
+
+
 def perturbed_point(point, seed=0):
     """``point`` with every floating value moved by ``0.3 N(0, 1)`` noise, for the
     row-factorisation checks of :class:`IBPGibbs` and :class:`pymc_ibp.CRPGibbs` (at the
@@ -214,6 +254,12 @@ class IBPGibbs(BlockedStep):
 
     Notes
     -----
+    **Rows seen through labels.**  When the likelihood uses ``Z[c]`` (``Z`` a category-feature
+    matrix and ``c`` the category of every observation, e.g. :func:`pymc_ibp.dp_ibp`), row
+    ``l`` of ``Z`` gets the summed log-likelihood of the observations with ``c_n = l``, the
+    index ``c`` read from the current point; the likelihood must then factorise over the
+    observations.
+
     **Missing observations.**  With NaNs in an observed NumPy array (or a masked array) PyMC
     replaces ``X`` by ``X_observed``, the observed entries, and a free variable
     ``X_unobserved``, the missing ones, both taken from the full ``N x D`` variable with a
@@ -280,6 +326,25 @@ class IBPGibbs(BlockedStep):
             raise ModelPatternError(
                 f"No variable depends on {z_rv.name!r}; nothing to condition on."
             )
+        # the labels through which a child sees the rows of Z (Z[c] in the correlated models)
+        self._labels = {}
+        n_obs, indices = {}, {}
+        for child in children:
+            index = indices[child] = _row_index(child, z_rv, model)
+            if index is None:
+                n_obs[child] = self.n
+                continue
+            self._labels[child.name] = model.compile_fn(
+                index, inputs=model.value_vars, on_unused_input="ignore", point_fn=True,
+                **(compile_kwargs or {}))
+            labels = np.asarray(self._labels[child.name](ip))
+            n_obs[child] = labels.shape[0]
+            if labels.size and (labels.min() < 0 or labels.max() >= self.n):
+                raise ModelPatternError(
+                    f"{child.name!r} uses rows {z_rv.name}[c] with labels c from "
+                    f"{labels.min()} to {labels.max()}, but {z_rv.name!r} has {self.n} rows: "
+                    f"give {z_rv.name!r} one row per possible label (e.g. l_max rows for a "
+                    "pmi.CRP(..., l_max=...)).")
         # row of every logp term of the children built by boolean-mask indexing (missing data)
         self._entry_rows = {}
         masks = {}
@@ -287,12 +352,12 @@ class IBPGibbs(BlockedStep):
             mask = _entry_mask(child, z_rv, model)
             if mask is None:
                 continue
-            if mask.ndim == 0 or mask.shape[0] != self.n:
+            if mask.ndim == 0 or mask.shape[0] != n_obs[child]:
                 raise ModelPatternError(
                     f"{child.name!r} indexes a {z_rv.name!r}-dependent array "
                     "with a boolean mask of "
-                    f"shape {mask.shape}, whose first axis is not the {self.n} rows of "
-                    f"{z_rv.name!r}; IBPGibbs cannot attribute its logp terms to rows."
+                    f"shape {mask.shape}, whose first axis is not the {n_obs[child]} rows of "
+                    f"its observations; IBPGibbs cannot attribute its logp terms to rows."
                 )
             length = child.type.shape[0] if child.ndim else None
             if length is not None and length != int(mask.sum()):
@@ -320,8 +385,12 @@ class IBPGibbs(BlockedStep):
                 continue
             if child.name in self._entry_rows:
                 # term i belongs to row entry_rows[i]: sum per row (repeated indices accumulate)
-                per_row = pt.zeros(self.n, dtype=term.dtype)
+                per_row = pt.zeros(n_obs[child], dtype=term.dtype)
                 term = pt.inc_subtensor(per_row[self._entry_rows[child.name]], term)
+            if child.name in self._labels:
+                # observation n belongs to row c[n] of Z: sum the observations of each row
+                per_row = pt.zeros(self.n, dtype=term.dtype)
+                term = pt.inc_subtensor(per_row[indices[child]], term)
             rows.append(term)
         if not rows:
             raise ModelPatternError(
@@ -393,9 +462,12 @@ class IBPGibbs(BlockedStep):
         # flip z_r0 in the first and last rows and in up to 10 rows whose entries are split
         # unusually between masked children (rows with missing entries): only row r may change
         irregular = set()
-        for entry_rows in self._entry_rows.values():
-            per_row = np.bincount(entry_rows, minlength=self.n)
-            irregular.update(np.flatnonzero(per_row != np.bincount(per_row).argmax())[:10].tolist())
+        for name, entry_rows in self._entry_rows.items():
+            per_row = np.bincount(entry_rows)
+            rows = np.flatnonzero(per_row != np.bincount(per_row).argmax())[:10]
+            if name in self._labels:  # observations -> their rows of Z
+                rows = np.asarray(self._labels[name](point))[rows]
+            irregular.update(rows.tolist())
         for r in sorted({0, self.n - 1} | set(sorted(irregular)[:10])):
             Z = np.array(point[self.z_name], copy=True)
             Z[r, 0] = 1 - Z[r, 0]

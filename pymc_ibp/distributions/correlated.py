@@ -1,0 +1,145 @@
+r"""Correlated feature models: features that come in motifs (Doshi-Velez 2009, ch. 7).
+
+In the plain IBP the features of a row are a priori independent given their popularity.  In
+the correlated models of Doshi-Velez (2009, ch. 7) and Doshi-Velez & Ghahramani (2009,
+"Correlated non-parametric latent feature models") the rows draw *categories* and the
+categories own the features, so typical combinations of features recur.
+
+:func:`dp_ibp` builds the DP-IBP: each observation ``n`` has one category ``c_n`` from a
+Chinese restaurant process and inherits that category's row of a category-feature matrix
+``M`` drawn from an IBP,
+
+.. math::
+
+    c \sim \mathrm{CRP}(\alpha_C), \qquad M \sim \mathrm{IBP}(\alpha_M, \beta), \qquad
+    z_{n\cdot} = m_{c_n\cdot}.
+
+With ``L_max`` labels (:class:`pymc_ibp.CRP`) ``M`` has ``L_max`` rows, one per label, whether
+occupied or not.  Because the IBP is exchangeable and projective over rows and the CRP's labels
+are uniformly random distinct slots, the rows of the occupied categories are distributed as an
+IBP over ``K`` rows, as in the thesis's model where ``M`` has one row per occupied category;
+the empty categories' rows are drawn from their prior and are used as Neal's (2000)
+auxiliary categories when a label moves to a new category.
+
+The builder only writes ordinary PyMC variables: a model written by hand as
+``Z = pm.Deterministic("Z", M[c])`` is the same model and gets the same samplers
+(:class:`pymc_ibp.CRPGibbs` for ``c``, :class:`pymc_ibp.IBPGibbs` for ``M`` with each
+category's likelihood the sum over its observations).
+
+References
+----------
+F. Doshi-Velez (2009). *The Indian buffet process: scalable inference and extensions.*
+MPhil/PhD thesis, University of Cambridge, ch. 7.
+
+F. Doshi-Velez and Z. Ghahramani (2009). Correlated non-parametric latent feature models.
+*Proceedings of the 25th Conference on Uncertainty in Artificial Intelligence (UAI)*.
+
+R. M. Neal (2000). Markov chain sampling methods for Dirichlet process mixture models.
+*Journal of Computational and Graphical Statistics* 9(2), 249-265.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+
+from pymc_ibp.distributions.crp import CRP
+from pymc_ibp.distributions.ibp import IBP
+
+__all__ = ["dp_ibp"]
+
+
+def _obs_and_features(name, model, shape, dims):
+    """``(N, K_max)`` from ``shape`` or from the model's coords for ``dims``."""
+    if (shape is None) == (dims is None):
+        raise ValueError(f"{name}: pass exactly one of shape=(N, K_max) or "
+                         "dims=('obs', 'feature').")
+    if dims is not None:
+        dims = (dims,) if isinstance(dims, str) else tuple(dims)
+        if len(dims) != 2:
+            raise ValueError(f"{name}: dims names the observation and feature axes; got {dims}.")
+        missing = [d for d in dims if d not in model.dim_lengths]
+        if missing:
+            raise ValueError(f"{name}: the model has no coords for dims {missing}.")
+        shape = tuple(int(model.dim_lengths[d].eval()) for d in dims)
+    shape = tuple(int(v) for v in np.atleast_1d(shape))
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(f"{name}: Z is an N x K_max matrix with N, K_max >= 1; got shape "
+                         f"{shape}.")
+    return shape, dims
+
+
+def dp_ibp(name, alpha_c, alpha_m, *, l_max, beta=1.0, shape=None, dims=None):
+    r"""The DP-IBP correlated feature model: ``Z = M[c]``, returned as a deterministic.
+
+    Creates three visible variables in the current model:
+
+    * ``{name}_c`` — the category of each observation, :class:`pymc_ibp.CRP` with
+      concentration ``alpha_c`` and at most ``l_max`` categories (dims: the observation dim);
+    * ``{name}_M`` — the ``l_max x K_max`` category-feature matrix, :class:`pymc_ibp.IBP` with
+      ``alpha_m`` and ``beta`` (dims: ``{name}_category`` and the feature dim);
+    * ``{name}`` — ``Z = M[c]`` (``pm.Deterministic``, int8), the binary matrix a likelihood
+      uses, e.g. ``pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X)``.
+
+    .. math:: c \sim \mathrm{CRP}(\alpha_C),\quad M \sim \mathrm{IBP}(\alpha_M, \beta),\quad
+        z_{nk} = m_{c_n k}.
+
+    ``pm.sample`` assigns :class:`pymc_ibp.CRPGibbs` to the labels and
+    :class:`pymc_ibp.IBPGibbs` to ``M`` (each category's likelihood is the sum over its
+    observations); the same happens for a model written by hand with ``Z = M[c]``.
+
+    Parameters
+    ----------
+    name : str
+        Name of ``Z``; the labels and ``M`` are ``{name}_c`` and ``{name}_M``.
+    alpha_c : tensor_like of float
+        CRP concentration of the categories (a number or a PyMC variable).
+    alpha_m : tensor_like of float
+        IBP mass of the category-feature matrix (a number or a PyMC variable).
+    l_max : int
+        At most this many categories (the rows of ``M``).
+    beta : tensor_like of float, default 1
+        IBP concentration of ``M``.
+    shape : tuple of int, optional
+        ``(N, K_max)``.
+    dims : tuple of str, optional
+        ``(obs_dim, feature_dim)``, e.g. ``("obs", "feature")``; the model's coords give ``N``
+        and ``K_max``.  A coord ``{name}_category`` of length ``l_max`` is added.
+
+    Returns
+    -------
+    TensorVariable
+        ``Z``, the ``N x K_max`` binary matrix.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_ibp as pmi
+    >>> X = np.random.default_rng(0).normal(size=(20, 4))
+    >>> with pm.Model(coords={"obs": range(20), "feature": range(6), "dim": range(4)}):
+    ...     Z = pmi.dp_ibp("Z", alpha_c=1.0, alpha_m=2.0, l_max=8, dims=("obs", "feature"))
+    ...     A = pm.Normal("A", 0.0, 1.0, dims=("feature", "dim"))
+    ...     X_obs = pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X, dims=("obs", "dim"))
+
+    References
+    ----------
+    F. Doshi-Velez and Z. Ghahramani (2009). Correlated non-parametric latent feature models.
+    *Proceedings of the 25th Conference on Uncertainty in Artificial Intelligence (UAI)*.
+    """
+    model = pm.modelcontext(None)
+    if not (isinstance(l_max, int | np.integer) and int(l_max) >= 1):
+        raise ValueError(f"pmi.dp_ibp needs an integer l_max >= 1; got l_max={l_max!r}.")
+    (n, k_max), dims = _obs_and_features("pmi.dp_ibp", model, shape, dims)
+    l_max = int(l_max)
+    if dims is None:
+        c = CRP(f"{name}_c", alpha_c, l_max=l_max, shape=n)
+        M = IBP(f"{name}_M", alpha_m, beta, shape=(l_max, k_max))
+        return pm.Deterministic(name, M[c])
+    cat = f"{name}_category"
+    if cat in model.coords and len(model.coords[cat]) != l_max:
+        raise ValueError(f"pmi.dp_ibp: the model's coord {cat!r} has length "
+                         f"{len(model.coords[cat])}, not l_max={l_max}.")
+    if cat not in model.coords:
+        model.add_coord(cat, range(l_max))
+    c = CRP(f"{name}_c", alpha_c, l_max=l_max, dims=dims[0])
+    M = IBP(f"{name}_M", alpha_m, beta, dims=(cat, dims[1]))
+    return pm.Deterministic(name, M[c], dims=dims)
