@@ -41,6 +41,7 @@ from pymc_ibp.step_methods import (
     IBPGibbs,
     IBPOffsetGibbs,
     IBPScaleSlice,
+    NonNegativeFeatureGibbs,
 )
 from pymc_ibp.thinning import KeepEvery
 
@@ -64,6 +65,7 @@ __all__ = [
     "IBPStickBreakingRV",
     "KeepEvery",
     "ModelPatternError",
+    "NonNegativeFeatureGibbs",
     "ShardFailure",
     "ShardRecoveryWarning",
     "TruncationWarning",

@@ -591,7 +591,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                 f"shape=) and re-run; the "
                 f"sample stat 'ibp_kmax_hit' marks the affected draws.",
                 TruncationWarning,
-                stacklevel=2,
+                stacklevel=3,  # the caller of step(), past interrupt_safe
             )
         self.sweeps += 1
         stats_ = {

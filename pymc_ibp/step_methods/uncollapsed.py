@@ -521,7 +521,7 @@ class IBPGibbs(BlockedStep):
                 f"{2 * self.k_max}; the length of the 'feature' "
                 "dim) and re-run; 'ibp_kmax_hit' marks the affected draws.",
                 TruncationWarning,
-                stacklevel=2,
+                stacklevel=3,  # the caller of step(), past interrupt_safe
             )
         new = dict(point)
         new[self.z_name] = Z
