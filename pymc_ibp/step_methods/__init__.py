@@ -4,20 +4,21 @@ automatic assignment."""
 from pymc.step_methods import STEP_METHODS
 
 from pymc_ibp.step_methods.crp_gibbs import CRPGibbs
-from pymc_ibp.step_methods.hyperparameters import IBPAlphaGibbs
+from pymc_ibp.step_methods.hyperparameters import ExponentialRateGibbs, IBPAlphaGibbs
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, CollapsedGibbs
 from pymc_ibp.step_methods.nonnegative import NonNegativeFeatureGibbs
 from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
 from pymc_ibp.step_methods.scales import IBPScaleSlice
 from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
-__all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "IBPAlphaGibbs", "IBPGibbs",
-           "IBPOffsetGibbs", "IBPScaleSlice", "NonNegativeFeatureGibbs"]
+__all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "ExponentialRateGibbs",
+           "IBPAlphaGibbs", "IBPGibbs", "IBPOffsetGibbs", "IBPScaleSlice",
+           "NonNegativeFeatureGibbs"]
 
 # Competence is IDEAL only for the plugin's own patterns, so going first is safe; it must go
 # first because pm.sample takes the first of equally competent steps, and PyMC's
 # BinaryGibbsMetropolis is also IDEAL for a Bernoulli Z (e.g. under IBPStickBreaking).
 for _cls in reversed((AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPOffsetGibbs, IBPGibbs,
-                      CRPGibbs, NonNegativeFeatureGibbs)):
+                      CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs)):
     if _cls not in STEP_METHODS:
         STEP_METHODS.insert(0, _cls)

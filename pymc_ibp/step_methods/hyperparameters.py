@@ -1,5 +1,9 @@
 """Hyperparameter updates for IBP models (Doshi-Velez 2009, §5.1).
 
+``ExponentialRateGibbs`` updates the rate ``λ ~ Gamma(a, b)`` of exponential features
+``A ~ Exponential(λ)`` (the exponential-Gaussian likelihood of Doshi-Velez 2009, App. A) from
+its conjugate conditional ``Gamma(a + #A, b + ΣA)``.
+
 ``IBPAlphaGibbs`` updates the IBP mass ``alpha ~ Gamma(a, b)`` given ``Z``.  Under the untruncated
 IBP the conditional is ``Gamma(a + K+, b + S_N(β))`` (Doshi-Velez 2009, §5.1; ``S_N(1) = H_N``,
 *not* the ``b + N`` of the public PyIBP ``sampleAlpha``).  :class:`pymc_ibp.IBP` is truncated at
@@ -24,15 +28,15 @@ from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
-from pytensor.tensor.random.basic import GammaRV
+from pytensor.tensor.random.basic import ExponentialRV, GammaRV
 
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import _data_of
+from pymc_ibp.step_methods.model_matching import _data_of, _strip
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
-__all__ = ["IBPAlphaGibbs", "alpha_update"]
+__all__ = ["ExponentialRateGibbs", "IBPAlphaGibbs", "alpha_update"]
 
 ALPHA_PATTERN = (
     "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...)"
@@ -57,31 +61,127 @@ def _constant_value(var):
     return float(np.asarray(var.eval()))
 
 
-def _match_alpha(model, alpha_rv):
-    """Return ``(a, b, z_rv)`` if ``alpha_rv`` is a Gamma-prior IBP mass, else raise."""
-    if not isinstance(alpha_rv.owner.op, GammaRV) or alpha_rv.ndim != 0:
-        raise ModelPatternError(
-            f"{alpha_rv.name!r} is not a scalar pm.Gamma. Needed: {ALPHA_PATTERN}."
-        )
-    _, _, shape, scale = alpha_rv.owner.inputs
+def _scalar_transform(model, rv):
+    """Compiled ``(forward, backward)`` of the value transform of the scalar ``rv``."""
+    transform = model.rvs_to_transforms.get(rv)
+    x = pt.dscalar("x")
+    fwd = transform.forward(x, *rv.owner.inputs) if transform is not None else x
+    bwd = transform.backward(x, *rv.owner.inputs) if transform is not None else x
+    return (pytensor.function([x], fwd, mode="FAST_COMPILE"),
+            pytensor.function([x], bwd, mode="FAST_COMPILE"))
+
+
+def _gamma_prior(rv, pattern):
+    """``(a, b)`` (shape, rate) of a scalar ``pm.Gamma`` with constant parameters, else raise."""
+    if not isinstance(rv.owner.op, GammaRV) or rv.ndim != 0:
+        raise ModelPatternError(f"{rv.name!r} is not a scalar pm.Gamma. Needed: {pattern}.")
+    _, _, shape, scale = rv.owner.inputs
     a, sc = _constant_value(shape), _constant_value(scale)
     if a is None or sc is None:
         raise ModelPatternError(
-            f"{alpha_rv.name!r} must have constant Gamma parameters. Needed: {ALPHA_PATTERN}."
-        )
-    others_rvs = [rv for rv in model.basic_RVs if rv is not alpha_rv]
-    users = [  # RVs whose parameters depend on alpha other than through another RV
-        rv for rv in others_rvs
-        if alpha_rv in set(ancestors(rv.owner.inputs, blockers=others_rvs))
-    ]
+            f"{rv.name!r} must have constant Gamma parameters. Needed: {pattern}.")
+    return a, 1.0 / sc
+
+
+def _users(model, rv):
+    """The random variables whose parameters depend on ``rv`` other than through another RV."""
+    others = [r for r in model.basic_RVs if r is not rv]
+    return [r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))]
+
+
+RATE_PATTERN = ("lam = pm.Gamma('lam', a, b) with constant a, b, used only as the rate of "
+                "pm.Exponential variables: A = pm.Exponential('A', lam, ...)")
+
+
+def _strip_rate(scale):
+    """``lam`` if ``scale`` is ``1/lam`` up to broadcasting, else ``None``."""
+    scale = _strip(scale)
+    if scale.owner is None or type(getattr(scale.owner.op, "scalar_op", None)).__name__ \
+            != "Reciprocal":
+        return None
+    return _strip(scale.owner.inputs[0])
+
+
+class ExponentialRateGibbs(BlockedStep):
+    r"""Exact Gibbs update of the rate ``λ`` of exponential variables under a ``Gamma(a, b)``
+    prior (shape, rate):
+
+    .. math:: \lambda\mid A \sim \mathrm{Gamma}\Big(a + \#A,\ b + \sum A\Big),
+
+    ``#A`` the number of elements of the ``pm.Exponential`` variables with rate ``λ`` (all slots
+    of a feature matrix, used or not) and ``ΣA`` their sum.  Chosen automatically for such a
+    ``λ``, e.g. the rate of the non-negative features of the exponential-Gaussian likelihood
+    (Doshi-Velez 2009, App. A and ch. 7), whose elements
+    :class:`pymc_ibp.NonNegativeFeatureGibbs` updates.
+    """
+
+    name = "ibp_rate_gibbs"
+    default_blocked = False
+    stats_dtypes_shapes = {}
+    _state_class = StepMethodState
+
+    def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
+                 blocked=True):
+        model = pm.modelcontext(model)
+        [value_var] = get_value_vars_from_user_vars(vars, model)
+        rate_rv = model.values_to_rvs[value_var]
+        self.a, self.b, users = _match_rate(model, rate_rv)
+        self.vars = [value_var]
+        self.value_name = value_var.name
+        values = model.replace_rvs_by_values(users)
+        total = pt.add(*[v.sum() for v in values]) if len(values) > 1 else values[0].sum()
+        self.count = sum(int(np.prod(model.initial_point()[model.rvs_to_values[u].name].shape))
+                         for u in users)
+        self._sum = model.compile_fn(total, inputs=model.value_vars, on_unused_input="ignore",
+                                     point_fn=True, **(compile_kwargs or {}))
+        self._fwd, _ = _scalar_transform(model, rate_rv)
+        self.rng = get_random_generator(rng)
+
+    def step(self, point):
+        total = float(np.asarray(self._sum(point)))
+        lam = self.rng.gamma(self.a + self.count, 1.0 / (self.b + total))  # numpy: scale=1/rate
+        new = dict(point)
+        new[self.value_name] = np.asarray(self._fwd(lam), dtype=point[self.value_name].dtype)
+        return new, []
+
+    def reset_tuning(self):
+        pass
+
+    @staticmethod
+    def competence(var, has_grad):
+        if not isinstance(var.owner.op, GammaRV):
+            return Competence.INCOMPATIBLE
+        try:
+            _match_rate(pm.modelcontext(None), var)
+        except (TypeError, ModelPatternError):
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL
+
+
+def _match_rate(model, rate_rv):
+    """``(a, b, [Exponential RVs])`` if ``rate_rv`` is a Gamma-prior exponential rate."""
+    a, b = _gamma_prior(rate_rv, RATE_PATTERN)
+    users = _users(model, rate_rv)
+    ok = users and all(isinstance(u.owner.op, ExponentialRV)
+                       and _strip_rate(u.owner.inputs[2]) is rate_rv for u in users)
+    if not ok:
+        raise ModelPatternError(
+            f"{rate_rv.name!r} must enter the model only as the rate of pm.Exponential "
+            f"variables (found {[u.name for u in users]}). Needed: {RATE_PATTERN}.")
+    return a, b, users
+
+
+def _match_alpha(model, alpha_rv):
+    """Return ``(a, b, z_rv)`` if ``alpha_rv`` is a Gamma-prior IBP mass, else raise."""
+    a, b = _gamma_prior(alpha_rv, ALPHA_PATTERN)
+    users = _users(model, alpha_rv)
     if (len(users) != 1 or not isinstance(users[0].owner.op, IBPRV)
             or users[0].owner.inputs[2] is not alpha_rv):
         raise ModelPatternError(
             f"{alpha_rv.name!r} must enter the model only as the alpha of one pmi.IBP (found "
             f"{[u.name for u in users]}). Needed: {ALPHA_PATTERN}."
         )
-    z_rv = users[0]
-    return a, 1.0 / sc, z_rv
+    return a, b, users[0]
 
 
 class IBPAlphaGibbs(BlockedStep):
@@ -118,12 +218,7 @@ class IBPAlphaGibbs(BlockedStep):
         [beta_v] = model.replace_rvs_by_values([beta])
         self._beta_fn = model.compile_fn(beta_v, inputs=model.value_vars, on_unused_input="ignore",
                                          point_fn=True, **(compile_kwargs or {}))
-        transform = model.rvs_to_transforms.get(alpha_rv)
-        x = pt.dscalar("x")
-        fwd = transform.forward(x, *alpha_rv.owner.inputs) if transform is not None else x
-        bwd = transform.backward(x, *alpha_rv.owner.inputs) if transform is not None else x
-        self._fwd = pytensor.function([x], fwd, mode="FAST_COMPILE")
-        self._bwd = pytensor.function([x], bwd, mode="FAST_COMPILE")
+        self._fwd, self._bwd = _scalar_transform(model, alpha_rv)
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
 

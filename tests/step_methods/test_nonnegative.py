@@ -136,3 +136,23 @@ def test_unused_features_are_drawn_from_the_prior_and_stats_are_reported():
     unused = np.array(unused)
     assert abs(unused.mean() - 0.5) < 0.03 and abs(unused.std() - 0.5) < 0.03
     assert set(stats[0]) == {"ibp_features_at_zero"}
+
+
+def test_exponential_rate_is_assigned_its_conjugate_update():
+    X = np.random.default_rng(3).exponential(size=(8, 2))
+    with pm.Model() as model:
+        lam = pm.Gamma("lam", 2.0, 1.0)
+        Z = pmi.IBP("Z", 1.0, shape=(8, 3))
+        A = pm.Exponential("A", lam, shape=(3, 2))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X)
+        _, sel = assign_step_methods(model)
+        step = pmi.ExponentialRateGibbs([lam])
+    got = {k.__name__: sorted(v.name for v in vs) for k, vs in sel.items()}
+    assert got["ExponentialRateGibbs"] == ["lam_log__"]
+    assert step.count == 6 and (step.a, step.b) == (2.0, 1.0)
+    with pm.Model():  # lam also used elsewhere: not conjugate
+        lam = pm.Gamma("lam", 2.0, 1.0)
+        pm.Exponential("A", lam, shape=(3, 2))
+        pm.Normal("Y", lam, 1.0, observed=0.3)
+        with pytest.raises(ModelPatternError, match="only as the rate"):
+            pmi.ExponentialRateGibbs([lam])
