@@ -10,6 +10,7 @@ evaluations plus ``O(N L_max)``.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numba
 import numpy as np
@@ -21,11 +22,11 @@ from pytensor.graph.traversal import ancestors
 
 from pymc_ibp._numba_utils import categorical_logp, interrupt_safe
 from pymc_ibp.distributions.crp import CRPRV
-from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods.model_matching import one_value_var
 from pymc_ibp.step_methods.uncollapsed import check_one_row_changed, perturbed_point
 
-__all__ = ["CRPGibbs", "crp_label_gibbs"]
+__all__ = ["CRPGibbs", "crp_label_gibbs", "crp_split_merge"]
 
 
 @numba.njit(cache=True)
@@ -70,9 +71,132 @@ def crp_label_gibbs(rng, c, ll, alpha):
     return changes, K
 
 
+@numba.njit(cache=True)
+def _allocate(rng, c, ll, members, m, i, j, li, lj, order, force):
+    """Sequential allocation (Dahl 2003) of ``members[:m]`` (which hold ``i`` and ``j``)
+    between labels ``li`` (``i``'s side) and ``lj`` (``j``'s side) in the random ``order``:
+    each next member joins a side with probability ``∝ size · p(x | θ_side)``.  With
+    ``force`` the members take the sides given by ``c`` (scoring the current split) instead
+    of drawn ones.  Writes the drawn labels into ``c`` (``force=False``).  Returns
+    ``(log q, size of i's side, log-likelihood of the allocation)``."""
+    n1, n2 = 1, 1
+    log_q = 0.0
+    lik = ll[li, i] + ll[lj, j]
+    for t in range(m):
+        k = members[order[t]]
+        if k == i or k == j:
+            continue
+        w1 = math.log(n1) + ll[li, k]
+        w2 = math.log(n2) + ll[lj, k]
+        mx = max(w1, w2)
+        log_norm = mx + math.log(math.exp(w1 - mx) + math.exp(w2 - mx))
+        if force:
+            first = c[k] == li
+        else:
+            first = rng.random() < math.exp(w1 - log_norm)
+            c[k] = li if first else lj
+        if first:
+            log_q += w1 - log_norm
+            n1 += 1
+            lik += ll[li, k]
+        else:
+            log_q += w2 - log_norm
+            n2 += 1
+            lik += ll[lj, k]
+    return log_q, n1, lik
+
+
+@numba.njit(cache=True)
+def crp_split_merge(rng, c, ll, alpha, n_moves):
+    """``n_moves`` split–merge Metropolis–Hastings proposals on the labels ``c`` (in place)
+    under the CRP(α) with ``L_max = ll.shape[0]`` labels and the categories' parameters fixed
+    (``ll[l, n]``: log-likelihood of row ``n`` in category ``l``).  Returns the number accepted.
+
+    Two distinct rows ``i, j`` are drawn uniformly.  If they share a label the move proposes to
+    *split* its category: ``j`` moves to a uniformly chosen empty label ``t`` and the other
+    members are allocated one by one, in random order, to ``i``'s or ``j``'s side with
+    probability ``∝ size · p(x | θ_side)`` (sequentially allocated merge–split, Dahl 2003; the
+    empty label brings its current parameters, as in Neal's Algorithm 8).  Otherwise it
+    proposes to *merge* ``j``'s category into ``i``'s.  With the labelled CRP pmf of
+    :class:`pymc_ibp.CRP` the choice of ``t`` cancels the label factor ``1/(L_max - K)``, and a
+    split is accepted with probability
+
+        min{1, α Γ(n₁) Γ(n₂) / Γ(n) · p(x | split) / p(x | merged) / q(split)},
+
+    ``q`` the product of the allocation probabilities; a merge with the reciprocal, its
+    reverse split scored in a fresh random order.  Jain & Neal (2004) use the same ratio with
+    a restricted-Gibbs launch state instead of sequential allocation.
+    """
+    L, n = ll.shape
+    if n < 2:
+        return 0
+    counts = np.zeros(L, dtype=np.int64)
+    for k in range(n):
+        counts[c[k]] += 1
+    members = np.empty(n, dtype=np.int64)
+    accepted = 0
+    log_alpha = math.log(alpha)
+    for _ in range(n_moves):
+        i = int(rng.random() * n)
+        j = int(rng.random() * (n - 1))
+        j += j >= i
+        ci, cj = c[i], c[j]
+        m = 0
+        for k in range(n):
+            if c[k] == ci or c[k] == cj:
+                members[m] = k
+                m += 1
+        order = rng.permutation(m)
+        if ci == cj:  # ---- split
+            n_empty = L - (counts > 0).sum()
+            if n_empty == 0:
+                continue
+            pick = int(rng.random() * n_empty)
+            t = 0
+            for lab in range(L):
+                if counts[lab] == 0:
+                    if pick == 0:
+                        t = lab
+                        break
+                    pick -= 1
+            old = c.copy()
+            c[j] = t
+            log_q, n1, lik = _allocate(rng, c, ll, members, m, i, j, ci, t, order, False)
+            lik_old = 0.0
+            for q in range(m):
+                lik_old += ll[ci, members[q]]
+            log_r = (lik - lik_old + log_alpha + math.lgamma(n1) + math.lgamma(m - n1)
+                     - math.lgamma(m) - log_q)
+            if math.log(rng.random()) < log_r:
+                counts[ci] = n1
+                counts[t] = m - n1
+                accepted += 1
+            else:
+                c[:] = old
+        else:  # ---- merge j's category into i's
+            log_q, n1, lik = _allocate(rng, c, ll, members, m, i, j, ci, cj, order, True)
+            lik_new = 0.0
+            for q in range(m):
+                lik_new += ll[ci, members[q]]
+            log_r = (lik_new - lik - log_alpha - math.lgamma(n1) - math.lgamma(m - n1)
+                     + math.lgamma(m) + log_q)
+            if math.log(rng.random()) < log_r:
+                for q in range(m):
+                    c[members[q]] = ci
+                counts[ci] = m
+                counts[cj] = 0
+                accepted += 1
+    return accepted
+
+
 @dataclass_state
 class CRPGibbsState(StepMethodState):
-    """``rng`` only: the step keeps no other changing state."""
+    """``rng``, the iteration count and whether the truncation warning was given in this
+    chain."""
+
+    warned: bool
+    iteration: int
+    n_tune: int
 
 
 class CRPGibbs(BlockedStep):
@@ -98,6 +222,14 @@ class CRPGibbs(BlockedStep):
     ----------
     vars : list
         The ``pmi.CRP`` variable.
+    split_merge : int, optional
+        Split–merge Metropolis–Hastings proposals per step after the scan
+        (:func:`crp_split_merge`: sequential allocation with the categories' parameters fixed,
+        no extra likelihood evaluations, ``O(size of the two categories)`` each); default
+        ``max(10, N // 5)``, 0 disables them.  One-at-a-time moves merge two categories only
+        by a slow random walk of their members; a merge proposal does it in one step.  A
+        proposal picks two rows at random, so a merge of two categories of sizes ``n₁, n₂`` is
+        attempted with probability ``≈ 2 n₁ n₂ / N²`` per proposal.
 
     Raises
     ------
@@ -108,12 +240,23 @@ class CRPGibbs(BlockedStep):
 
     Notes
     -----
-    Stats: ``ibp_n_categories`` (occupied labels after the sweep) and ``ibp_label_changes``.
+    Stats: ``ibp_n_categories`` (occupied labels after the sweep), ``ibp_label_changes`` (of
+    the scan), ``ibp_category_split_merge`` (accepted split–merge proposals) and
+    ``ibp_lmax_hit`` (every label occupied, ``l_max < N``: the truncation may bind; a
+    :class:`pymc_ibp.TruncationWarning` names ``l_max`` and what to pass instead, once per
+    chain, at the first hit after tuning).
 
     References
     ----------
     R. M. Neal (2000). Markov chain sampling methods for Dirichlet process mixture models.
     *Journal of Computational and Graphical Statistics* 9(2), 249–265.
+
+    D. B. Dahl (2003). An improved merge-split sampler for conjugate Dirichlet process mixture
+    models. Technical Report 1086, Department of Statistics, University of Wisconsin–Madison.
+
+    S. Jain and R. M. Neal (2004). A split-merge Markov chain Monte Carlo procedure for the
+    Dirichlet process mixture model. *Journal of Computational and Graphical Statistics*
+    13(1), 158–182.
     """
 
     name = "crp_gibbs"
@@ -122,10 +265,12 @@ class CRPGibbs(BlockedStep):
     stats_dtypes_shapes = {
         "ibp_n_categories": (np.int64, []),
         "ibp_label_changes": (np.int64, []),
+        "ibp_category_split_merge": (np.int64, []),
+        "ibp_lmax_hit": (bool, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True):
+                 blocked=True, split_merge=None):
         model = pm.modelcontext(model)
         c_val, c_rv = one_value_var(vars, model, "CRPGibbs updates one label vector at a time")
         if not (isinstance(c_rv.owner.op, CRPRV) and c_rv.ndim == 1):
@@ -158,7 +303,12 @@ class CRPGibbs(BlockedStep):
                                        on_unused_input="ignore", point_fn=True,
                                        **(compile_kwargs or {}))
         self._check_factorisation(ip, [ch.name for ch in children])
+        self.split_merge = max(10, self.n // 5) if split_merge is None else int(split_merge)
+        if self.split_merge < 0:
+            raise ValueError(f"split_merge must be >= 0; got {split_merge!r}.")
         self.rng = get_random_generator(rng)
+        self.warned = False
+        self.iteration = self.n_tune = 0
 
     def _check_factorisation(self, point, names):
         point = perturbed_point(point)
@@ -187,9 +337,27 @@ class CRPGibbs(BlockedStep):
             trial[self.c_name] = np.full(self.n, lab, dtype=c.dtype)
             ll[lab] = np.asarray(self._row_ll(trial), dtype=float)
         changes, K = crp_label_gibbs(self.rng, c, ll, alpha)
+        accepted = crp_split_merge(self.rng, c, ll, alpha, self.split_merge)
+        if accepted:
+            K = np.unique(c).size
+        hit = K == self.l_max and self.l_max < self.n
+        self.iteration += 1
+        if hit and not self.warned and self.iteration > self.n_tune:  # transient hits in burn-in
+            self.warned = True
+            warnings.warn(
+                f"CRPGibbs: all l_max={self.l_max} labels of {self.c_name!r} are occupied; the "
+                "truncation may bias the posterior. Raise l_max (e.g. to "
+                f"{min(2 * self.l_max, self.n)}) and re-run; 'ibp_lmax_hit' marks the affected "
+                "draws.", TruncationWarning, stacklevel=3)
         new = dict(point)
         new[self.c_name] = c.astype(np.asarray(point[self.c_name]).dtype, copy=False)
-        return new, [{"ibp_n_categories": int(K), "ibp_label_changes": int(changes)}]
+        return new, [{"ibp_n_categories": int(K), "ibp_label_changes": int(changes),
+                      "ibp_category_split_merge": int(accepted), "ibp_lmax_hit": bool(hit)}]
+
+    def setup_chain(self, rng, tune, draws):
+        super().setup_chain(rng, tune, draws)
+        self.warned = False
+        self.iteration, self.n_tune = 0, int(tune)
 
     def reset_tuning(self):
         pass

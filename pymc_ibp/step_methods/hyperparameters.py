@@ -142,7 +142,7 @@ class ExponentialRateGibbs(BlockedStep):
         lam = self.rng.gamma(self.a + self.count, 1.0 / (self.b + total))  # numpy: scale=1/rate
         new = dict(point)
         new[self.value_name] = np.asarray(self._fwd(lam), dtype=point[self.value_name].dtype)
-        return new, []
+        return new, [{}]  # one (empty) stats slot per step, as PyMC expects
 
     def reset_tuning(self):
         pass

@@ -115,7 +115,7 @@ class IBPOffsetGibbs(BlockedStep):
         new = dict(point)
         new[self.name_b] = (mean + self.rng.standard_normal(b.shape) / np.sqrt(prec)).astype(
             b.dtype)
-        return new, []
+        return new, [{}]  # one (empty) stats slot per step, as PyMC expects
 
     def reset_tuning(self):
         pass

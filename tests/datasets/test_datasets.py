@@ -274,3 +274,15 @@ _GOOD = dict(n=5, d=3, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
 def test_ibp_linear_gaussian_bad_inputs(override):
     with pytest.raises(ValueError):
         ibp_linear_gaussian(**{**_GOOD, **override})
+
+
+def test_block_combinations_rows_follow_their_category():
+    data = pmi.datasets.block_combinations(900, noise=0.0, seed=1)
+    assert data.X.shape == (900, 36) and data.M.shape == (9, 4)
+    np.testing.assert_array_equal(data.Z, data.M[data.labels])
+    np.testing.assert_allclose(data.X, data.Z @ data.A)
+    counts = np.bincount(data.labels, minlength=9)
+    assert counts.min() > 60  # uniform over the nine combinations
+    assert len({tuple(r) for r in data.Z}) == 9
+    with pytest.raises(ValueError):
+        pmi.datasets.block_combinations(0)

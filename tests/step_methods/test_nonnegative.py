@@ -156,3 +156,20 @@ def test_exponential_rate_is_assigned_its_conjugate_update():
         pm.Normal("Y", lam, 1.0, observed=0.3)
         with pytest.raises(ModelPatternError, match="only as the rate"):
             pmi.ExponentialRateGibbs([lam])
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_pm_sample_records_the_stats_of_steps_after_a_stat_free_step():
+    """A step without stats still fills its (empty) stats slot: the steps after it keep
+    their stats (regression: ExponentialRateGibbs returned no slot, shifting the others)."""
+    X = np.abs(np.random.default_rng(0).normal(size=(20, 4)))
+    with pm.Model():
+        lam = pm.Gamma("lam", 1.0, 1.0)
+        Z = pmi.IBP("Z", 1.0, shape=(20, 4))
+        A = pm.Exponential("A", lam, shape=(4, 4))
+        pm.Normal("X", Z @ A, 1.0, observed=X)
+        steps = [pmi.ExponentialRateGibbs([lam]), pmi.NonNegativeFeatureGibbs([A]),
+                 pmi.IBPGibbs([Z])]
+        idata = pm.sample(step=steps, tune=2, draws=3, chains=1, progressbar=False,
+                          compute_convergence_checks=False)
+    assert {"ibp_features_at_zero", "ibp_n_active"} <= set(idata.sample_stats)
