@@ -25,6 +25,8 @@ from pymc_ibp.distributions import (
     IBPStickBreaking,
     IBPStickBreakingRV,
     dp_ibp,
+    ibp_ibp,
+    noisy_or_ibp_ibp,
 )
 from pymc_ibp.exceptions import (
     DataError,
@@ -74,6 +76,8 @@ __all__ = [
     "cusum",
     "datasets",
     "dp_ibp",
+    "ibp_ibp",
+    "noisy_or_ibp_ibp",
     "distributed",
     "inference",
     "hairiness",

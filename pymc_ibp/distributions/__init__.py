@@ -8,9 +8,10 @@ restaurant process over the labels of the observations (Aldous 1985; Pitman 2006
 references are on the docs page *References*.
 """
 
-from pymc_ibp.distributions.correlated import dp_ibp
+from pymc_ibp.distributions.correlated import dp_ibp, ibp_ibp, noisy_or_ibp_ibp
 from pymc_ibp.distributions.crp import CRP, CRPRV
 from pymc_ibp.distributions.ibp import IBP, IBPRV
 from pymc_ibp.distributions.stick_breaking import IBPStickBreaking, IBPStickBreakingRV
 
-__all__ = ["CRP", "CRPRV", "IBP", "IBPRV", "IBPStickBreaking", "IBPStickBreakingRV", "dp_ibp"]
+__all__ = ["CRP", "CRPRV", "IBP", "IBPRV", "IBPStickBreaking", "IBPStickBreakingRV", "dp_ibp",
+           "ibp_ibp", "noisy_or_ibp_ibp"]

@@ -30,7 +30,12 @@ from pytensor.tensor.subtensor import AdvancedSubtensor
 
 from pymc_ibp._numba_utils import bernoulli_logodds, interrupt_safe
 from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.distributions.ibp_math import log_beta_term, log_birth_rate, prior_logodds
+from pymc_ibp.distributions.ibp_math import (
+    ibp_log_pmf,
+    log_beta_term,
+    log_birth_rate,
+    prior_logodds,
+)
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods.model_matching import one_value_var
 from pymc_ibp.step_methods.stats import per_matrix_stats
@@ -55,6 +60,17 @@ def _explain_fallback(model, z_rv):
 
 
 @numba.njit(cache=True)
+def ibp_entry_logodds(m_other, others, n, k_max, log_lam, beta):
+    """Prior log-odds of ``z_nk = 1`` under :class:`pymc_ibp.IBP` given the rest of ``Z``:
+    ``m/(N-1-m+β)`` for a column used by ``m = m_other > 0`` other rows, else the birth
+    ``λ/(K_max - K'₋)`` in one of the free slots (``λ = exp(log_lam) = αβ/(N-1+β)``, ``K'₋ =
+    others`` the active columns other than ``k``)."""
+    if m_other > 0:
+        return prior_logodds(m_other, n, beta)
+    return log_lam - math.log(k_max - others)
+
+
+@numba.njit(cache=True)
 def ibp_column_gibbs(rng, Z, k, ll1, ll0, m, n_active, alpha, beta):
     """Gibbs-sample column ``k`` of ``Z`` row by row under the :class:`pymc_ibp.IBP` prior.
 
@@ -72,10 +88,7 @@ def ibp_column_gibbs(rng, Z, k, ll1, ll0, m, n_active, alpha, beta):
         old = Z[i, k]
         mk = m[k] - old
         others = n_active - (1 if m[k] > 0 else 0)
-        if mk > 0:
-            lo = prior_logodds(mk, n, beta)
-        else:
-            lo = log_lam - math.log(k_max - others)
+        lo = ibp_entry_logodds(mk, others, n, k_max, log_lam, beta)
         new = bernoulli_logodds(rng, lo + ll1[i] - ll0[i])
         if new != old:
             flips += 1
@@ -242,11 +255,25 @@ class IBPGibbs(BlockedStep):
     split_merge : int
         Split–merge Metropolis–Hastings proposals on ``Z`` after each sweep (``pmi.IBP`` only;
         default 5, 0 disables them); see :meth:`split_merge_move`.
+    combination_moves : int
+        Dissolve / compose Metropolis–Hastings proposals on ``Z`` after each sweep (``pmi.IBP``
+        only; default 5, 0 disables them): a feature replaced by a pair of others in all its
+        rows, or a new feature taking over rows that own a pair; see
+        :meth:`combination_move`.
+    factorise : bool, optional
+        Whether the likelihood factorises over the rows of ``Z`` (checked at construction
+        when ``None``, the default).  If it does not, ``Z`` is updated entry by entry, each
+        entry from its exact conditional with the whole likelihood evaluated with the entry
+        flipped (``N K_max`` evaluations per sweep; e.g. the category-feature matrix ``M`` of
+        :func:`pymc_ibp.ibp_ibp`), without the split-merge and dissolve / compose moves.
+        ``True`` raises :class:`ModelPatternError` instead; ``False`` forces the entry-wise
+        updates.
 
     Raises
     ------
     ModelPatternError
-        If ``vars`` is not one binary matrix, or the likelihood does not factorise over its rows.
+        If ``vars`` is not one binary matrix, or (with ``factorise=True``) the likelihood
+        does not factorise over its rows.
     ValueError
         If the observed data of a likelihood term contains ``inf`` (or a NaN that PyMC did not
         turn into an imputed variable); the message names the variable and the first bad
@@ -303,10 +330,11 @@ class IBPGibbs(BlockedStep):
         "ibp_log_lik": (np.float64, []),
         "ibp_kmax_hit": (bool, []),
         "ibp_split_merge_accepted": (np.int64, []),
+        "ibp_combination_accepted": (np.int64, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, split_merge=5):
+                 blocked=True, split_merge=5, combination_moves=5, factorise=None):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
@@ -348,27 +376,81 @@ class IBPGibbs(BlockedStep):
         # row of every logp term of the children built by boolean-mask indexing (missing data)
         self._entry_rows = {}
         masks = {}
+        row_problem = None  # why the likelihood cannot be split by rows, found on the way
         for child in children:
             mask = _entry_mask(child, z_rv, model)
             if mask is None:
                 continue
+            masks[child] = mask
             if mask.ndim == 0 or mask.shape[0] != n_obs[child]:
-                raise ModelPatternError(
+                row_problem = ModelPatternError(
                     f"{child.name!r} indexes a {z_rv.name!r}-dependent array "
                     "with a boolean mask of "
                     f"shape {mask.shape}, whose first axis is not the {n_obs[child]} rows of "
                     f"its observations; IBPGibbs cannot attribute its logp terms to rows."
                 )
+                continue
             length = child.type.shape[0] if child.ndim else None
             if length is not None and length != int(mask.sum()):
                 raise ModelPatternError(
                     f"{child.name!r} has {length} logp terms but its boolean mask selects "
                     f"{int(mask.sum())} entries; IBPGibbs cannot attribute them to rows."
                 )
-            masks[child] = mask
             self._entry_rows[child.name] = np.nonzero(mask)[0]
         self._check_finite_data(model, children, masks)
         terms = model.logp(vars=children, sum=False)
+        if not any(t.ndim == 0 or t.type.shape[0] != 0 for t in terms):
+            raise ModelPatternError(
+                f"The logps of {[c.name for c in children]} have no terms; nothing to condition "
+                f"{z_rv.name!r} on."
+            )
+        self._other_binary = [  # binary matrices beside Z (not its children), e.g. C for M
+            model.rvs_to_values[rv].name for rv in model.free_RVs
+            if rv is not z_rv and rv not in children
+            and isinstance(rv.owner.op, (IBPRV, BernoulliRV))]
+        self.joint = factorise is False
+        if not self.joint:
+            try:
+                if row_problem is not None:
+                    raise row_problem
+                self._compile_row_ll(model, z_rv, children, terms, n_obs, indices, compile_kwargs)
+                self._check_row_factorisation(ip, children)
+            except ModelPatternError as err:
+                if factorise:
+                    raise
+                self.joint = True
+                _log.info(f"IBPGibbs for {z_rv.name!r}: entry-wise updates with the whole "
+                          f"likelihood ({self.n * self.k_max} evaluations per sweep), because "
+                          f"{str(err)[0].lower()}{str(err)[1:]}")
+        if self.joint:
+            total = pt.add(*[t.sum() for t in terms]) if len(terms) > 1 else terms[0].sum()
+            self._total_ll = model.compile_fn(total, inputs=model.value_vars,
+                                              on_unused_input="ignore", point_fn=True,
+                                              **(compile_kwargs or {}))
+        if self.is_ibp:
+            _, _, alpha, beta, _, _ = z_rv.owner.inputs
+            hyper = model.replace_rvs_by_values([alpha, beta])
+        else:
+            _, _, p = z_rv.owner.inputs
+            hyper = model.replace_rvs_by_values([pt.broadcast_to(p, z_rv.shape)])
+        self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
+                                       point_fn=True, **(compile_kwargs or {}))
+        _explain_fallback(model, z_rv)
+        row_moves = self.is_ibp and not self.joint  # the moves score rows separately
+        self.split_merge = int(split_merge) if row_moves else 0
+        if self.split_merge < 0:
+            raise ValueError(f"split_merge must be >= 0; got {split_merge!r}.")
+        self.combination_moves = int(combination_moves) if row_moves else 0
+        if self.combination_moves < 0:
+            raise ValueError(f"combination_moves must be >= 0; got {combination_moves!r}.")
+        self._stat_names = per_matrix_stats(self, model, z_rv.name)
+        self.rng = get_random_generator(rng)
+        self.warned = False
+
+    def _compile_row_ll(self, model, z_rv, children, terms, n_obs, indices, compile_kwargs):
+        """Compile the per-row log-likelihood of ``Z`` (``self._row_ll``): each child's
+        element-wise logp reduced over all but its observation axis, its terms attributed to
+        rows through PyMC's imputation mask and the labels of ``Z[c]``."""
         rows = []
         for child, term in zip(children, terms, strict=True):
             if term.ndim == 0:
@@ -392,30 +474,9 @@ class IBPGibbs(BlockedStep):
                 per_row = pt.zeros(self.n, dtype=term.dtype)
                 term = pt.inc_subtensor(per_row[indices[child]], term)
             rows.append(term)
-        if not rows:
-            raise ModelPatternError(
-                f"The logps of {[c.name for c in children]} have no terms; nothing to condition "
-                f"{z_rv.name!r} on."
-            )
         row_ll = pt.add(*rows) if len(rows) > 1 else rows[0]
         self._row_ll = model.compile_fn(row_ll, inputs=model.value_vars, on_unused_input="ignore",
                                         point_fn=True, **(compile_kwargs or {}))
-        if self.is_ibp:
-            _, _, alpha, beta, _, _ = z_rv.owner.inputs
-            hyper = model.replace_rvs_by_values([alpha, beta])
-        else:
-            _, _, p = z_rv.owner.inputs
-            hyper = model.replace_rvs_by_values([pt.broadcast_to(p, z_rv.shape)])
-        self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
-                                       point_fn=True, **(compile_kwargs or {}))
-        self._check_row_factorisation(ip, children)
-        _explain_fallback(model, z_rv)
-        self.split_merge = int(split_merge) if self.is_ibp else 0
-        if self.split_merge < 0:
-            raise ValueError(f"split_merge must be >= 0; got {split_merge!r}.")
-        self._stat_names = per_matrix_stats(self, model, z_rv.name)
-        self.rng = get_random_generator(rng)
-        self.warned = False
 
     @staticmethod
     def _check_finite_data(model, children, masks):
@@ -452,6 +513,11 @@ class IBPGibbs(BlockedStep):
 
     def _check_row_factorisation(self, point, children):
         point = perturbed_point(point)
+        # other binary matrices all ones, so that a row of Z seen through them (e.g. M in
+        # Z = 1[C M > 0]) reaches every observation: at their zero start it reaches none and a
+        # non-factorising likelihood would pass the check
+        for name in self._other_binary:
+            point[name] = np.ones_like(point[name])
         ll = np.asarray(self._row_ll(point))
         names = [c.name for c in children]
         if ll.shape != (self.n,):
@@ -490,7 +556,11 @@ class IBPGibbs(BlockedStep):
                 prior_lo = np.log(p) - np.log1p(-p)
         trial = dict(point)
         loglik = 0.0
-        for k in self.rng.permutation(self.k_max):
+        if self.joint:
+            flips, loglik, n_active = self._joint_sweep(
+                Z, trial, (alpha, beta) if self.is_ibp else None,
+                None if self.is_ibp else prior_lo)
+        for k in ([] if self.joint else self.rng.permutation(self.k_max)):
             col = Z[:, k].copy()
             Z[:, k] = 1
             trial[self.z_name] = Z
@@ -508,7 +578,11 @@ class IBPGibbs(BlockedStep):
         for _ in range(self.split_merge):
             accepted, Z = self.split_merge_move(Z, trial, alpha, beta)
             sm_acc += accepted
-        if sm_acc:
+        cm_acc = 0
+        for _ in range(self.combination_moves):
+            accepted, Z = self.combination_move(Z, trial, alpha, beta)
+            cm_acc += accepted
+        if sm_acc or cm_acc:
             trial[self.z_name] = Z
             loglik = float(np.sum(self._row_ll(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
@@ -527,8 +601,45 @@ class IBPGibbs(BlockedStep):
         new[self.z_name] = Z
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                          "ibp_split_merge_accepted": int(sm_acc),
+                         "ibp_combination_accepted": int(cm_acc),
                          "ibp_kmax_hit": bool(hit)}
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
+
+    def _joint_sweep(self, Z, trial, ibp, prior_lo):
+        """Entry-wise Gibbs sweep (in place) for a likelihood that does not factorise over the
+        rows of ``Z``: each entry's conditional from the whole likelihood with the entry
+        flipped (one evaluation per entry) and its prior log-odds (``ibp = (α, β)`` for
+        :class:`pymc_ibp.IBP`, else the per-entry ``prior_lo``).  Returns ``(flips,
+        log-likelihood, active columns)``."""
+        n, k_max = Z.shape
+        trial[self.z_name] = Z
+        total = float(self._total_ll(trial))
+        m = Z.sum(axis=0).astype(np.int64)
+        n_active = int((m > 0).sum())
+        log_lam = log_birth_rate(ibp[0], ibp[1], n) if ibp is not None else 0.0
+        flips = 0
+        for k in self.rng.permutation(k_max):
+            for i in range(n):
+                old = int(Z[i, k])
+                if ibp is not None:
+                    mk = int(m[k]) - old
+                    others = n_active - (1 if m[k] > 0 else 0)
+                    lo = ibp_entry_logodds(mk, others, n, k_max, log_lam, ibp[1])
+                else:
+                    lo = float(prior_lo[i, k])
+                Z[i, k] = 1 - old
+                flipped = float(self._total_ll(trial))
+                ll1, ll0 = (flipped, total) if old == 0 else (total, flipped)
+                x = lo + ll1 - ll0
+                new = int(self.rng.random() < (1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0))
+                Z[i, k] = new
+                total = ll1 if new else ll0
+                if new != old:
+                    flips += 1
+                    if ibp is not None:
+                        m[k] += new - old
+                        n_active = others + (1 if m[k] > 0 else 0)
+        return flips, total, n_active
 
     def _rows_ll(self, trial, Z):
         trial[self.z_name] = Z
@@ -612,6 +723,120 @@ class IBPGibbs(BlockedStep):
         if math.log(rng.random()) < -log_r:
             return 1, merged
         return 0, Z
+
+    def combination_move(self, Z, trial, alpha, beta):
+        r"""One *dissolve / compose* Metropolis–Hastings proposal on ``Z`` given every other
+        variable, with the model's own row likelihood.
+
+        A feature that stands for a combination of two others (a motif ``A_k ≈ A_i + A_j``, or
+        a merged pair of features) cannot be replaced by the pair by single-entry updates or by
+        split–merge moves, which would have to pass through worse states.
+
+        *Dissolve* (probability ½): an active column ``k`` and an unordered pair ``{i, j}`` of
+        other active columns, uniformly; every owner of ``k`` drops ``k`` and takes both ``i``
+        and ``j``.  *Compose* (probability ½, the reverse): an empty slot ``t`` and a pair
+        ``{i, j}`` of active columns, uniformly; every row owning both ``i`` and ``j``
+        independently keeps its row (option 0) or takes ``t`` with ``{i, j}`` turned into
+        ``{}``, ``{i}``, ``{j}`` or ``{i, j}`` (options 1–4), with probability
+        :math:`p_r(o) \propto p(x_r\mid z_r^{(o)},\cdot)` (slot ``t`` brings the current value
+        of its parameters); an allocation giving ``t`` no row, or leaving ``i`` or ``j``
+        without rows, is a null move.  A dissolve
+        ``Z → Z'`` is accepted with
+
+        .. math:: \min\Big\{1, \frac{p(X\mid Z')\,P(Z')}{p(X\mid Z)\,P(Z)}\,
+            \frac{K_+ \binom{K_+-1}{2}}{(K_{max}-K_+ + 1)\binom{K_+-1}{2}}
+            \prod_r p_r(o_r)\Big\}
+
+        (``P`` the truncated IBP pmf, ``K_+`` counted before the dissolve, the product over
+        the rows owning both ``i`` and ``j`` after it, scored at ``Z'``), a compose with the
+        reciprocal.  Returns ``(accepted, Z)``.
+        """
+        n, k_max = Z.shape
+        m = Z.sum(axis=0).astype(np.int64)
+        act = np.flatnonzero(m > 0)
+        kp = act.size
+        rng = self.rng
+        if rng.random() < 0.5:  # ---- dissolve
+            if kp < 3:
+                return 0, Z
+            k = act[int(rng.random() * kp)]
+            rest = act[act != k]
+            a, b = rng.choice(rest.size, size=2, replace=False)
+            i, j = rest[a], rest[b]
+            own = Z[:, k] == 1
+            new = Z.copy()
+            new[own, k] = 0
+            new[own, i] = 1
+            new[own, j] = 1
+            log_q_rev, d_ll = self._compose_scores(trial, Z, new, k, i, j)
+            log_r = (d_ll + self._log_prior(new, alpha, beta) - self._log_prior(Z, alpha, beta)
+                     + math.log(kp) - math.log(k_max - kp + 1) + log_q_rev)
+            if math.log(rng.random()) < log_r:
+                return 1, new
+            return 0, Z
+        if kp < 2 or kp == k_max:  # ---- compose
+            return 0, Z
+        empty = np.flatnonzero(m == 0)
+        t = empty[int(rng.random() * empty.size)]
+        a, b = rng.choice(kp, size=2, replace=False)
+        i, j = act[a], act[b]
+        both = (Z[:, i] == 1) & (Z[:, j] == 1)
+        if not both.any():
+            return 0, Z
+        ll = self._compose_option_ll(trial, Z, t, i, j, both)
+        logp = ll - np.logaddexp.reduce(ll, axis=0)
+        rows = np.flatnonzero(both)
+        cum = np.cumsum(np.exp(logp[:, rows]), axis=0)
+        opt = np.minimum((rng.random(rows.size)[None, :] > cum).sum(axis=0), 4)
+        if not np.any(opt > 0):
+            return 0, Z
+        new = Z.copy()
+        on = rows[opt > 0]
+        new[on, t] = 1
+        new[on, i] = np.isin(opt[opt > 0], (2, 4)).astype(Z.dtype)
+        new[on, j] = np.isin(opt[opt > 0], (3, 4)).astype(Z.dtype)
+        if not (new[:, i].any() and new[:, j].any()):
+            return 0, Z  # a pair member left empty: no dissolve leads back (null move)
+        log_q = float(np.sum(logp[opt, rows]))
+        d_ll = float(np.sum(ll[opt, rows] - ll[0, rows]))
+        log_r = (d_ll + self._log_prior(new, alpha, beta) - self._log_prior(Z, alpha, beta)
+                 - math.log(kp + 1) + math.log(k_max - kp) - log_q)
+        if math.log(rng.random()) < log_r:
+            return 1, new
+        return 0, Z
+
+    def _log_prior(self, Z, alpha, beta):
+        return ibp_log_pmf(Z.sum(axis=0).astype(np.int64), Z.shape[0], Z.shape[1], alpha, beta)
+
+    def _compose_option_ll(self, trial, Z, t, i, j, both):
+        """Row log-likelihoods (5 x N) of the rows ``both`` (owning ``i`` and ``j``; slot ``t``
+        empty) under the compose options 0 (unchanged), 1 (``t``), 2 (``t, i``),
+        3 (``t, j``), 4 (``t, i, j``)."""
+        ll = np.empty((5, Z.shape[0]))
+        ll[0] = self._rows_ll(trial, Z)
+        for o, (zi, zj) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1)), start=1):
+            Zo = Z.copy()
+            Zo[both, t] = 1
+            Zo[both, i] = zi
+            Zo[both, j] = zj
+            ll[o] = self._rows_ll(trial, Zo)
+        return ll
+
+    def _compose_scores(self, trial, Z, new, k, i, j):
+        """For a dissolve ``Z → new`` of column ``k`` into ``{i, j}``: the log-probability of
+        its reverse compose allocation (scored at ``new``, slot ``k`` empty) and the change of
+        the log-likelihood."""
+        both = (new[:, i] == 1) & (new[:, j] == 1)
+        ll = self._compose_option_ll(trial, new, k, i, j, both)
+        logp = ll - np.logaddexp.reduce(ll, axis=0)
+        rows = np.flatnonzero(both)
+        was_k = Z[rows, k] == 1
+        opt = np.where(~was_k, 0, 1 + Z[rows, i] + 2 * Z[rows, j])
+        # options: 1 = {t}, 2 = {t, i}, 3 = {t, j}, 4 = {t, i, j}
+        log_q = float(np.sum(logp[opt, rows]))
+        own = Z[:, k] == 1
+        d_ll = float(np.sum(ll[0, own])) - float(np.sum(self._rows_ll(trial, Z)[own]))
+        return log_q, d_ll
 
     def _split_option_ll(self, trial, Z, c, t, own):
         """Row log-likelihoods (3 x N) of the owners ``own`` of column ``c`` (slot ``t``

@@ -97,14 +97,23 @@ def test_auto_assignment_for_non_gaussian_likelihood():
     assert idata["sample_stats"]["ibp_n_active"].dims == ("chain", "draw")
 
 
-def test_non_factorising_likelihood_is_an_error():
+def test_non_factorising_likelihood_gets_entrywise_updates(caplog):
+    """A likelihood that does not factorise over the rows of Z: IBPGibbs says so and falls
+    back to entry-wise updates with the whole likelihood (exact; enumeration test in
+    test_correlated.py); with factorise=True it refuses."""
     with pm.Model() as model:
         Z = pmi.IBP("Z", 1.0, shape=(4, 3))
         A = pm.Normal("A", 0.0, 1.0, shape=(3,))
         # every observation depends on the column sums of Z: no row factorisation
         pm.Normal("X", mu=pt.sum(Z @ A), sigma=1.0, observed=np.zeros(4))
+    with model, caplog.at_level("INFO", logger="pymc"):
+        step = pmi.IBPGibbs([Z])
+    assert step.joint and step.split_merge == 0 and step.combination_moves == 0
+    assert "entry-wise updates with the whole likelihood (12 evaluations" in caplog.text
+    point, stats = step.step(model.initial_point())
+    assert point["Z"].shape == (4, 3) and np.isfinite(stats[0]["ibp_log_lik"])
     with model, pytest.raises(pmi.ModelPatternError, match="factorise"):
-        pmi.IBPGibbs([Z])
+        pmi.IBPGibbs([Z], factorise=True)
 
 
 def test_not_a_binary_matrix_is_an_error():
@@ -314,6 +323,43 @@ def test_uncollapsed_split_merge_move_leaves_posterior_invariant():
         accepted += acc + acc2
         out[j] = codes(Zn[None])[0]
     assert accepted > 0.05 * n
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * n)
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.parametrize("k_max", [3, 4])
+def test_uncollapsed_combination_move_leaves_posterior_invariant(k_max):
+    """i.i.d. exact-posterior draws of Z (Bernoulli likelihood, fixed features; A_2 is close to
+    A_0 + A_1, a motif) pushed through IBPGibbs's dissolve / compose proposals alone still
+    follow the exact posterior (χ² over all 2^(3 K_max) labelled matrices)."""
+    alpha = 2.0
+    A = np.vstack([A_FIXED, [[1.2, 0.8]]])[:k_max]
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(N, k_max))
+        pm.Bernoulli("X", logit_p=Z @ A + B_FIXED, observed=X_BIN)
+        step = pmi.IBPGibbs([Z])
+    mats = all_binary_matrices(N, k_max)
+    value = pt.tensor3("v", dtype="int64")
+    prior = pytensor.function(
+        [value], pm.logp(pmi.IBP.dist(alpha, shape=(N, k_max)), value))(mats)
+    logits = mats @ A + B_FIXED
+    lp = prior + np.sum(X_BIN * logits - np.logaddexp(0, logits), axis=(1, 2))
+    post = np.exp(lp - special.logsumexp(lp))
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
+    rng = np.random.default_rng(5)
+    n = 30000
+    idx = rng.choice(len(mats), size=n, p=post)
+    trial = model.initial_point()
+    out = np.empty(n, dtype=np.int64)
+    accepted = 0
+    for j, i in enumerate(idx):
+        Zn = mats[i].copy()
+        for _ in range(2):
+            acc, Zn = step.combination_move(Zn, trial, alpha, 1.0)
+            accepted += acc
+        out[j] = codes(Zn[None])[0]
+    assert accepted > 0.02 * n, accepted
     counts = np.bincount(out, minlength=len(mats))[codes(mats)]
     res = chi2_pooled(counts, post * n)
     assert res.pvalue > 1e-3, res

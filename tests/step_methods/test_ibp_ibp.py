@@ -1,0 +1,112 @@
+"""The IBP-IBP and noisy-or IBP-IBP (pmi.ibp_ibp, pmi.noisy_or_ibp_ibp): IBPGibbs samples the
+category matrix C row by row and the category-feature matrix M entry by entry (its likelihood
+does not factorise over the rows of M); the joint posterior of (C, M) is checked by
+enumeration."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.sampling.mcmc import assign_step_methods
+from pymc.step_methods import CompoundStep
+
+import pymc_ibp as pmi
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
+
+X2 = np.array([[1.1, 0.9], [0.1, 1.2]])
+A_FIXED = np.array([[1.0, 0.0], [0.0, 1.0]])
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+def test_ibp_ibp_samples_the_exact_joint_posterior():
+    """Visit frequencies of (C, M) over all 16 x 16 states (2 observations, 2 categories,
+    2 features, fixed A) against the model's enumerated posterior (chi-square)."""
+    with pm.Model() as model:
+        Z = pmi.ibp_ibp("Z", alpha_c=1.5, alpha_m=1.2, l_max=2, shape=(2, 2))
+        pm.Normal("X", mu=Z @ A_FIXED, sigma=0.5, observed=X2)
+        steps = [pmi.IBPGibbs([model["Z_C"]]), pmi.IBPGibbs([model["Z_M"]])]
+    assert not steps[0].joint and steps[1].joint
+    step = CompoundStep(steps)
+    logp = model.compile_logp()
+    point = model.initial_point()
+    mats = all_binary_matrices(2, 2).astype(np.int8)
+    lp = np.array([[logp({**point, "Z_C": C, "Z_M": M}) for M in mats] for C in mats])
+    post = np.exp(lp - lp.max())
+    post /= post.sum()
+    index = dict(zip(codes(mats).tolist(), range(16), strict=True))
+    for i, s in enumerate(steps):
+        s.setup_chain(np.random.default_rng(20 + i), tune=0, draws=1)
+    counts = np.zeros((16, 16))
+    for it in range(20_000):
+        point, _ = step.step(point)
+        if it % 2 == 0:
+            counts[index[int(codes(point["Z_C"][None])[0])],
+                   index[int(codes(point["Z_M"][None])[0])]] += 1
+    res = chi2_pooled(counts.ravel(), post.ravel() * counts.sum())
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_noisy_or_samples_the_exact_joint_posterior():
+    """Noisy-or IBP-IBP with q = 0.3 and fixed A: (C, M, Z) visit frequencies over all
+    16 x 16 x 16 states against enumeration, with IBPGibbs for Z (eq. 7.9 prior odds)."""
+    with pm.Model() as model:
+        Z = pmi.noisy_or_ibp_ibp("Z", 1.5, 1.2, 0.3, l_max=2, shape=(2, 2))
+        pm.Normal("X", mu=Z @ A_FIXED, sigma=0.5, observed=X2)
+        steps = [pmi.IBPGibbs([model["Z_C"]]), pmi.IBPGibbs([model["Z_M"]]),
+                 pmi.IBPGibbs([Z])]
+    step = CompoundStep(steps)
+    logp = model.compile_logp()
+    point = model.initial_point()
+    mats = all_binary_matrices(2, 2).astype(np.int8)
+    lp = np.array([[[logp({**point, "Z_C": C, "Z_M": M, "Z": z}) for z in mats.astype(np.int64)]
+                    for M in mats] for C in mats])
+    post = np.exp(lp - lp[np.isfinite(lp)].max())
+    post /= post.sum()
+    index = dict(zip(codes(mats).tolist(), range(16), strict=True))
+    for i, s in enumerate(steps):
+        s.setup_chain(np.random.default_rng(30 + i), tune=0, draws=1)
+    counts = np.zeros((16, 16, 16))
+    for it in range(30_000):
+        point, _ = step.step(point)
+        if it % 2 == 0:
+            counts[tuple(index[int(codes(point[v][None])[0])] for v in ("Z_C", "Z_M", "Z"))] += 1
+    res = chi2_pooled(counts.ravel(), post.ravel() * counts.sum())
+    assert res.pvalue > 1e-3, res
+
+
+def test_builders_write_visible_variables_and_get_the_steps():
+    X = np.random.default_rng(0).normal(size=(8, 3))
+    coords = {"obs": range(8), "feature": range(4), "dim": range(3)}
+    with pm.Model(coords=coords) as model:
+        Z = pmi.ibp_ibp("Z", 1.0, 1.0, l_max=3, dims=("obs", "feature"))
+        A = pm.Normal("A", 0.0, 1.0, dims=("feature", "dim"))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X, dims=("obs", "dim"))
+        _, sel = assign_step_methods(model)
+    assert model.named_vars_to_dims["Z_C"] == ("obs", "Z_category")
+    assert model.named_vars_to_dims["Z_M"] == ("Z_category", "feature")
+    got = {k.__name__: sorted(v.name for v in vs) for k, vs in sel.items()}
+    assert got["IBPGibbs"] == ["Z_C", "Z_M"]
+    with pm.Model() as model:
+        pmi.noisy_or_ibp_ibp("Z", 1.0, 1.0, pm.Beta("q", 1.0, 1.0), l_max=3, shape=(8, 4))
+    assert {"Z", "Z_C", "Z_M", "q"} <= set(model.named_vars)
+    with pm.Model(), pytest.raises(ValueError, match="0 < q < 1"):
+        pmi.noisy_or_ibp_ibp("Z", 1.0, 1.0, 1.5, l_max=3, shape=(8, 4))
+    with pm.Model(), pytest.raises(ValueError, match="l_max"):
+        pmi.ibp_ibp("Z", 1.0, 1.0, l_max=0, shape=(8, 4))
+
+
+def test_prior_draws_follow_the_or_of_the_categories():
+    with pm.Model() as model:
+        pmi.ibp_ibp("Z", 2.0, 2.0, l_max=5, shape=(30, 8))
+        pmi.noisy_or_ibp_ibp("W", 2.0, 2.0, 0.4, l_max=5, shape=(30, 8))
+    draws = pm.draw([model[v] for v in ("Z", "Z_C", "Z_M", "W", "W_C", "W_M")], draws=50,
+                    random_seed=2)
+    for z, C, M, w, Cw, Mw in zip(*draws, strict=True):
+        np.testing.assert_array_equal(z, (C.astype(int) @ M > 0).astype(np.int8))
+        assert np.all(w[(Cw.astype(int) @ Mw) == 0] == 0)  # no leak
+    s = np.concatenate([(d[4].astype(int) @ d[5]).ravel() for d in zip(*draws, strict=True)])
+    w = np.concatenate([d[3].ravel() for d in zip(*draws, strict=True)])
+    for k in (1, 2):
+        sel = s == k
+        if sel.sum() > 200:
+            assert abs(w[sel].mean() - (1 - 0.4**k)) < 4 * np.sqrt(0.25 / sel.sum())
