@@ -81,6 +81,17 @@ def _obs_and_features(name, model, shape, dims):
     return shape, dims
 
 
+def _category_coord(model, name, l_max, what):
+    """The coord ``{name}_category`` of length ``l_max`` (added to the model if absent)."""
+    cat = f"{name}_category"
+    if cat in model.coords and len(model.coords[cat]) != l_max:
+        raise ValueError(f"{what}: the model's coord {cat!r} has length "
+                         f"{len(model.coords[cat])}, not l_max={l_max}.")
+    if cat not in model.coords:
+        model.add_coord(cat, range(l_max))
+    return cat
+
+
 def dp_ibp(name, alpha_c, alpha_m, *, l_max, beta=1.0, shape=None, dims=None):
     r"""The DP-IBP correlated feature model: ``Z = M[c]``, returned as a deterministic.
 
@@ -146,12 +157,7 @@ def dp_ibp(name, alpha_c, alpha_m, *, l_max, beta=1.0, shape=None, dims=None):
         c = CRP(f"{name}_c", alpha_c, l_max=l_max, shape=n)
         M = IBP(f"{name}_M", alpha_m, beta, shape=(l_max, k_max))
         return pm.Deterministic(name, M[c])
-    cat = f"{name}_category"
-    if cat in model.coords and len(model.coords[cat]) != l_max:
-        raise ValueError(f"pmi.dp_ibp: the model's coord {cat!r} has length "
-                         f"{len(model.coords[cat])}, not l_max={l_max}.")
-    if cat not in model.coords:
-        model.add_coord(cat, range(l_max))
+    cat = _category_coord(model, name, l_max, "pmi.dp_ibp")
     c = CRP(f"{name}_c", alpha_c, l_max=l_max, dims=dims[0])
     M = IBP(f"{name}_M", alpha_m, beta, dims=(cat, dims[1]))
     return pm.Deterministic(name, M[c], dims=dims)
@@ -169,12 +175,7 @@ def _categories_and_features(name, model, alpha_c, alpha_m, l_max, beta_c, beta_
         C = IBP(f"{name}_C", alpha_c, beta_c, shape=(n, l_max))
         M = IBP(f"{name}_M", alpha_m, beta_m, shape=(l_max, k_max))
         return C, M, None
-    cat = f"{name}_category"
-    if cat in model.coords and len(model.coords[cat]) != l_max:
-        raise ValueError(f"{what}: the model's coord {cat!r} has length "
-                         f"{len(model.coords[cat])}, not l_max={l_max}.")
-    if cat not in model.coords:
-        model.add_coord(cat, range(l_max))
+    cat = _category_coord(model, name, l_max, what)
     C = IBP(f"{name}_C", alpha_c, beta_c, dims=(dims[0], cat))
     M = IBP(f"{name}_M", alpha_m, beta_m, dims=(cat, dims[1]))
     return C, M, dims
