@@ -84,12 +84,13 @@ def _check_api_page(app):
     import pymc_ibp.datasets as ds
     import pymc_ibp.distributed as dist
     import pymc_ibp.inference as inf
+    import pymc_ibp.likelihoods as lik
 
     text = (Path(app.srcdir) / "api" / "index.md").read_text(encoding="utf-8")
     listed = {line.strip().rpartition(":: ")[2] for line in text.splitlines()}
-    subpackages = ("datasets", "inference", "distributed")
+    subpackages = ("datasets", "inference", "distributed", "likelihoods")
     public = [n for n in pymc_ibp.__all__ if n not in subpackages] + list(ds.__all__)
-    public += list(inf.__all__) + list(dist.__all__)
+    public += list(inf.__all__) + list(dist.__all__) + list(lik.__all__)
     missing = sorted(n for n in public if n not in listed)
     if missing:
         logging.getLogger(__name__).warning(

@@ -4,7 +4,7 @@ Import as ``import pymc_ibp as pmi``.  Importing registers the step methods so t
 ``pm.sample()`` picks them for IBP models.
 """
 
-from pymc_ibp import datasets, distributed, inference
+from pymc_ibp import datasets, distributed, inference, likelihoods
 from pymc_ibp.diagnostics import (
     cusum,
     hairiness,
@@ -80,6 +80,7 @@ __all__ = [
     "noisy_or_ibp_ibp",
     "distributed",
     "inference",
+    "likelihoods",
     "hairiness",
     "hairiness_index",
     "heldout_metrics",
