@@ -310,22 +310,30 @@ def test_uncollapsed_split_merge_move_leaves_posterior_invariant():
     IBPGibbs's split–merge proposals alone still follow the exact posterior (χ²)."""
     alpha = 1.5
     model, step, mats, post = ibp_bernoulli_problem(alpha)
+    accepted, res = push_exact_draws(step.split_merge_move, model, step, mats, post, alpha,
+                                     12000, seed=4)
+    assert accepted > 0.05 * 12000
+    assert res.pvalue > 1e-3, res
+
+
+def push_exact_draws(move, model, step, mats, post, alpha, n, seed):
+    """Push ``n`` i.i.d. exact-posterior draws through two applications of ``move`` (one of
+    IBPGibbs's Metropolis–Hastings moves); returns the accepted count and the pooled χ² test
+    of the results against ``post``."""
     step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
-    rng = np.random.default_rng(4)
-    n = 12000
+    rng = np.random.default_rng(seed)
     idx = rng.choice(len(mats), size=n, p=post)
     trial = model.initial_point()
     out = np.empty(n, dtype=np.int64)
     accepted = 0
     for j, i in enumerate(idx):
-        acc, Zn = step.split_merge_move(mats[i].copy(), trial, alpha, 1.0)
-        acc2, Zn = step.split_merge_move(Zn, trial, alpha, 1.0)
-        accepted += acc + acc2
+        Zn = mats[i].copy()
+        for _ in range(2):
+            acc, Zn = move(Zn, trial, alpha, 1.0)
+            accepted += acc
         out[j] = codes(Zn[None])[0]
-    assert accepted > 0.05 * n
     counts = np.bincount(out, minlength=len(mats))[codes(mats)]
-    res = chi2_pooled(counts, post * n)
-    assert res.pvalue > 1e-3, res
+    return accepted, chi2_pooled(counts, post * n)
 
 
 @pytest.mark.parametrize("k_max", [3, 4])
@@ -346,20 +354,7 @@ def test_uncollapsed_combination_move_leaves_posterior_invariant(k_max):
     logits = mats @ A + B_FIXED
     lp = prior + np.sum(X_BIN * logits - np.logaddexp(0, logits), axis=(1, 2))
     post = np.exp(lp - special.logsumexp(lp))
-    step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
-    rng = np.random.default_rng(5)
-    n = 30000
-    idx = rng.choice(len(mats), size=n, p=post)
-    trial = model.initial_point()
-    out = np.empty(n, dtype=np.int64)
-    accepted = 0
-    for j, i in enumerate(idx):
-        Zn = mats[i].copy()
-        for _ in range(2):
-            acc, Zn = step.combination_move(Zn, trial, alpha, 1.0)
-            accepted += acc
-        out[j] = codes(Zn[None])[0]
-    assert accepted > 0.02 * n, accepted
-    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
-    res = chi2_pooled(counts, post * n)
+    accepted, res = push_exact_draws(step.combination_move, model, step, mats, post, alpha,
+                                     30000, seed=5)
+    assert accepted > 0.02 * 30000, accepted
     assert res.pvalue > 1e-3, res
