@@ -561,9 +561,11 @@ def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
             f"{len(obs)}. Needed pattern: {NONNEGATIVE_PATTERN}.")
     ip = model.initial_point()
     a_shape = ip[model.rvs_to_values[a_rv].name].shape
-    [z_val] = model.replace_rvs_by_values([z])
-    z_shape = model.compile_fn(z_val, inputs=model.value_vars, on_unused_input="ignore",
-                               point_fn=True)(ip).shape
+    z_shape = tuple(z.type.shape)
+    if None in z_shape:  # no static shape: evaluate Z once (this runs in competence too)
+        [z_val] = model.replace_rvs_by_values([z])
+        z_shape = model.compile_fn(z_val, inputs=model.value_vars, on_unused_input="ignore",
+                                   point_fn=True)(ip).shape
     if len(z_shape) != 2 or z_shape[1] != a_shape[0]:
         raise ModelPatternError(f"Shape mismatch: Z is {z_shape} but {a_rv.name!r} is "
                                 f"{a_shape}; A must be K x D with K the columns of Z.")
