@@ -4,11 +4,14 @@ linear-Gaussian IBP model (see :mod:`pymc_ibp.datasets.synthetic`)."""
 from pymc_ibp.datasets.synthetic import (
     BLOCK_COMBINATIONS,
     BLOCK_GLYPHS,
+    GLYPHS_8X8,
     IBPData,
     block_combinations,
     block_images,
+    dependent_glyphs,
     ibp_linear_gaussian,
+    markov_glyphs,
 )
 
-__all__ = ["BLOCK_COMBINATIONS", "BLOCK_GLYPHS", "IBPData", "block_combinations", "block_images",
-           "ibp_linear_gaussian"]
+__all__ = ["BLOCK_COMBINATIONS", "BLOCK_GLYPHS", "GLYPHS_8X8", "IBPData", "block_combinations",
+           "block_images", "dependent_glyphs", "ibp_linear_gaussian", "markov_glyphs"]

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BLOCK_COMBINATIONS", "BLOCK_GLYPHS", "IBPData", "block_combinations", "block_images",
-           "ibp_linear_gaussian"]
+__all__ = ["BLOCK_COMBINATIONS", "BLOCK_GLYPHS", "GLYPHS_8X8", "IBPData", "block_combinations",
+           "block_images", "dependent_glyphs", "ibp_linear_gaussian", "markov_glyphs"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +74,10 @@ class IBPData:
         The category of each row, for data with correlated features (``Z = M[labels]``).
     M : ndarray of int64, shape (L, K), or None
         The category-feature matrix, for data with correlated features.
+    covariate : ndarray of float64, shape (N,), or None
+        The covariate value of each row, for data whose features change with a covariate.
+    probabilities : ndarray of float64, shape (T, K), or None
+        The true probability of each feature at each distinct covariate value (sorted).
     """
 
     X: np.ndarray
@@ -86,6 +90,8 @@ class IBPData:
     beta: float | None = None
     labels: np.ndarray | None = None
     M: np.ndarray | None = None
+    covariate: np.ndarray | None = None
+    probabilities: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -249,6 +255,100 @@ def block_combinations(n=700, noise=0.5, seed=None) -> IBPData:
     Z = M[labels]
     X = Z @ A + noise * rng.standard_normal((n, A.shape[1]))
     return IBPData(X=X, Z=Z, A=A, sigma_x=noise, image_shape=(6, 6), labels=labels, M=M)
+
+
+# --------------------------------------------------------------------------------------------
+# features that change with a covariate (the dependent IBP's experiments)
+# --------------------------------------------------------------------------------------------
+def _make_glyphs_8x8() -> np.ndarray:
+    g = np.zeros((8, 8, 8), dtype=np.int64)
+    g[0, :2, :] = 1                       # top bar
+    g[1, :, :2] = 1                       # left bar
+    for i in range(8):
+        g[2, i, i] = 1                    # diagonal
+        g[6, i, 7 - i] = 1                # anti-diagonal
+    g[3, [0, 7], :] = 1                   # frame
+    g[3, :, [0, 7]] = 1
+    g[4, 3:5, :] = 1                      # plus
+    g[4, :, 3:5] = 1
+    g[5, 5:, 5:] = 1                      # bottom-right square
+    g[7, 6:, :5] = 1                      # "T" upside down: bottom bar and a stem
+    g[7, 2:6, 2] = 1
+    return g.reshape(8, 64)
+
+
+#: The eight distinct binary 8×8 glyphs of :func:`dependent_glyphs` (8 × 64).
+GLYPHS_8X8 = _make_glyphs_8x8()
+GLYPHS_8X8.setflags(write=False)
+
+
+def _matern52(t, length_scale):
+    r = np.abs(t[:, None] - t[None, :]) * np.sqrt(5.0) / length_scale
+    return (1.0 + r + r**2 / 3.0) * np.exp(-r)
+
+
+def dependent_glyphs(n_per_t=20, t_steps=40, noise=0.5, length_scale=5.0, seed=None) -> IBPData:
+    """Glyph images whose feature probabilities drift over a covariate: the synthetic
+    "bag of items" experiment of Williamson, Orbanz & Ghahramani (2010, §5).
+
+    Each of the eight glyphs :data:`GLYPHS_8X8` has a probability curve
+    ``p_k(t) = sigmoid(f_k(t))``, ``f_k`` a Matérn-5/2 Gaussian process draw (unit amplitude,
+    ``length_scale`` time steps) over ``t = 0..t_steps-1``; at each ``t``, ``n_per_t`` images
+    draw ``z_nk ~ Bernoulli(p_k(t))`` and show ``X = Z A + ε``, ``ε ~ N(0, noise²)`` (the
+    paper's noise variance 0.25 is ``noise=0.5``).  The paper's glyphs, ``N(t)`` and length
+    scale are not published; these are this package's.
+
+    Returns
+    -------
+    IBPData
+        ``X`` (N×64), ``Z`` (N×8), ``A`` (8×64), ``covariate`` (N,), ``probabilities``
+        (t_steps×8), ``image_shape=(8, 8)``.
+    """
+    n_per_t = _check_int("n_per_t", n_per_t, 1)
+    t_steps = _check_int("t_steps", t_steps, 1)
+    noise = _check_real("noise", noise, lower=0.0, strict=False)
+    length_scale = _check_real("length_scale", length_scale, lower=0.0, strict=True)
+    rng = np.random.default_rng(seed)
+    t = np.arange(t_steps, dtype=np.float64)
+    chol = np.linalg.cholesky(_matern52(t, length_scale) + 1e-8 * np.eye(t_steps))
+    f = chol @ rng.standard_normal((t_steps, 8))
+    probs = 1.0 / (1.0 + np.exp(-f))
+    covariate = np.repeat(t, n_per_t)
+    Z = (rng.random((covariate.size, 8)) < probs[covariate.astype(int)]).astype(np.int64)
+    A = GLYPHS_8X8.astype(np.float64)
+    X = Z @ A + noise * rng.standard_normal((Z.shape[0], 64))
+    return IBPData(X=X, Z=Z, A=A, sigma_x=noise, image_shape=(8, 8), covariate=covariate,
+                   probabilities=probs)
+
+
+def markov_glyphs(t_steps=100, alpha=2.0, noise=0.5, seed=None) -> IBPData:
+    """One item tracked over ``t_steps`` time steps whose glyphs switch on and off by a Markov
+    chain: the "collapsed model" experiment of Williamson, Orbanz & Ghahramani (2010, §5).
+
+    ``Z(0)`` takes each of the eight glyphs :data:`GLYPHS_8X8` with probability
+    ``α/(α + 8)`` (the finite IBP with eight features); feature ``k`` then flips at each step
+    with probability ``q_k ~ Beta(1, 10)``.  ``X = Z A + ε``, ``ε ~ N(0, noise²)``.
+
+    Returns
+    -------
+    IBPData
+        ``X`` (t_steps×64), ``Z`` (t_steps×8), ``A`` (8×64), ``covariate`` (the time steps),
+        ``probabilities`` (the flip probabilities, 1×8), ``image_shape=(8, 8)``.
+    """
+    t_steps = _check_int("t_steps", t_steps, 1)
+    alpha = _check_real("alpha", alpha, lower=0.0, strict=True)
+    noise = _check_real("noise", noise, lower=0.0, strict=False)
+    rng = np.random.default_rng(seed)
+    q = rng.beta(1.0, 10.0, size=8)
+    Z = np.zeros((t_steps, 8), dtype=np.int64)
+    Z[0] = rng.random(8) < alpha / (alpha + 8.0)
+    for i in range(1, t_steps):
+        flip = rng.random(8) < q
+        Z[i] = np.where(flip, 1 - Z[i - 1], Z[i - 1])
+    A = GLYPHS_8X8.astype(np.float64)
+    X = Z @ A + noise * rng.standard_normal((t_steps, 64))
+    return IBPData(X=X, Z=Z, A=A, sigma_x=noise, image_shape=(8, 8),
+                   covariate=np.arange(t_steps, dtype=np.float64), probabilities=q[None, :])
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ automatic assignment."""
 from pymc.step_methods import STEP_METHODS
 
 from pymc_ibp.step_methods.crp_gibbs import CRPGibbs
+from pymc_ibp.step_methods.dependent_ibp import DependentIBPGibbs
 from pymc_ibp.step_methods.hyperparameters import ExponentialRateGibbs, IBPAlphaGibbs
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, CollapsedGibbs
 from pymc_ibp.step_methods.nonnegative import NonNegativeFeatureGibbs
@@ -11,7 +12,8 @@ from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
 from pymc_ibp.step_methods.scales import IBPScaleSlice
 from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
-__all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "ExponentialRateGibbs",
+__all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "DependentIBPGibbs",
+           "ExponentialRateGibbs",
            "IBPAlphaGibbs", "IBPGibbs", "IBPOffsetGibbs", "IBPScaleSlice",
            "NonNegativeFeatureGibbs"]
 
@@ -19,6 +21,7 @@ __all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "ExponentialRateGib
 # first because pm.sample takes the first of equally competent steps, and PyMC's
 # BinaryGibbsMetropolis is also IDEAL for a Bernoulli Z (e.g. under IBPStickBreaking).
 for _cls in reversed((AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPOffsetGibbs, IBPGibbs,
-                      CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs)):
+                      CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs,
+                      DependentIBPGibbs)):
     if _cls not in STEP_METHODS:
         STEP_METHODS.insert(0, _cls)

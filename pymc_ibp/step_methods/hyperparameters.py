@@ -32,6 +32,7 @@ from pytensor.tensor.random.basic import ExponentialRV, GammaRV
 
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
+from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.model_matching import _data_of, _strip
 from pymc_ibp.step_methods.stats import per_matrix_stats
@@ -39,7 +40,8 @@ from pymc_ibp.step_methods.stats import per_matrix_stats
 __all__ = ["ExponentialRateGibbs", "IBPAlphaGibbs", "alpha_update"]
 
 ALPHA_PATTERN = (
-    "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...)"
+    "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...) "
+    "or pmi.IBPStickBreaking('b', alpha, ...)"
 )
 
 
@@ -172,14 +174,15 @@ def _match_rate(model, rate_rv):
 
 
 def _match_alpha(model, alpha_rv):
-    """Return ``(a, b, z_rv)`` if ``alpha_rv`` is a Gamma-prior IBP mass, else raise."""
+    """Return ``(a, b, user_rv)`` if ``alpha_rv`` is a Gamma-prior IBP mass (of one pmi.IBP or
+    one pmi.IBPStickBreaking), else raise."""
     a, b = _gamma_prior(alpha_rv, ALPHA_PATTERN)
     users = _users(model, alpha_rv)
-    if (len(users) != 1 or not isinstance(users[0].owner.op, IBPRV)
+    if (len(users) != 1 or not isinstance(users[0].owner.op, (IBPRV, IBPStickBreakingRV))
             or users[0].owner.inputs[2] is not alpha_rv):
         raise ModelPatternError(
-            f"{alpha_rv.name!r} must enter the model only as the alpha of one pmi.IBP (found "
-            f"{[u.name for u in users]}). Needed: {ALPHA_PATTERN}."
+            f"{alpha_rv.name!r} must enter the model only as the alpha of one pmi.IBP or "
+            f"pmi.IBPStickBreaking (found {[u.name for u in users]}). Needed: {ALPHA_PATTERN}."
         )
     return a, b, users[0]
 
@@ -191,8 +194,12 @@ class IBPAlphaGibbs(BlockedStep):
     Proposal :math:`\alpha'\sim\mathrm{Gamma}(a+K_+,\ b+\sum_{i=1}^N\frac{\beta}{\beta+i-1})`
     (shape, rate), accepted with probability
     :math:`\min\{1, F(K_{max};\alpha S)/F(K_{max};\alpha' S)\}` where ``F`` is the Poisson CDF:
-    the truncation correction of :class:`pymc_ibp.IBP`.  Chosen automatically for such
-    ``alpha`` variables.
+    the truncation correction of :class:`pymc_ibp.IBP`.  For the mass of
+    :class:`pymc_ibp.IBPStickBreaking` sticks ``b_1 >= ... >= b_K`` the density
+    ``α^K b_K^α ∏ b_k^{-1}`` (Williamson, Orbanz & Ghahramani 2010, eq. 10) gives the exact
+    conditional :math:`\alpha\mid b\sim\mathrm{Gamma}(a+K,\ b-\log b_K)`, drawn directly
+    (summed over independent stick vectors).  Chosen automatically for such ``alpha``
+    variables.
     """
 
     name = "ibp_alpha_gibbs"
@@ -212,17 +219,35 @@ class IBPAlphaGibbs(BlockedStep):
         # an observed pmi.IBP: Z is the data
         self._z_data = (_data_of(model.rvs_to_values[z_rv])
                         if z_rv in model.observed_RVs else None)
+        self._fwd, self._bwd = _scalar_transform(model, alpha_rv)
+        self.sticks = isinstance(z_rv.owner.op, IBPStickBreakingRV)
+        if self.sticks:  # the last stick of each stick vector, on the natural scale
+            [sticks_v] = model.replace_rvs_by_values([z_rv])
+            self._sticks_fn = model.compile_fn(sticks_v, inputs=model.value_vars,
+                                               on_unused_input="ignore", point_fn=True,
+                                               **(compile_kwargs or {}))
+            self._stat_names = {"ibp_alpha_accept": "ibp_alpha_accept"}
+            self.rng = get_random_generator(rng)
+            return
         beta, n, k_max = z_rv.owner.inputs[3:6]
         self.n = int(pt.get_underlying_scalar_constant_value(n))
         self.k_max = int(pt.get_underlying_scalar_constant_value(k_max))
         [beta_v] = model.replace_rvs_by_values([beta])
         self._beta_fn = model.compile_fn(beta_v, inputs=model.value_vars, on_unused_input="ignore",
                                          point_fn=True, **(compile_kwargs or {}))
-        self._fwd, self._bwd = _scalar_transform(model, alpha_rv)
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
 
     def step(self, point):
+        if self.sticks:
+            b = np.asarray(self._sticks_fn(point), dtype=float)
+            shape = self.a + b.size  # K per stick vector
+            rate = self.b - float(np.log(b.reshape(-1, b.shape[-1])[:, -1]).sum())
+            new_alpha = self.rng.gamma(shape, 1.0 / rate)  # numpy: scale = 1/rate
+            new = dict(point)
+            new[self.alpha_value_name] = np.asarray(self._fwd(new_alpha),
+                                                    dtype=point[self.alpha_value_name].dtype)
+            return new, [{"ibp_alpha_accept": 1.0}]
         beta = float(np.asarray(self._beta_fn(point)))
         Z = self._z_data if self._z_data is not None else point[self.z_name]
         kplus = int((Z.sum(axis=0) > 0).sum())

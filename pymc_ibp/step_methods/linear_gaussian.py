@@ -31,13 +31,14 @@ from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
-from pytensor.tensor.random.basic import BernoulliRV, NormalRV
+from pytensor.tensor.random.basic import NormalRV
 
 from pymc_ibp._numba_utils import interrupt_safe
-from pymc_ibp.distributions.ibp import IBPRV, ibp_draw_core
+from pymc_ibp.distributions.ibp import ibp_draw_core
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
+    BINARY_MATRIX_OPS,
     PATTERN,
     find_linear_gaussian,
     match_prior,
@@ -620,7 +621,7 @@ class _LinearGaussianIBPStep(BlockedStep):
     def competence(var, has_grad):
         # IDEAL for the Z, A and imputed X of a model with the linear-Gaussian pattern; other
         # IBP models go to IBPGibbs (any likelihood)
-        if var.owner is None or not isinstance(var.owner.op, (IBPRV, BernoulliRV, NormalRV)):
+        if var.owner is None or not isinstance(var.owner.op, (*BINARY_MATRIX_OPS, NormalRV)):
             return Competence.INCOMPATIBLE
         try:
             model = pm.modelcontext(None)

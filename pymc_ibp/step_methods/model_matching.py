@@ -6,7 +6,9 @@
   column counts and births;
 * :class:`LogOddsPrior` — ``Z = pm.Bernoulli("Z", p=P, dims=("obs", "feature"))`` with ``P``
   broadcastable to ``N x K`` (e.g. ``P = pmi.IBPStickBreaking(...)``): independent entries
-  with per-entry prior log-odds ``log P/(1-P)``, no births.
+  with per-entry prior log-odds ``log P/(1-P)``, no births;  ``Z = pmi.DependentIBP(...)``
+  (Williamson, Orbanz & Ghahramani 2010) is the same mode with ``log P = log Φ(u)`` and
+  ``log(1-P) = log Φ(-u)`` evaluated in log space.
 
 **What the likelihood is** (:func:`find_linear_gaussian`): the linear-Gaussian model the
 collapsed and accelerated samplers need::
@@ -39,6 +41,7 @@ from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
+from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_log_probs
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import DataError, ModelPatternError
 
@@ -47,6 +50,7 @@ __all__ = [
     "GaussianBlock",
     "IBPPrior",
     "LinearGaussianIBP",
+    "BINARY_MATRIX_OPS",
     "LogOddsPrior",
     "NonNegativeFeatures",
     "find_linear_gaussian",
@@ -64,6 +68,10 @@ PATTERN = (
 )
 
 
+#: Random variable types of the binary matrices the samplers update
+BINARY_MATRIX_OPS = (IBPRV, BernoulliRV, DependentIBPRV)
+
+
 @dataclass
 class IBPPrior:
     """``Z ~ pmi.IBP(alpha, beta)``: column counts with births (symbolic ``alpha``, ``beta``)."""
@@ -74,9 +82,11 @@ class IBPPrior:
 
 @dataclass
 class LogOddsPrior:
-    """``Z ~ Bernoulli(p)`` entry-wise: ``p`` is symbolic, broadcast to the shape of ``Z``."""
+    """Independent entries: symbolic ``log P(z_nk = 1)`` and ``log P(z_nk = 0)``, each
+    broadcast to the shape of ``Z`` (``pm.Bernoulli``, :class:`pymc_ibp.DependentIBP`)."""
 
-    p: object
+    log_p1: object
+    log_p0: object
 
 
 def _match_ibp(model, z_rv):
@@ -88,14 +98,22 @@ def _match_ibp(model, z_rv):
 
 def _match_bernoulli(model, z_rv):
     if isinstance(z_rv.owner.op, BernoulliRV) and z_rv.ndim == 2:
-        return LogOddsPrior(p=pt.broadcast_to(z_rv.owner.inputs[-1], z_rv.shape))
+        p = pt.broadcast_to(z_rv.owner.inputs[-1], z_rv.shape)
+        return LogOddsPrior(log_p1=pt.log(p), log_p0=pt.log1p(-p))
+    return None
+
+
+def _match_dependent_ibp(model, z_rv):
+    if isinstance(z_rv.owner.op, DependentIBPRV):
+        log1, log0 = dibp_log_probs(*z_rv.owner.inputs[2:])
+        return LogOddsPrior(log_p1=log1, log_p0=log0)
     return None
 
 
 #: Functions ``(model, z_rv) -> prior or None``, tried in order by :func:`match_prior`; a new
-#: prior (e.g. a dependent IBP) plugs in by appending its matcher here and a mode to
+#: prior (e.g. the dependent IBP) plugs in by appending its matcher here and a mode to
 #: :mod:`pymc_ibp.step_methods.prior_modes`.
-PRIOR_MATCHERS = [_match_ibp, _match_bernoulli]
+PRIOR_MATCHERS = [_match_ibp, _match_bernoulli, _match_dependent_ibp]
 
 
 def match_prior(model, z_rv):

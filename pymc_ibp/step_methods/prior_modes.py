@@ -52,29 +52,31 @@ class IBPMode:
 
 
 class LogOddsMode:
-    """Independent Bernoulli entries, ``P(z_nk = 1) = p_nk`` (e.g. the stick-breaking IBP of
-    Teh, Görür & Ghahramani 2007, ``p_nk = π_k``); ``params = (p,)`` broadcast to ``N x K``."""
+    """Independent Bernoulli entries with per-entry prior probabilities, given in log space as
+    ``params = (log P(z=1), log P(z=0))`` broadcast to ``N x K``: the stick-breaking IBP of
+    Teh, Görür & Ghahramani (2007) (``P = π_k``) and the dependent IBP of Williamson, Orbanz &
+    Ghahramani (2010) (``P = Φ(u)``, whose log-odds stay finite where ``P`` rounds to 0 or 1)."""
 
     counts = False
 
     def __init__(self, prior, n, k_max):
-        self.symbolic = [prior.p]
+        self.symbolic = [prior.log_p1, prior.log_p0]
         self.n, self.k_max = n, k_max
-        self.p = np.full((n, k_max), 0.5)
-        self._set()
+        half = np.full((n, k_max), np.log(0.5))
+        self.set_params(half, half)
 
-    def _set(self):
-        with np.errstate(divide="ignore"):
-            self._log1 = np.log(self.p)
-            self._log0 = np.log1p(-self.p)
-        self._logodds = np.ascontiguousarray(self._log1 - self._log0)
-
-    def set_params(self, p):
-        p = np.broadcast_to(np.asarray(p, dtype=np.float64), (self.n, self.k_max))
-        if not np.all((p >= 0.0) & (p <= 1.0)):
+    def set_params(self, log_p1, log_p0):
+        shape = (self.n, self.k_max)
+        log1 = np.broadcast_to(np.asarray(log_p1, dtype=np.float64), shape)
+        log0 = np.broadcast_to(np.asarray(log_p0, dtype=np.float64), shape)
+        if np.any(np.isnan(log1)) or np.any(log1 > 1e-12) or np.any(log0 > 1e-12):
             raise ValueError("The Bernoulli probabilities of Z must lie in [0, 1].")
-        self.p = p
-        self._set()
+        self._log1, self._log0 = log1, log0
+        self._logodds = np.ascontiguousarray(log1 - log0)
+
+    @property
+    def p(self):
+        return np.exp(self._log1)
 
     @property
     def logodds(self):
@@ -84,9 +86,9 @@ class LogOddsMode:
         return (rng.random((self.n, self.k_max)) < self.p).astype(np.int8)
 
     def is_support_point(self, Z):
-        """Whether ``Z`` is PyMC's default start for this prior (``p >= 1/2``, Bernoulli's
-        support point) at the current ``p``."""
-        return bool(np.array_equal(Z, (self.p >= 0.5).astype(Z.dtype)))
+        """Whether ``Z`` is PyMC's default start for this prior (each entry at its more
+        probable value, Bernoulli's support point) at the current probabilities."""
+        return bool(np.array_equal(Z, (self._logodds >= 0).astype(Z.dtype)))
 
     def log_joint(self, G, RX, Z, m, act, trXX, noise):
         """``(log p(X | Z) + Σ log Bernoulli(z_nk; p_nk), log p(X | Z))``."""

@@ -29,6 +29,7 @@ from pytensor.tensor.random.basic import BernoulliRV
 from pytensor.tensor.subtensor import AdvancedSubtensor
 
 from pymc_ibp._numba_utils import bernoulli_logodds, interrupt_safe
+from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import (
     ibp_log_pmf,
@@ -37,7 +38,12 @@ from pymc_ibp.distributions.ibp_math import (
     prior_logodds,
 )
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
-from pymc_ibp.step_methods.model_matching import one_value_var
+from pymc_ibp.step_methods.model_matching import (
+    BINARY_MATRIX_OPS,
+    IBPPrior,
+    match_prior,
+    one_value_var,
+)
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["IBPGibbs"]
@@ -338,14 +344,16 @@ class IBPGibbs(BlockedStep):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
-        if not (isinstance(op, (IBPRV, BernoulliRV)) and z_rv.ndim == 2):
+        prior = match_prior(model, z_rv) if isinstance(op, BINARY_MATRIX_OPS) else None
+        if prior is None:
             raise ModelPatternError(
-                f"IBPGibbs needs a 2-D binary matrix: pmi.IBP('Z', ...) or pm.Bernoulli('Z', p, "
-                f"shape=(N, K)); {z_rv.name!r} is a {type(op).__name__} with ndim={z_rv.ndim}."
+                f"IBPGibbs needs a 2-D binary matrix: pmi.IBP('Z', ...), pm.Bernoulli('Z', p, "
+                f"shape=(N, K)) or pmi.DependentIBP; {z_rv.name!r} is a {type(op).__name__} "
+                f"with ndim={z_rv.ndim}."
             )
         self.vars = [z_val]
         self.z_name = z_val.name
-        self.is_ibp = isinstance(op, IBPRV)
+        self.is_ibp = isinstance(prior, IBPPrior)
         ip = model.initial_point() if initial_point is None else initial_point
         self.n, self.k_max = ip[self.z_name].shape
         children = [rv for rv in model.basic_RVs
@@ -407,7 +415,7 @@ class IBPGibbs(BlockedStep):
         self._other_binary = [  # binary matrices beside Z (not its children), e.g. C for M
             model.rvs_to_values[rv].name for rv in model.free_RVs
             if rv is not z_rv and rv not in children
-            and isinstance(rv.owner.op, (IBPRV, BernoulliRV))]
+            and isinstance(rv.owner.op, BINARY_MATRIX_OPS)]
         self.joint = factorise is False
         if not self.joint:
             try:
@@ -428,11 +436,9 @@ class IBPGibbs(BlockedStep):
                                               on_unused_input="ignore", point_fn=True,
                                               **(compile_kwargs or {}))
         if self.is_ibp:
-            _, _, alpha, beta, _, _ = z_rv.owner.inputs
-            hyper = model.replace_rvs_by_values([alpha, beta])
-        else:
-            _, _, p = z_rv.owner.inputs
-            hyper = model.replace_rvs_by_values([pt.broadcast_to(p, z_rv.shape)])
+            hyper = model.replace_rvs_by_values([prior.alpha, prior.beta])
+        else:  # per-entry prior log-odds, computed in log space
+            hyper = model.replace_rvs_by_values([prior.log_p1 - prior.log_p0])
         self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                        point_fn=True, **(compile_kwargs or {}))
         _explain_fallback(model, z_rv)
@@ -551,9 +557,7 @@ class IBPGibbs(BlockedStep):
             m = Z.sum(axis=0).astype(np.int64)
             n_active = int((m > 0).sum())
         else:
-            p = np.asarray(hyper[0], dtype=float)
-            with np.errstate(divide="ignore"):
-                prior_lo = np.log(p) - np.log1p(-p)
+            prior_lo = np.broadcast_to(np.asarray(hyper[0], dtype=float), Z.shape)
         trial = dict(point)
         loglik = 0.0
         if self.joint:
@@ -862,6 +866,8 @@ class IBPGibbs(BlockedStep):
         # any likelihood: preferred for pmi.IBP; AcceleratedGibbs wins where it applies (IDEAL)
         if isinstance(var.owner.op, IBPRV):
             return Competence.PREFERRED
+        if isinstance(var.owner.op, DependentIBPRV):
+            return Competence.PREFERRED  # PyMC's binary steps ignore its structure
         if isinstance(var.owner.op, BernoulliRV) and var.ndim == 2:
             return Competence.COMPATIBLE
         return Competence.INCOMPATIBLE

@@ -1,0 +1,389 @@
+r"""Gibbs / Metropolis updates of the sticks and the Gaussian processes of a dependent IBP.
+
+For ``Z ~ pmi.DependentIBP(b, g, ρ, index)`` (Williamson, Orbanz & Ghahramani 2010) with
+``b ~ pmi.IBPStickBreaking(α)`` and ``g_k ~ pm.MvNormal(μ_k, Σ_k)``, one
+:class:`DependentIBPGibbs` step does, in this order (the partially collapsed order of the
+paper's §4; van Dyk & Park 2008):
+
+1. **sticks** ``b_k | b_{-k}, Z, g`` with ``h`` integrated out (App. eq. 11 of the paper; its
+   eq. 6 omits the ordering and the ``b_K^α`` term): random-walk Metropolis in
+   ``η_k = Φ⁻¹(b_k)`` with the Jacobian ``φ(η_k)``, target
+
+   .. math:: \frac{b_K^{\alpha}}{b_k}\prod_{l}\Phi(u_{kl})^{n^1_{kl}}\,
+             \Phi(-u_{kl})^{n^0_{kl}}\ \mathbb 1[b_{k+1}\le b_k\le b_{k-1}],
+
+   ``n¹_kl`` / ``n⁰_kl`` the rows at GP location ``l`` with / without feature ``k``; the step
+   size of each stick adapts towards 40% acceptance during tuning;
+2. **auxiliary** ``h_nk | z, b, g``: ``N(g_k(l_n), ρ²)`` truncated below the threshold
+   ``b̃_k(l_n)`` when ``z_nk = 1`` and above it when ``z_nk = 0``, for every entry, by the
+   tail-safe sampler of :mod:`pymc_ibp.step_methods.kernels.truncnorm`;
+3. **processes** ``g_k | h``: conjugate Gaussian.  Only the location means
+   ``h̄_kl ~ N(g_k(l), ρ²/N_l)`` matter, and the draw uses Matheron's rule (pathwise
+   conditioning): a prior draw ``f ~ N(μ, Σ)`` is moved by
+   ``Σ_{·O}(Σ_{OO} + ρ² diag(1/N_O))^{-1}(h̄_O - f_O - ε_O)``, ``ε_O ~ N(0, ρ²/N_O)``, over
+   the locations ``O`` that have rows.  It needs Cholesky factors of ``Σ`` and of the
+   well-conditioned ``Σ_OO + ρ²/N_O`` only, never ``Σ⁻¹``, and locations without rows are
+   drawn from the GP conditional in the same pass.
+
+``Z`` itself is updated by another step, with ``h`` integrated out as well (per-entry prior
+log-odds ``log Φ(u) - log Φ(-u)``): :class:`pymc_ibp.AcceleratedGibbs` for a linear-Gaussian
+likelihood, :class:`pymc_ibp.IBPGibbs` for any other.  Because neither the ``Z`` step nor the
+sticks condition on ``h``, and ``h`` is drawn right before ``g``, the sweep leaves the joint
+posterior of ``(b, Z, g)`` invariant in whichever order PyMC runs the steps.  The GP length
+scales are sampled by :class:`pymc_ibp.GPLengthScaleHMC` given ``g``; the IBP mass by
+:class:`pymc_ibp.IBPAlphaGibbs` given the sticks.
+
+Cost per sweep: ``O(N K)`` for ``h``, ``O(K M)`` for the sticks and ``O(K T³)`` for the
+processes (``T`` covariate values per process, ``M`` GP locations in all).
+
+References
+----------
+S. Williamson, P. Orbanz and Z. Ghahramani (2010). Dependent Indian buffet processes. *AISTATS
+2010*, JMLR W&CP 9, 924-931 (§4 and Appendix A).
+
+D. A. van Dyk and T. Park (2008). Partially collapsed Gibbs samplers: theory and methods.
+*Journal of the American Statistical Association* 103(482), 790-796.
+
+J. T. Wilson, V. Borovitskiy, A. Terenin, P. Mostowsky and M. P. Deisenroth (2020). Efficiently
+sampling functions from Gaussian process posteriors. *ICML 2020* (Matheron's rule).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import scipy.linalg
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.basic import MvNormalRV
+from pytensor.tensor.shape import Reshape
+from scipy.special import log_ndtr as sp_log_ndtr
+
+from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_threshold
+from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
+from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
+from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above, truncnorm_below
+from pymc_ibp.step_methods.model_matching import _data_of
+
+__all__ = ["DependentIBPGibbs", "draw_h_sums", "gp_conditional_draw", "stick_sweep"]
+
+PATTERN = (
+    "b = pmi.IBPStickBreaking('b', alpha, dims='feature'); "
+    "g = pm.MvNormal('g', mu, cov, dims=('feature', 't')) with cov (K, T, T) or (T, T); "
+    "Z = pmi.DependentIBP('Z', b, g, rho, index, dims=('obs', 'feature')) "
+    "(pmi.dependent_ibp builds it), with b and g used by nothing else"
+)
+
+_TARGET_ACCEPT = 0.4
+
+
+# --------------------------------------------------------------------------------------------
+# numba kernels
+# --------------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _stick_loglik(eta, sd, g, rho, n1, n_loc):
+    total = 0.0
+    for loc in range(g.shape[0]):
+        if n_loc[loc] == 0:
+            continue
+        u = (sd[loc] * eta - g[loc]) / rho
+        if n1[loc] > 0:
+            total += n1[loc] * log_ndtr(u)
+        if n_loc[loc] > n1[loc]:
+            total += (n_loc[loc] - n1[loc]) * log_ndtr(-u)
+    return total
+
+
+@numba.njit(cache=True)
+def stick_sweep(rng, b, g, g_var, rho, n1, n_loc, alpha, log_step, accepted):
+    """One Metropolis update of each stick (in place) in ``η = Φ⁻¹(b)`` (module docstring);
+    ``accepted[k]`` is set to 1 where stick ``k`` moved."""
+    k_max = b.shape[0]
+    sd = np.empty(g.shape[1])
+    for k in range(k_max):
+        for loc in range(g.shape[1]):
+            sd[loc] = math.sqrt(g_var[k, loc] + rho * rho)
+        eta = ndtri(b[k])
+        eta_new = eta + math.exp(log_step[k]) * rng.standard_normal()
+        b_new = ndtr(eta_new)
+        hi = b[k - 1] if k > 0 else 1.0
+        lo = b[k + 1] if k + 1 < k_max else 0.0
+        accepted[k] = 0
+        if not (b_new > 0.0 and lo <= b_new <= hi):
+            continue
+        power = (alpha - 1.0) if k == k_max - 1 else -1.0  # b_K^α / b_k
+        log_r = (power * (math.log(b_new) - math.log(b[k]))
+                 - 0.5 * (eta_new * eta_new - eta * eta)
+                 + _stick_loglik(eta_new, sd, g[k], rho, n1[k], n_loc)
+                 - _stick_loglik(eta, sd, g[k], rho, n1[k], n_loc))
+        if math.log(rng.random()) < log_r:
+            b[k] = b_new
+            accepted[k] = 1
+
+
+@numba.njit(cache=True)
+def draw_h_sums(rng, Z, g, thr, rho, index, h_out, keep):
+    """Draw ``h_nk`` for every entry from its truncated Gaussian and return the sums
+    ``S[k, l] = Σ_{n: l_n = l} h_nk``; ``h_out`` receives the draws when ``keep``."""
+    n, k_max = Z.shape
+    sums = np.zeros(g.shape)
+    for i in range(n):
+        loc = index[i]
+        for k in range(k_max):
+            if Z[i, k] != 0:
+                h = truncnorm_below(rng, g[k, loc], rho, thr[k, loc])
+            else:
+                h = truncnorm_above(rng, g[k, loc], rho, thr[k, loc])
+            sums[k, loc] += h
+            if keep:
+                h_out[i, k] = h
+    return sums
+
+
+def _cholesky(matrix, what):
+    try:
+        return scipy.linalg.cholesky(matrix, lower=True, check_finite=False)
+    except np.linalg.LinAlgError as err:
+        raise np.linalg.LinAlgError(
+            f"DependentIBPGibbs: the {what} is not numerically positive definite. Add jitter to "
+            "the GP covariance (pmi.dependent_ibp(..., jitter=1e-5)) or use a shorter length "
+            "scale prior.") from err
+
+
+def gp_conditional_draw(rng, mu, cov, h_sum, n_loc, rho):
+    r"""One draw of a GP ``g ~ N(mu, cov)`` (``T`` locations) given ``N_l`` noisy copies
+    ``h ~ N(g(l), ρ²)`` at each location with sum ``h_sum[l]`` (Matheron's rule; module
+    docstring).  Exact for any ``N_l >= 0``."""
+    T = mu.shape[0]
+    f = mu + _cholesky(cov, "GP covariance") @ rng.standard_normal(T)
+    obs = np.flatnonzero(n_loc > 0)
+    if obs.size == 0:
+        return f
+    noise_var = rho**2 / n_loc[obs]
+    y = h_sum[obs] / n_loc[obs]
+    resid = y - f[obs] - np.sqrt(noise_var) * rng.standard_normal(obs.size)
+    c = cov[np.ix_(obs, obs)] + np.diag(noise_var)
+    chol = _cholesky(c, "GP covariance plus item noise")
+    w = scipy.linalg.cho_solve((chol, True), resid, check_finite=False)
+    return f + cov[:, obs] @ w
+
+
+# --------------------------------------------------------------------------------------------
+# model matching
+# --------------------------------------------------------------------------------------------
+def _strip_reshape(var):
+    while var.owner is not None and isinstance(var.owner.op, Reshape):
+        var = var.owner.inputs[0]
+    return var
+
+
+def _users(model, rv):
+    others = [r for r in model.basic_RVs if r is not rv]
+    return [r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))]
+
+
+def match_dependent_ibp(model, rv):
+    """``(z_rv, sticks_rv or None, g_rv or None)`` of the dependent IBP that ``rv`` (its sticks
+    or its processes) belongs to; raises :class:`ModelPatternError` naming the pattern otherwise."""
+    users = _users(model, rv)
+    z_rvs = [u for u in users if isinstance(u.owner.op, DependentIBPRV)]
+    if len(z_rvs) != 1 or len(users) != 1:
+        raise ModelPatternError(
+            f"{rv.name!r} must enter the model only through one pmi.DependentIBP (found "
+            f"{[u.name for u in users]}). Needed: {PATTERN}.")
+    z_rv = z_rvs[0]
+    sticks, g_in = z_rv.owner.inputs[2], z_rv.owner.inputs[3]
+    g_rv = _strip_reshape(g_in)
+    if g_rv not in model.free_RVs or not isinstance(g_rv.owner.op, MvNormalRV):
+        g_rv = None  # fixed processes (data or constants): only the sticks are updated
+    elif g_rv.type.shape[0] is None or g_rv.ndim < 2:
+        raise ModelPatternError(f"{g_rv.name!r} needs a fixed shape (K, ..., T).")
+    sticks_rv = sticks if (sticks in model.free_RVs
+                           and isinstance(sticks.owner.op, IBPStickBreakingRV)) else None
+    if rv is not g_rv and rv is not sticks_rv:
+        raise ModelPatternError(
+            f"{rv.name!r} is neither the sticks (a free pmi.IBPStickBreaking) nor the processes "
+            f"(a free pm.MvNormal, optionally reshaped to features x locations) of "
+            f"{z_rv.name!r}. Needed: {PATTERN}.")
+    for other in (sticks_rv, g_rv):
+        if other is not None and other is not rv and len(_users(model, other)) != 1:
+            raise ModelPatternError(
+                f"{other.name!r} must enter the model only through {z_rv.name!r}. "
+                f"Needed: {PATTERN}.")
+    return z_rv, sticks_rv, g_rv
+
+
+@dataclass_state
+class DependentIBPGibbsState(StepMethodState):
+    """``rng``, the adapted stick step sizes (log scale), the adaptation count, whether the
+    chain is still tuning and the kept ``h`` (empty unless ``keep_h``)."""
+
+    log_step: np.ndarray
+    adapt_iter: int
+    tune: bool
+    h: np.ndarray
+
+
+class DependentIBPGibbs(BlockedStep):
+    r"""Sticks, auxiliary ``h`` and Gaussian processes of a dependent IBP (Williamson, Orbanz &
+    Ghahramani 2010, §4): Metropolis in ``Φ⁻¹(b)`` space for the sticks, the exact truncated
+    Gaussian for ``h`` and the conjugate Gaussian for ``g`` (details and cost: module
+    docstring; docs page *Step methods → pmi.DependentIBPGibbs*).  Assigned automatically to
+    the sticks and the processes of a :class:`pymc_ibp.DependentIBP`.
+
+    Parameters
+    ----------
+    vars : list
+        The sticks (optional) and the processes ``g`` of one dependent IBP.
+    keep_h : bool, default False
+        Keep the latest auxiliary ``h`` (``N x K``) in ``step.h`` (and in the step's sampling
+        state).  PyMC's default trace backend records scalar sample stats only, so ``h`` is
+        not written to the trace.
+    stick_step : float, default 0.5
+        Initial random-walk step in ``Φ⁻¹(b)`` (adapted per stick during tuning).
+    """
+
+    name = "ibp_dependent_gibbs"
+    default_blocked = True
+    _state_class = DependentIBPGibbsState
+    stats_dtypes_shapes = {
+        "ibp_stick_accept": (np.float64, []),
+        "ibp_stick_step": (np.float64, []),
+        "ibp_dibp_logp": (np.float64, []),
+    }
+
+    def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
+                 blocked=True, keep_h=False, stick_step=0.5):
+        model = pm.modelcontext(model)
+        value_vars = get_value_vars_from_user_vars(vars, model)
+        rvs = [model.values_to_rvs[v] for v in value_vars]
+        matches = {match_dependent_ibp(model, rv)[:3] for rv in rvs}
+        if len(matches) != 1:
+            raise ModelPatternError("DependentIBPGibbs updates the sticks and processes of one "
+                                    "pmi.DependentIBP at a time; got variables of several.")
+        [(z_rv, sticks_rv, g_rv)] = matches
+        self.update_sticks = sticks_rv is not None and sticks_rv in rvs
+        self.update_g = g_rv is not None and g_rv in rvs
+        self.vars = value_vars
+        ip = model.initial_point() if initial_point is None else initial_point
+        sticks, g_in, g_var, rho, index = z_rv.owner.inputs[2:]
+        outs = [sticks, g_in, g_var, rho, index]
+        if self.update_g:
+            self.g_name = model.rvs_to_values[g_rv].name
+            g0 = np.asarray(ip[self.g_name])
+            self.T = g0.shape[-1]
+            self.n_gp = int(np.prod(g0.shape[1:-1], dtype=int))  # processes per feature
+            outs += g_rv.owner.inputs[2:4]  # mu, cov
+        if z_rv in model.observed_RVs:
+            self.z_name, self._z_data = None, np.asarray(_data_of(model.rvs_to_values[z_rv]))
+        else:
+            self.z_name, self._z_data = model.rvs_to_values[z_rv].name, None
+        alpha = sticks_rv.owner.inputs[2] if sticks_rv is not None else pt.constant(1.0)
+        self._params = model.compile_fn(model.replace_rvs_by_values([alpha, *outs]),
+                                        inputs=model.value_vars, on_unused_input="ignore",
+                                        point_fn=True, **(compile_kwargs or {}))
+        self.k_max = int(np.asarray(self._params(ip)[1]).shape[0])
+        if self.update_sticks:
+            self.sticks_name = model.rvs_to_values[sticks_rv].name
+            transform = model.rvs_to_transforms.get(sticks_rv)
+            x = pt.dvector("x")
+            fwd = transform.forward(x, *sticks_rv.owner.inputs) if transform else x
+            self._sticks_fwd = pytensor.function([x], fwd, mode="FAST_COMPILE")
+        self.keep_h = bool(keep_h)
+        self.h = np.empty((0, 0))
+        if not stick_step > 0:
+            raise ValueError(f"stick_step must be > 0; got {stick_step!r}.")
+        self.stick_step = float(stick_step)
+        self.log_step = np.full(self.k_max, math.log(stick_step))
+        self.adapt_iter = 0
+        self.tune = True  # set by PyMC's stop_tuning()
+        self.rng = get_random_generator(rng)
+
+    @interrupt_safe
+    def step(self, point):
+        alpha, b, g_flat, g_var, rho, index, *gp = self._params(point)
+        b = np.array(b, dtype=np.float64)
+        rho = float(rho)
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        Z = self._z_data if self._z_data is not None else np.asarray(point[self.z_name])
+        g_flat = np.ascontiguousarray(g_flat, dtype=np.float64)
+        g_var = np.ascontiguousarray(np.broadcast_to(g_var, g_flat.shape), dtype=np.float64)
+        n_loc = np.bincount(index, minlength=g_flat.shape[1]).astype(np.int64)
+        new = dict(point)
+        acc = np.zeros(self.k_max, dtype=np.int64)
+        if self.update_sticks:
+            n1 = np.zeros(g_flat.shape, dtype=np.int64)
+            for k in range(self.k_max):
+                n1[k] = np.bincount(index, weights=Z[:, k], minlength=g_flat.shape[1])
+            stick_sweep(self.rng, b, g_flat, g_var, rho, n1, n_loc, float(alpha),
+                        self.log_step, acc)
+            if self.tune:  # Robbins–Monro towards the target acceptance, per stick
+                self.adapt_iter += 1
+                gain = min(0.5, 5.0 / self.adapt_iter**0.6)
+                self.log_step += gain * (acc - _TARGET_ACCEPT)
+            new[self.sticks_name] = np.asarray(self._sticks_fwd(b),
+                                               dtype=point[self.sticks_name].dtype)
+        thr = np.ascontiguousarray(dibp_threshold(b, g_var, rho))
+        h = np.empty(Z.shape) if self.keep_h else np.empty((0, 0))
+        if self.update_g or self.keep_h:
+            sums = draw_h_sums(self.rng, np.ascontiguousarray(Z), g_flat, thr, rho, index, h,
+                               self.keep_h)
+        if self.update_g:
+            g_flat = self._draw_g(point, gp, sums, n_loc, rho)
+            new[self.g_name] = g_flat.reshape(point[self.g_name].shape).astype(
+                point[self.g_name].dtype)
+        u = (thr - g_flat)[:, index].T / rho
+        logp = float(np.where(Z != 0, sp_log_ndtr(u), sp_log_ndtr(-u)).sum())
+        stats = {"ibp_stick_accept": float(acc.mean()) if self.update_sticks else np.nan,
+                 "ibp_stick_step": float(np.exp(self.log_step).mean()),
+                 "ibp_dibp_logp": logp}
+        if self.keep_h:
+            self.h = h
+        return new, [stats]
+
+    def _draw_g(self, point, gp, sums, n_loc, rho):
+        """``g | h`` for every feature and process (``K x M``, flattened like ``Z``'s index)."""
+        mu, cov = gp
+        shape = point[self.g_name].shape
+        mu = np.broadcast_to(np.asarray(mu, dtype=np.float64), shape)
+        cov = np.asarray(cov, dtype=np.float64)
+        cov = cov.reshape((1,) * (len(shape) + 1 - cov.ndim) + cov.shape)  # (K|1, ..., T, T)
+        mu_r = mu.reshape(self.k_max, self.n_gp, self.T)
+        sums_r = sums.reshape(self.k_max, self.n_gp, self.T)
+        n_r = n_loc.reshape(self.n_gp, self.T)
+        cov_r = cov.reshape(cov.shape[0], -1, self.T, self.T)
+        out = np.empty((self.k_max, self.n_gp, self.T))
+        for k in range(self.k_max):
+            ck = cov_r[min(k, cov_r.shape[0] - 1)]
+            for j in range(self.n_gp):
+                out[k, j] = gp_conditional_draw(self.rng, mu_r[k, j], ck[min(j, ck.shape[0] - 1)],
+                                                sums_r[k, j], n_r[j], rho)
+        return out.reshape(self.k_max, -1)
+
+    def setup_chain(self, rng, tune, draws):
+        super().setup_chain(rng, tune, draws)
+        self.log_step = np.full(self.k_max, math.log(self.stick_step))
+        self.adapt_iter = 0
+        self.tune = True
+
+    def reset_tuning(self):
+        pass
+
+    @staticmethod
+    def competence(var, has_grad):
+        if var.owner is None or not isinstance(var.owner.op, (MvNormalRV, IBPStickBreakingRV)):
+            return Competence.INCOMPATIBLE
+        try:
+            z_rv, sticks_rv, g_rv = match_dependent_ibp(pm.modelcontext(None), var)
+        except (TypeError, ModelPatternError):
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL

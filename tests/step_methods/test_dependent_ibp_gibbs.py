@@ -1,0 +1,249 @@
+"""DependentIBPGibbs (sticks, h, g of the dependent IBP) with the Z steps that read the dIBP's
+per-entry prior log-odds: exact posteriors by enumeration, the conjugate g | h draw on an
+ill-conditioned kernel, the stick-breaking alpha update, automatic assignment and errors."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.step_methods.compound import CompoundStep
+from scipy import special, stats
+
+import pymc_ibp as pmi
+from pymc_ibp.step_methods.dependent_ibp import gp_conditional_draw
+from tests._helpers import all_binary_matrices, chi2_pooled, codes, exact_posterior
+
+T_VALS = np.array([0.0, 1.0])
+INDEX = np.array([0, 0, 1])  # two items at t=0, one at t=1
+RHO, LS, JIT = 0.6, 1.2, 1e-6
+STICKS = np.array([0.7, 0.35])
+
+
+def _cov():
+    d = T_VALS[:, None] - T_VALS[None, :]
+    return np.exp(-d**2 / LS**2) + JIT * np.eye(2)
+
+
+def _log_prior_integrated_g(mats):
+    """log P(Z | b) with g integrated out: per feature an orthant probability of the rows' h."""
+    S = _cov()[np.ix_(INDEX, INDEX)] + RHO**2 * np.eye(len(INDEX))
+    sd = np.sqrt(np.diag(S))
+    out = np.zeros(len(mats))
+    cache = {}
+    for i, Z in enumerate(mats):
+        for k in range(Z.shape[1]):
+            s = np.where(Z[:, k] == 1, 1.0, -1.0)
+            key = (k, tuple(s))
+            if key not in cache:
+                thr = sd * special.ndtri(STICKS[k])
+                mvn = stats.multivariate_normal(np.zeros(len(s)), S * np.outer(s, s),
+                                                abseps=1e-9, releps=1e-9)
+                cache[key] = np.log(mvn.cdf(s * thr))
+            out[i] += cache[key]
+    return out
+
+
+def _dibp_model(X, likelihood):
+    with pm.Model(coords={"obs": range(3), "feature": range(2)}) as model:
+        g = pm.MvNormal("g", 0.0, cov=_cov(), shape=(2, 2))
+        Z = pmi.DependentIBP("Z", STICKS, g, RHO, INDEX, dims=("obs", "feature"))
+        if likelihood == "gaussian":
+            A = pm.Normal("A", 0.0, 1.0, shape=(2, 1))
+            pm.Normal("X", Z @ A, 0.5, observed=X)
+        else:
+            pm.Bernoulli("X", logit_p=Z @ np.array([[2.5, -1.0], [-2.0, 2.0]]) - 0.5,
+                         observed=X)
+    return model, Z, g
+
+
+def _visit_frequencies(step, model, n, seed):
+    step.setup_chain(np.random.default_rng(seed), tune=0, draws=n)
+    point = model.initial_point()
+    codes_ = np.empty(n, dtype=np.int64)
+    for it in range(n):
+        point, _ = step.step(point)
+        codes_[it] = codes(point["Z"][None].astype(np.int64))[0]
+    return codes_
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli"])
+def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
+    mats = all_binary_matrices(3, 2)
+    if likelihood == "gaussian":
+        X = np.array([[1.1], [0.9], [-0.2]])
+        _, post = exact_posterior(X, 2, 1.0, 0.5, 1.0, log_prior=_log_prior_integrated_g)
+    else:
+        X = np.array([[1, 0], [1, 1], [0, 1]])
+        W = np.array([[2.5, -1.0], [-2.0, 2.0]])
+        lp = _log_prior_integrated_g(mats)
+        for i, Z in enumerate(mats):
+            lo = Z @ W - 0.5
+            lp[i] += np.sum(X * -np.logaddexp(0, -lo) + (1 - X) * -np.logaddexp(0, lo))
+        post = np.exp(lp - special.logsumexp(lp))
+    model, Z, g = _dibp_model(X, likelihood)
+    with model:
+        z_step = (pmi.AcceleratedGibbs([Z, model["A"]]) if likelihood == "gaussian"
+                  else pmi.IBPGibbs([Z]))
+        g_step = pmi.DependentIBPGibbs([g])
+    step = CompoundStep([z_step, g_step])
+    n = 12_000
+    visits = _visit_frequencies(step, model, n, seed=11)
+    observed = np.bincount(visits, minlength=64)[codes(mats)]
+    # consecutive draws are correlated (g moves by data augmentation): χ² on every 4th draw
+    thinned = np.bincount(visits[::4], minlength=64)[codes(mats)]
+    _, p = chi2_pooled(thinned, post * len(visits[::4]))
+    print(likelihood, p, np.abs(observed / n - post).max())
+    assert p > 1e-3, p
+
+
+G_FIXED = np.array([[0.8, -0.5], [-0.3, 0.6]])
+W = np.array([[2.5, -1.0], [-2.0, 2.0]])
+ALPHA = 1.5
+
+
+def _log_prior_integrated_sticks(mats):
+    """log P(Z | g) with the sticks integrated out: v_k ~ Beta(α, 1), b = cumprod(v), on a
+    Gauss–Legendre grid in w = v^α (uniform), so the integrand is smooth."""
+    x, w = np.polynomial.legendre.leggauss(200)
+    x, w = (x + 1) / 2, w / 2
+    v = x ** (1.0 / ALPHA)  # v = w^{1/α} has density α v^{α-1}: uniform in w
+    b1, b2 = np.meshgrid(v, v, indexing="ij")
+    b2 = b1 * b2
+    wt = np.outer(w, w)
+    sd = np.sqrt(1.0 + RHO**2)
+    out = np.empty(len(mats))
+    logs = []
+    for k, b in enumerate((b1, b2)):
+        u = (sd * special.ndtri(b)[..., None] - G_FIXED[k][INDEX]) / RHO  # grid x rows
+        logs.append((special.log_ndtr(u), special.log_ndtr(-u)))
+    for i, Z in enumerate(mats):
+        total = np.zeros_like(b1)
+        for k in range(2):
+            l1, l0 = logs[k]
+            total += np.where(Z[:, k] == 1, l1, l0).sum(axis=-1)
+        out[i] = np.log(np.sum(wt * np.exp(total)))
+    return out
+
+
+def test_sticks_update_matches_enumeration_with_the_sticks_integrated_out():
+    mats = all_binary_matrices(3, 2)
+    X = np.array([[1, 0], [1, 1], [0, 1]])
+    lp = _log_prior_integrated_sticks(mats)
+    for i, Z in enumerate(mats):
+        lo = Z @ W - 0.5
+        lp[i] += np.sum(X * -np.logaddexp(0, -lo) + (1 - X) * -np.logaddexp(0, lo))
+    post = np.exp(lp - special.logsumexp(lp))
+    with pm.Model(coords={"obs": range(3), "feature": range(2)}) as model:
+        b = pmi.IBPStickBreaking("b", ALPHA, shape=(2,))
+        Z = pmi.DependentIBP("Z", b, G_FIXED, RHO, INDEX, g_var=1.0, dims=("obs", "feature"))
+        pm.Bernoulli("X", logit_p=Z @ W - 0.5, observed=X)
+        step = CompoundStep([pmi.IBPGibbs([Z]), pmi.DependentIBPGibbs([b])])
+    assert step.methods[1].update_sticks and not step.methods[1].update_g
+    n = 12_000
+    visits = _visit_frequencies(step, model, n, seed=5)
+    thinned = np.bincount(visits[::4], minlength=64)[codes(mats)]
+    _, p = chi2_pooled(thinned, post * len(visits[::4]))
+    assert p > 1e-3, p
+
+
+def test_gp_conditional_draw_on_an_ill_conditioned_kernel():
+    rng = np.random.default_rng(3)
+    T = 100
+    t = np.linspace(0, 10, T)
+    cov = np.exp(-(t[:, None] - t[None, :])**2 / 2.0**2) + 1e-6 * np.eye(T)
+    assert np.linalg.cond(cov) > 1e5
+    n_loc = rng.integers(0, 3, size=T)  # some locations have no rows
+    h_sum = rng.normal(size=T) * n_loc
+    rho, mu = 0.5, np.full(T, 0.3)
+    obs = n_loc > 0
+    # the direct formula (precision form, in extended precision via a stable solve)
+    R = np.diag(rho**2 / n_loc[obs])
+    K_oo = cov[np.ix_(obs, obs)]
+    gain = np.linalg.solve(K_oo + R, cov[obs]).T
+    mean = mu + gain @ (h_sum[obs] / n_loc[obs] - mu[obs])
+    post_cov = cov - gain @ cov[obs]
+    draws = np.array([gp_conditional_draw(rng, mu, cov, h_sum, n_loc, rho)
+                      for _ in range(4000)])
+    assert np.all(np.isfinite(draws))
+    sd = np.sqrt(np.clip(np.diag(post_cov), 0, None))
+    z = (draws.mean(axis=0) - mean) / (sd / np.sqrt(len(draws)) + 1e-12)
+    assert np.max(np.abs(z)) < 4.5, np.max(np.abs(z))
+    emp_sd = draws.std(axis=0)
+    np.testing.assert_allclose(emp_sd, sd, rtol=0.12, atol=2e-3)
+
+
+def test_stick_breaking_alpha_gibbs_is_the_gamma_conditional():
+    b_val = np.array([0.8, 0.5, 0.1])
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        b = pmi.IBPStickBreaking("b", alpha, shape=(3,))
+        step = pmi.IBPAlphaGibbs([alpha])
+    point = model.initial_point()
+    point["b_stickbreaking__"] = model.rvs_to_transforms[b].forward(b_val).eval()
+    step.setup_chain(np.random.default_rng(0), tune=0, draws=1)
+    draws = []
+    for _ in range(5000):
+        point, _ = step.step(point)
+        draws.append(np.exp(point["alpha_log__"]))
+    # Gamma(a + K, b - log b_K) (shape, rate)
+    ref = stats.gamma(2.0 + 3, scale=1.0 / (1.0 - np.log(0.1)))
+    assert stats.kstest(draws, ref.cdf).pvalue > 1e-3
+
+
+def test_pm_sample_assigns_the_steps_and_records_stats():
+    rng = np.random.default_rng(0)
+    t = np.repeat(np.arange(5.0), 3)
+    X = rng.normal(size=(15, 2))
+    with pm.Model(coords={"obs": range(15), "feature": range(3)}) as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        mod = pmi.dependent_ibp("Z", t, alpha=alpha, dims=("obs", "feature"))
+        A = pm.Normal("A", 0, 1, shape=(3, 2))
+        pm.Normal("X", mod.Z @ A, 0.5, observed=X)
+        idata = pm.sample(draws=30, tune=30, chains=1, progressbar=False, random_seed=1,
+                          compute_convergence_checks=False)
+        kept = pmi.DependentIBPGibbs([mod.sticks, mod.g], keep_h=True)
+    kept.setup_chain(np.random.default_rng(0), tune=0, draws=1)
+    point = model.initial_point()
+    point["Z"] = (rng.random((15, 3)) < 0.5).astype(np.int8)
+    point, _ = kept.step(point)
+    thr = np.sqrt(1 + 0.1) * special.ndtri(np.exp(np.cumsum(
+        -np.logaddexp(0, -point["Z_sticks_stickbreaking__"]))))
+    st = idata.sample_stats
+    for name in ("ibp_stick_accept", "ibp_stick_step", "ibp_dibp_logp", "ibp_alpha_accept",
+                 "ibp_n_active"):
+        assert name in st, name
+    assert np.all(np.isfinite(st["ibp_dibp_logp"].values))
+    assert 0.0 <= float(st["ibp_stick_accept"].mean()) <= 1.0
+    # h was drawn before g and the sticks it sits against are the new ones: every h is on
+    # the side of the threshold its z says (z = 0 included)
+    assert kept.h.shape == (15, 3) and np.all(np.isfinite(kept.h))
+    below = kept.h < thr[None, :] * np.ones((15, 1))
+    np.testing.assert_array_equal(below, point["Z"] == 1)
+
+
+def test_sampling_state_round_trips():
+    X = np.array([[1.1], [0.9], [-0.2]])
+    model, Z, g = _dibp_model(X, "gaussian")
+    with model:
+        b = pmi.IBPStickBreaking("b2", 1.0, shape=(2,))
+        Z2 = pmi.DependentIBP("Z2", b, np.zeros((2, 2)), RHO, INDEX, g_var=1.0)
+        pm.Bernoulli("X2", logit_p=Z2.sum(axis=1), observed=np.array([1, 0, 1]))
+        s1 = pmi.DependentIBPGibbs([b])
+        s2 = pmi.DependentIBPGibbs([b])
+    s1.setup_chain(np.random.default_rng(0), tune=10, draws=10)
+    point = model.initial_point()
+    for _ in range(5):
+        point, _ = s1.step(point)
+    s2.sampling_state = s1.sampling_state
+    a, _ = s1.step(dict(point))
+    c, _ = s2.step(dict(point))
+    np.testing.assert_array_equal(a["b2_stickbreaking__"], c["b2_stickbreaking__"])
+    assert s1.adapt_iter == s2.adapt_iter == 6
+
+
+def test_models_the_step_cannot_handle_are_explained():
+    with pm.Model():
+        g = pm.MvNormal("g", 0.0, cov=_cov(), shape=(2, 2))
+        pmi.DependentIBP("Z", STICKS, g, RHO, INDEX)
+        pm.Normal("other", g.sum(), 1.0)
+        with pytest.raises(pmi.ModelPatternError, match="only through one pmi.DependentIBP"):
+            pmi.DependentIBPGibbs([g])
