@@ -19,8 +19,8 @@ observed).  Both models share the likelihood ``X ~ Normal(Z @ A, sigma_x)``,
 ``A ~ Normal(0, sigma_a)``, half-normal scales, ``alpha ~ Gamma(2, 1)``, truncation ``--k``;
 the IBP is the truncated stick-breaking IBP (``Z ~ Bernoulli(pi)``), the dIBP
 ``pmi.dependent_ibp`` over the covariate.  pm.sample assigns AcceleratedGibbs (missing entries
-integrated out row by row), DependentIBPGibbs, IBPAlphaGibbs, IBPScaleSlice, and NUTS for the
-length scales (dIBP) and the sticks (IBP).
+integrated out row by row), DependentIBPGibbs, IBPAlphaGibbs, IBPScaleSlice, GPLengthScaleHMC
+(dIBP length scales) and NUTS (the IBP's sticks).
 
 Paper, Table 1 (RMSE, mean ± sd over 10 folds; IBP vs dIBP): music 1.08 ± 0.06 vs
 0.69 ± 0.04, UN development 0.93 ± 0.06 vs 0.79 ± 0.07.

@@ -6,7 +6,7 @@ Bag of items: eight binary 8x8 glyphs whose probabilities drift over 40 time ste
 the paper's squared-exponential kernel, A ~ Normal(0, sigma_a), X ~ Normal(Z @ A, sigma_x),
 alpha ~ Gamma(2, 1), half-normal scales.  pm.sample assigns DependentIBPGibbs (sticks, GPs),
 AcceleratedGibbs (Z, A; the dIBP's per-entry prior log-odds), IBPAlphaGibbs (alpha),
-IBPScaleSlice (scales) and NUTS (length scales).
+IBPScaleSlice (scales) and GPLengthScaleHMC (length scales).
 
 Tracking items ("collapsed model", --experiment tracking): one item over 100 steps whose
 glyphs flip with probabilities q_k ~ Beta(1, 10) (pmi.datasets.markov_glyphs), fitted with
@@ -45,18 +45,17 @@ def match(A_draw, Z_draw, glyphs):
     return active[corr.argmax(axis=1)], corr.max(axis=1)
 
 
-def bag(args, out):
+def fit(data, k, args, **dibp_kwargs):
+    """pm.sample of the linear-Gaussian dependent IBP on ``data``; ``(idata, seconds)``."""
     import pymc as pm
 
     import pymc_ibp as pmi
 
-    data = pmi.datasets.dependent_glyphs(seed=args.seed)
-    n, k = data.X.shape[0], 20
-    rho = float(np.sqrt(0.1))
+    n = data.X.shape[0]
     with pm.Model(coords={"obs": range(n), "feature": range(k), "dim": range(64)}):
         alpha = pm.Gamma("alpha", 2.0, 1.0)
-        dibp = pmi.dependent_ibp("Z", data.covariate, alpha=alpha, rho=rho,
-                                 dims=("obs", "feature"))
+        dibp = pmi.dependent_ibp("Z", data.covariate, alpha=alpha, dims=("obs", "feature"),
+                                 **dibp_kwargs)
         sigma_a = pm.HalfNormal("sigma_a", 2.0)
         sigma_x = pm.HalfNormal("sigma_x", 1.0)
         A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
@@ -65,7 +64,17 @@ def bag(args, out):
         idata = pm.sample(tune=args.tune, draws=args.draws, chains=args.chains,
                           cores=args.cores, random_seed=args.seed, progressbar=False,
                           compute_convergence_checks=False)
-        wall = time.perf_counter() - t0
+    return idata, time.perf_counter() - t0
+
+
+def bag(args, out):
+
+    import pymc_ibp as pmi
+
+    data = pmi.datasets.dependent_glyphs(seed=args.seed)
+    n, k = data.X.shape[0], 20
+    rho = float(np.sqrt(0.1))
+    idata, wall = fit(data, k, args, rho=rho)
     post = idata.posterior
     Zs = post["Z"].values.reshape(-1, n, k)
     As = post["A"].values.reshape(-1, k, 64)
@@ -134,25 +143,12 @@ def bag(args, out):
 
 
 def tracking(args, out):
-    import pymc as pm
 
     import pymc_ibp as pmi
 
     data = pmi.datasets.markov_glyphs(seed=args.seed)
     n, k = data.X.shape[0], 20
-    with pm.Model(coords={"obs": range(n), "feature": range(k), "dim": range(64)}):
-        alpha = pm.Gamma("alpha", 2.0, 1.0)
-        dibp = pmi.dependent_ibp("Z", data.covariate, alpha=alpha, item=np.zeros(n),
-                                 variant="tracking", dims=("obs", "feature"))
-        sigma_a = pm.HalfNormal("sigma_a", 2.0)
-        sigma_x = pm.HalfNormal("sigma_x", 1.0)
-        A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
-        pm.Normal("X", mu=dibp.Z @ A, sigma=sigma_x, observed=data.X, dims=("obs", "dim"))
-        t0 = time.perf_counter()
-        idata = pm.sample(tune=args.tune, draws=args.draws, chains=args.chains,
-                          cores=args.cores, random_seed=args.seed, progressbar=False,
-                          compute_convergence_checks=False)
-        wall = time.perf_counter() - t0
+    idata, wall = fit(data, k, args, item=np.zeros(n), variant="tracking")
     Zs = idata.posterior["Z"].values.reshape(-1, n, k)
     As = idata.posterior["A"].values.reshape(-1, k, 64)
     true_on = data.Z.sum(axis=0) > 0

@@ -378,6 +378,7 @@ def _kernel_matrix(kind, t, ls, amplitude):
 
 def dependent_ibp(name, covariate, *, alpha, k=None, item=None, variant="bag", cov="expquad",
                   amplitude=1.0, rho=_DEFAULT_RHO, length_scale=None, jitter=1e-6,
+                  item_amplitude=0.5,
                   shape=None, dims=None):
     r"""Build a dependent IBP over a covariate in one call.
 
@@ -398,12 +399,16 @@ def dependent_ibp(name, covariate, *, alpha, k=None, item=None, variant="bag", c
     k : int, optional
         Truncation level ``K``; taken from ``shape``/``dims`` when omitted.
     item : array_like of int, shape ``(N,)``, optional
-        For ``variant="tracking"``: which item each row is (rows of one item at different
-        covariate values are the same item, tracked over the covariate).
-    variant : {"bag", "tracking"}
+        For ``variant="tracking"`` and ``"hierarchical"``: which item each row is (rows of
+        one item at different covariate values are the same item, tracked over the
+        covariate).
+    variant : {"bag", "tracking", "hierarchical"}
         ``"bag"``: exchangeable items, one process per feature over the distinct covariate
         values (eq. 4 with ``Γ = ρ² I``); ``"tracking"``: one process per item and feature
-        over the covariate, coupled across items only through the sticks (eq. 5).
+        over the covariate, coupled across items only through the sticks (eq. 5);
+        ``"hierarchical"``: the general model of eq. 4, a shared process per feature plus a
+        process per item and feature (``{name}_item_g``, amplitude ``item_amplitude``, own
+        length scales ``{name}_item_ls``), items tracked over the covariate.
     cov : {"expquad", "matern52"} or callable
         The kernel: ``exp(-(t-t')²/ℓ²)`` (eq. 8 of the paper), Matérn 5/2, or a function
         ``ls -> pm.gp.cov.Covariance`` (e.g. ``lambda ls: pm.gp.cov.Matern32(1, ls=ls)``).
@@ -461,24 +466,45 @@ def dependent_ibp(name, covariate, *, alpha, k=None, item=None, variant="bag", c
         g = pm.MvNormal(f"{name}_g", mu=0.0, cov=cov_k, shape=(k, values.size),
                         dims=(feature_dim, t_dim) if feature_dim else None)
         g_flat, index = g, t_index
-    elif variant == "tracking":
+    elif variant in ("tracking", "hierarchical"):
         if item is None:
-            raise ValueError("pmi.dependent_ibp(variant='tracking') needs item=: which item "
+            raise ValueError(f"pmi.dependent_ibp(variant={variant!r}) needs item=: which item "
                              "each row is.")
         item = np.asarray(item)
         items, item_index = np.unique(item, return_inverse=True)
         n_items = items.size
         pairs = item_index * values.size + t_index
         if np.unique(pairs).size != n:
-            raise DataError("pmi.dependent_ibp(variant='tracking'): an item appears twice at "
+            raise DataError(f"pmi.dependent_ibp(variant={variant!r}): an item appears twice at "
                             "the same covariate value.")
-        g = pm.MvNormal(f"{name}_g", mu=0.0, cov=cov_k[:, None], shape=(k, n_items, values.size))
-        g_flat, index = g.reshape((k, n_items * values.size)), pairs
+        index = pairs
+        if variant == "tracking":
+            g = pm.MvNormal(f"{name}_g", mu=0.0, cov=cov_k[:, None],
+                            shape=(k, n_items, values.size))
+            g_flat = g.reshape((k, n_items * values.size))
+        else:  # shared process per feature plus one per item and feature (eq. 4)
+            g = pm.MvNormal(f"{name}_g", mu=0.0, cov=cov_k, shape=(k, values.size),
+                            dims=(feature_dim, t_dim) if feature_dim else None)
+            ls_item = pm.LogNormal(f"{name}_item_ls", mu=math.log(5.0 * median_spacing),
+                                   sigma=1.0, shape=(k,), dims=feature_dim)
+            item_cov = (_kernel_matrix(cov, values, ls_item, item_amplitude)
+                        + (jitter * item_amplitude**2) * np.eye(values.size))
+            f = pm.MvNormal(f"{name}_item_g", mu=0.0, cov=item_cov[:, None],
+                            shape=(k, n_items, values.size))
+            loc_t = np.tile(np.arange(values.size), n_items)
+            g_flat = g[:, loc_t] + f.reshape((k, n_items * values.size))
+            cov_k = cov_k + item_cov  # the marginal variance at each location adds up
+            item_var = item_amplitude**2 * (1.0 + jitter)
     else:
-        raise ValueError(f"pmi.dependent_ibp: variant must be 'bag' or 'tracking'; got "
+        raise ValueError(f"pmi.dependent_ibp: variant must be 'bag', 'tracking' or "
+                         f"'hierarchical'; got "
                          f"{variant!r}.")
-    g_var = pt.broadcast_to(pt.diagonal(cov_k, axis1=-2, axis2=-1)[:, None, :],
-                            (k, g.type.shape[1] if variant == "tracking" else 1, values.size))
-    g_var = g_var.reshape((k, -1)) if variant == "tracking" else g_var[:, 0, :]
+    if callable(cov):
+        diag = pt.diagonal(cov_k, axis1=-2, axis2=-1)  # (K, T)
+    else:  # stationary built-in kernels: the prior variance does not depend on ℓ, so the
+        # length scales' HMC target does not include Z's logp
+        var = amplitude**2 * (1.0 + jitter) + (item_var if variant == "hierarchical" else 0.0)
+        diag = pt.broadcast_to(pt.as_tensor_variable(var, dtype="floatX"), (k, values.size))
+    g_var = pt.tile(diag, (1, n_items)) if variant != "bag" else diag
     Z = DependentIBP(name, sticks, g_flat, rho, index, g_var=g_var, shape=(n, k), dims=dims)
     return DependentIBPModel(Z, sticks, g, ls, values, np.asarray(index))

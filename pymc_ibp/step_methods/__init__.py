@@ -5,7 +5,12 @@ from pymc.step_methods import STEP_METHODS
 
 from pymc_ibp.step_methods.crp_gibbs import CRPGibbs
 from pymc_ibp.step_methods.dependent_ibp import DependentIBPGibbs
-from pymc_ibp.step_methods.hyperparameters import ExponentialRateGibbs, IBPAlphaGibbs
+from pymc_ibp.step_methods.gp_length_scales import GPLengthScaleHMC
+from pymc_ibp.step_methods.hyperparameters import (
+    DetectionRateGibbs,
+    ExponentialRateGibbs,
+    IBPAlphaGibbs,
+)
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, CollapsedGibbs
 from pymc_ibp.step_methods.nonnegative import NonNegativeFeatureGibbs
 from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
@@ -13,7 +18,7 @@ from pymc_ibp.step_methods.scales import IBPScaleSlice
 from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
 __all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "DependentIBPGibbs",
-           "ExponentialRateGibbs",
+           "DetectionRateGibbs", "ExponentialRateGibbs", "GPLengthScaleHMC",
            "IBPAlphaGibbs", "IBPGibbs", "IBPOffsetGibbs", "IBPScaleSlice",
            "NonNegativeFeatureGibbs"]
 
@@ -22,6 +27,6 @@ __all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "DependentIBPGibbs"
 # BinaryGibbsMetropolis is also IDEAL for a Bernoulli Z (e.g. under IBPStickBreaking).
 for _cls in reversed((AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPOffsetGibbs, IBPGibbs,
                       CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs,
-                      DependentIBPGibbs)):
+                      DependentIBPGibbs, GPLengthScaleHMC, DetectionRateGibbs)):
     if _cls not in STEP_METHODS:
         STEP_METHODS.insert(0, _cls)

@@ -23,7 +23,9 @@ paper's §4; van Dyk & Park 2008):
    ``Σ_{·O}(Σ_{OO} + ρ² diag(1/N_O))^{-1}(h̄_O - f_O - ε_O)``, ``ε_O ~ N(0, ρ²/N_O)``, over
    the locations ``O`` that have rows.  It needs Cholesky factors of ``Σ`` and of the
    well-conditioned ``Σ_OO + ρ²/N_O`` only, never ``Σ⁻¹``, and locations without rows are
-   drawn from the GP conditional in the same pass.
+   drawn from the GP conditional in the same pass.  When ``g`` is a sum of processes (eq. 4's
+   general hierarchy: a shared process per feature plus one per item), each is drawn in turn
+   given ``h`` minus the others.
 
 ``Z`` itself is updated by another step, with ``h`` integrated out as well (per-entry prior
 log-odds ``log Φ(u) - log Φ(-u)``): :class:`pymc_ibp.AcceleratedGibbs` for a linear-Gaussian
@@ -51,6 +53,7 @@ sampling functions from Gaussian process posteriors. *ICML 2020* (Matheron's rul
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -61,7 +64,10 @@ import scipy.linalg
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
+from pytensor.scalar.basic import Add as ScalarAdd
+from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import MvNormalRV
 from pytensor.tensor.shape import Reshape
 from scipy.special import log_ndtr as sp_log_ndtr
@@ -177,6 +183,10 @@ def gp_conditional_draw(rng, mu, cov, h_sum, n_loc, rho):
     return f + cov[:, obs] @ w
 
 
+def _triples(gp):
+    return [tuple(gp[i:i + 3]) for i in range(0, len(gp), 3)]
+
+
 # --------------------------------------------------------------------------------------------
 # model matching
 # --------------------------------------------------------------------------------------------
@@ -191,9 +201,49 @@ def _users(model, rv):
     return [r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))]
 
 
+class GPComponent(NamedTuple):
+    """One free ``pm.MvNormal`` term of the processes ``g`` of a DependentIBP: the random
+    variable (``K x ... x T``) and, when it is read through an index on its last axis
+    (``g_rv[:, idx]``), the constant index (``None``: reshaped to ``K x M`` as it is)."""
+
+    rv: object
+    index: np.ndarray | None
+
+
+def _add_terms(var):
+    if var.owner is not None and isinstance(var.owner.op, Elemwise) \
+            and isinstance(var.owner.op.scalar_op, ScalarAdd):
+        return [t for inp in var.owner.inputs for t in _add_terms(inp)]
+    return [var]
+
+
+def gp_components(model, g_in):
+    """The free ``pm.MvNormal`` terms of ``g_in`` (a sum of processes, each reshaped to
+    ``K x M`` or indexed ``rv[:, idx]`` on its last axis), or ``None`` if ``g_in`` is not of
+    that form (e.g. fixed processes)."""
+    comps = []
+    for term in _add_terms(g_in):
+        index = None
+        op = term.owner.op if term.owner is not None else None
+        if op is not None and type(op).__name__ == "AdvancedSubtensor" \
+                and len(term.owner.inputs) == 2 and tuple(op.idx_list)[:1] == (slice(None),) \
+                and isinstance(term.owner.inputs[1], Constant):
+            index = np.asarray(term.owner.inputs[1].data, dtype=np.int64)
+            term = term.owner.inputs[0]
+        rv = _strip_reshape(term)
+        if rv not in model.free_RVs or not isinstance(rv.owner.op, MvNormalRV):
+            return None
+        if rv.type.shape[0] is None or rv.ndim < 2 or (index is not None and rv.ndim != 2):
+            raise ModelPatternError(f"{rv.name!r} needs a fixed shape (K, ..., T) (and (K, T) "
+                                    "when it is indexed).")
+        comps.append(GPComponent(rv, index))
+    return comps
+
+
 def match_dependent_ibp(model, rv):
-    """``(z_rv, sticks_rv or None, g_rv or None)`` of the dependent IBP that ``rv`` (its sticks
-    or its processes) belongs to; raises :class:`ModelPatternError` naming the pattern otherwise."""
+    """``(z_rv, sticks_rv or None, components or None)`` of the dependent IBP that ``rv`` (its
+    sticks or one of its processes) belongs to; raises :class:`ModelPatternError` naming the
+    pattern otherwise."""
     users = _users(model, rv)
     z_rvs = [u for u in users if isinstance(u.owner.op, DependentIBPRV)]
     if len(z_rvs) != 1 or len(users) != 1:
@@ -202,24 +252,21 @@ def match_dependent_ibp(model, rv):
             f"{[u.name for u in users]}). Needed: {PATTERN}.")
     z_rv = z_rvs[0]
     sticks, g_in = z_rv.owner.inputs[2], z_rv.owner.inputs[3]
-    g_rv = _strip_reshape(g_in)
-    if g_rv not in model.free_RVs or not isinstance(g_rv.owner.op, MvNormalRV):
-        g_rv = None  # fixed processes (data or constants): only the sticks are updated
-    elif g_rv.type.shape[0] is None or g_rv.ndim < 2:
-        raise ModelPatternError(f"{g_rv.name!r} needs a fixed shape (K, ..., T).")
+    comps = gp_components(model, g_in)  # None: fixed processes, only the sticks are updated
     sticks_rv = sticks if (sticks in model.free_RVs
                            and isinstance(sticks.owner.op, IBPStickBreakingRV)) else None
-    if rv is not g_rv and rv is not sticks_rv:
+    comp_rvs = [c.rv for c in comps or []]
+    if rv is not sticks_rv and rv not in comp_rvs:
         raise ModelPatternError(
-            f"{rv.name!r} is neither the sticks (a free pmi.IBPStickBreaking) nor the processes "
-            f"(a free pm.MvNormal, optionally reshaped to features x locations) of "
-            f"{z_rv.name!r}. Needed: {PATTERN}.")
-    for other in (sticks_rv, g_rv):
+            f"{rv.name!r} is neither the sticks (a free pmi.IBPStickBreaking) nor a process "
+            f"(a free pm.MvNormal, reshaped to features x locations or indexed on its last "
+            f"axis, or a sum of such) of {z_rv.name!r}. Needed: {PATTERN}.")
+    for other in (sticks_rv, *comp_rvs):
         if other is not None and other is not rv and len(_users(model, other)) != 1:
             raise ModelPatternError(
                 f"{other.name!r} must enter the model only through {z_rv.name!r}. "
                 f"Needed: {PATTERN}.")
-    return z_rv, sticks_rv, g_rv
+    return z_rv, sticks_rv, comps
 
 
 @dataclass_state
@@ -266,23 +313,29 @@ class DependentIBPGibbs(BlockedStep):
         model = pm.modelcontext(model)
         value_vars = get_value_vars_from_user_vars(vars, model)
         rvs = [model.values_to_rvs[v] for v in value_vars]
-        matches = {match_dependent_ibp(model, rv)[:3] for rv in rvs}
-        if len(matches) != 1:
+        matches = [match_dependent_ibp(model, rv) for rv in rvs]
+        if len({m[0] for m in matches}) != 1:
             raise ModelPatternError("DependentIBPGibbs updates the sticks and processes of one "
                                     "pmi.DependentIBP at a time; got variables of several.")
-        [(z_rv, sticks_rv, g_rv)] = matches
+        z_rv, sticks_rv, comps = matches[0]
         self.update_sticks = sticks_rv is not None and sticks_rv in rvs
-        self.update_g = g_rv is not None and g_rv in rvs
+        comps = [c for c in comps or [] if c.rv in rvs]
+        missing = [c.rv.name for c in matches[0][2] or [] if c.rv not in rvs]
+        if comps and missing:
+            raise ModelPatternError(f"DependentIBPGibbs updates all processes of {z_rv.name!r} "
+                                    f"together; {missing} were not given.")
+        self.update_g = bool(comps)
         self.vars = value_vars
         ip = model.initial_point() if initial_point is None else initial_point
         sticks, g_in, g_var, rho, index = z_rv.owner.inputs[2:]
         outs = [sticks, g_in, g_var, rho, index]
-        if self.update_g:
-            self.g_name = model.rvs_to_values[g_rv].name
-            g0 = np.asarray(ip[self.g_name])
-            self.T = g0.shape[-1]
-            self.n_gp = int(np.prod(g0.shape[1:-1], dtype=int))  # processes per feature
-            outs += g_rv.owner.inputs[2:4]  # mu, cov
+        self._comps = []
+        for c in comps:
+            name = model.rvs_to_values[c.rv].name
+            shape = np.shape(ip[name])
+            self._comps.append({"name": name, "shape": shape, "T": shape[-1],
+                                "n_gp": int(np.prod(shape[1:-1], dtype=int)), "index": c.index})
+            outs += [c.rv, *c.rv.owner.inputs[2:4]]  # value, mu, cov
         if z_rv in model.observed_RVs:
             self.z_name, self._z_data = None, np.asarray(_data_of(model.rvs_to_values[z_rv]))
         else:
@@ -338,9 +391,7 @@ class DependentIBPGibbs(BlockedStep):
             sums = draw_h_sums(self.rng, np.ascontiguousarray(Z), g_flat, thr, rho, index, h,
                                self.keep_h)
         if self.update_g:
-            g_flat = self._draw_g(point, gp, sums, n_loc, rho)
-            new[self.g_name] = g_flat.reshape(point[self.g_name].shape).astype(
-                point[self.g_name].dtype)
+            g_flat = self._draw_g(point, gp, sums, n_loc, rho, new)
         u = (thr - g_flat)[:, index].T / rho
         logp = float(np.where(Z != 0, sp_log_ndtr(u), sp_log_ndtr(-u)).sum())
         stats = {"ibp_stick_accept": float(acc.mean()) if self.update_sticks else np.nan,
@@ -350,24 +401,45 @@ class DependentIBPGibbs(BlockedStep):
             self.h = h
         return new, [stats]
 
-    def _draw_g(self, point, gp, sums, n_loc, rho):
-        """``g | h`` for every feature and process (``K x M``, flattened like ``Z``'s index)."""
-        mu, cov = gp
-        shape = point[self.g_name].shape
-        mu = np.broadcast_to(np.asarray(mu, dtype=np.float64), shape)
-        cov = np.asarray(cov, dtype=np.float64)
-        cov = cov.reshape((1,) * (len(shape) + 1 - cov.ndim) + cov.shape)  # (K|1, ..., T, T)
-        mu_r = mu.reshape(self.k_max, self.n_gp, self.T)
-        sums_r = sums.reshape(self.k_max, self.n_gp, self.T)
-        n_r = n_loc.reshape(self.n_gp, self.T)
-        cov_r = cov.reshape(cov.shape[0], -1, self.T, self.T)
-        out = np.empty((self.k_max, self.n_gp, self.T))
-        for k in range(self.k_max):
-            ck = cov_r[min(k, cov_r.shape[0] - 1)]
-            for j in range(self.n_gp):
-                out[k, j] = gp_conditional_draw(self.rng, mu_r[k, j], ck[min(j, ck.shape[0] - 1)],
-                                                sums_r[k, j], n_r[j], rho)
-        return out.reshape(self.k_max, -1)
+    def _draw_g(self, point, gp, sums, n_loc, rho, new):
+        """Each process given ``h`` and the other processes (one Gibbs scan over the additive
+        components); writes the new values into ``new`` and returns the total ``K x M``."""
+        parts = []  # each component's current contribution at the M GP locations
+        for c, (value, _, _) in zip(self._comps, _triples(gp), strict=True):
+            parts.append(self._contribution(c, np.asarray(value, dtype=np.float64)))
+        for i, (c, (_, mu, cov)) in enumerate(zip(self._comps, _triples(gp), strict=True)):
+            other = sum(parts[j] for j in range(len(parts)) if j != i) if len(parts) > 1 \
+                else 0.0
+            resid = sums - n_loc[None, :] * other  # Σ over rows of h - other components
+            loc = np.arange(sums.shape[1]) if c["index"] is None else c["index"]
+            width = c["n_gp"] * c["T"]
+            r_sum = np.zeros((self.k_max, width))
+            for k in range(self.k_max):
+                r_sum[k] = np.bincount(loc, weights=resid[k], minlength=width)
+            cnt = np.bincount(loc, weights=n_loc, minlength=width)
+            shape = c["shape"]
+            mu = np.broadcast_to(np.asarray(mu, dtype=np.float64), shape)
+            cov = np.asarray(cov, dtype=np.float64)
+            cov = cov.reshape((1,) * (len(shape) + 1 - cov.ndim) + cov.shape)
+            T, n_gp = c["T"], c["n_gp"]
+            mu_r = mu.reshape(self.k_max, n_gp, T)
+            cov_r = cov.reshape(cov.shape[0], -1, T, T)
+            s_r = r_sum.reshape(self.k_max, n_gp, T)
+            n_r = cnt.reshape(n_gp, T)
+            out = np.empty((self.k_max, n_gp, T))
+            for k in range(self.k_max):
+                ck = cov_r[min(k, cov_r.shape[0] - 1)]
+                for j in range(n_gp):
+                    out[k, j] = gp_conditional_draw(self.rng, mu_r[k, j],
+                                                    ck[min(j, ck.shape[0] - 1)], s_r[k, j],
+                                                    n_r[j], rho)
+            new[c["name"]] = out.reshape(shape).astype(point[c["name"]].dtype)
+            parts[i] = self._contribution(c, out.reshape(shape))
+        return sum(parts)
+
+    def _contribution(self, c, value):
+        flat = value.reshape(self.k_max, -1)
+        return flat if c["index"] is None else flat[:, c["index"]]
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)
@@ -383,7 +455,7 @@ class DependentIBPGibbs(BlockedStep):
         if var.owner is None or not isinstance(var.owner.op, (MvNormalRV, IBPStickBreakingRV)):
             return Competence.INCOMPATIBLE
         try:
-            z_rv, sticks_rv, g_rv = match_dependent_ibp(pm.modelcontext(None), var)
+            match_dependent_ibp(pm.modelcontext(None), var)
         except (TypeError, ModelPatternError):
             return Competence.INCOMPATIBLE
         return Competence.IDEAL

@@ -4,6 +4,10 @@
 ``A ~ Exponential(λ)`` (the exponential-Gaussian likelihood of Doshi-Velez 2009, App. A) from
 its conjugate conditional ``Gamma(a + #A, b + ΣA)``.
 
+``DetectionRateGibbs`` updates the false-detection and miss rates ``f, m ~ Beta(a, b)`` of the
+noisy tag-detection likelihood (:func:`pymc_ibp.likelihoods.noisy_detection`; Doshi-Velez 2009,
+§7.3) from their conjugate Beta conditionals.
+
 ``IBPAlphaGibbs`` updates the IBP mass ``alpha ~ Gamma(a, b)`` given ``Z``.  Under the untruncated
 IBP the conditional is ``Gamma(a + K+, b + S_N(β))`` (Doshi-Velez 2009, §5.1; ``S_N(1) = H_N``,
 *not* the ``b + N`` of the public PyIBP ``sampleAlpha``).  :class:`pymc_ibp.IBP` is truncated at
@@ -28,7 +32,7 @@ from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
-from pytensor.tensor.random.basic import ExponentialRV, GammaRV
+from pytensor.tensor.random.basic import BernoulliRV, BetaRV, ExponentialRV, GammaRV
 
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
@@ -37,7 +41,7 @@ from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.model_matching import _data_of, _strip
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
-__all__ = ["ExponentialRateGibbs", "IBPAlphaGibbs", "alpha_update"]
+__all__ = ["DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs", "alpha_update"]
 
 ALPHA_PATTERN = (
     "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...) "
@@ -56,11 +60,14 @@ def alpha_update(rng, alpha, kplus, a, b, s, k_max):
     return (prop if rng.random() < acc else alpha), acc
 
 
-def _constant_value(var):
+def _constant_value(var, scalar=True):
+    """The value of a graph without free inputs (a float, or an array with ``scalar=False``),
+    else ``None``."""
     free = [v for v in ancestors([var]) if v.owner is None and not isinstance(v, Constant)]
     if free:
         return None
-    return float(np.asarray(var.eval()))
+    value = np.asarray(var.eval(), dtype=float)
+    return float(value) if scalar else value
 
 
 def _scalar_transform(model, rv):
@@ -267,6 +274,122 @@ class IBPAlphaGibbs(BlockedStep):
         try:
             model = pm.modelcontext(None)
             _match_alpha(model, var)
+        except (TypeError, ModelPatternError):
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL
+
+
+DETECTION_PATTERN = (
+    "f = pm.Beta('f', a, b) and m = pm.Beta('m', a, b) with constant a, b (scalars or one per "
+    "column), used only in pm.Bernoulli('X', p=pmi.likelihoods.noisy_detection(Z, A, f, m), "
+    "observed=X) with X fully observed"
+)
+
+
+def _beta_prior(rv):
+    if not isinstance(rv.owner.op, BetaRV):
+        raise ModelPatternError(f"{rv.name!r} is not a pm.Beta. Needed: {DETECTION_PATTERN}.")
+    a, b = (_constant_value(x, scalar=False) for x in rv.owner.inputs[2:4])
+    if a is None or b is None:
+        raise ModelPatternError(
+            f"{rv.name!r} must have constant Beta parameters. Needed: {DETECTION_PATTERN}.")
+    return a, b
+
+
+def _match_detection(model, rate_rv):
+    """``(a, b, x_rv, condition, role)``: ``role`` is ``"miss"`` for ``m`` (the rate of
+    ``x = 0`` where the condition ``Z @ A > 0`` holds) or ``"false"`` for ``f`` (the rate of
+    ``x = 1`` where it does not)."""
+    a, b = _beta_prior(rate_rv)
+    users = _users(model, rate_rv)
+    if len(users) != 1 or users[0] not in model.observed_RVs \
+            or not isinstance(users[0].owner.op, BernoulliRV):
+        raise ModelPatternError(f"{rate_rv.name!r} must enter the model only through one observed "
+                                f"pm.Bernoulli. Needed: {DETECTION_PATTERN}.")
+    x_rv = users[0]
+    p = _strip(x_rv.owner.inputs[-1])
+    if p.owner is None or type(getattr(p.owner.op, "scalar_op", None)).__name__ != "Switch":
+        raise ModelPatternError(f"{x_rv.name!r}'s success probability is not the switch of "
+                                f"noisy_detection. Needed: {DETECTION_PATTERN}.")
+    cond, on, off = p.owner.inputs
+    on, off = _strip(on), _strip(off)
+    if off is rate_rv:
+        role = "false"
+    elif (on.owner is not None and type(getattr(on.owner.op, "scalar_op", None)).__name__ == "Sub"
+          and _constant_value(on.owner.inputs[0]) == 1.0 and _strip(on.owner.inputs[1]) is rate_rv):
+        role = "miss"
+    else:
+        raise ModelPatternError(f"{rate_rv.name!r} is neither the false rate nor the miss rate of "
+                                f"{x_rv.name!r}. Needed: {DETECTION_PATTERN}.")
+    if rate_rv.ndim > 1:
+        raise ModelPatternError(f"{rate_rv.name!r} must be a scalar or one rate per column.")
+    return a, b, x_rv, cond, role
+
+
+class DetectionRateGibbs(BlockedStep):
+    r"""Exact Gibbs update of a false-detection or miss rate of the noisy tag-detection
+    likelihood :func:`pymc_ibp.likelihoods.noisy_detection` (Doshi-Velez 2009, §7.3) under a
+    ``Beta(a, b)`` prior.  With ``y = 1[Z @ A > 0]``,
+
+    .. math::
+
+        m \mid \cdot \sim \mathrm{Beta}\big(a + \#\{y = 1, x = 0\},\ b + \#\{y = 1, x = 1\}\big),
+        \qquad
+        f \mid \cdot \sim \mathrm{Beta}\big(a + \#\{y = 0, x = 1\},\ b + \#\{y = 0, x = 0\}\big),
+
+    counted per column for a rate per column.  Chosen automatically for such rates (NUTS
+    otherwise).
+    """
+
+    name = "ibp_detection_rate_gibbs"
+    default_blocked = False
+    stats_dtypes_shapes = {}
+    _state_class = StepMethodState
+
+    def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
+                 blocked=True):
+        model = pm.modelcontext(model)
+        [value_var] = get_value_vars_from_user_vars(vars, model)
+        rate_rv = model.values_to_rvs[value_var]
+        self.a, self.b, x_rv, cond, self.role = _match_detection(model, rate_rv)
+        self.vars = [value_var]
+        self.value_name = value_var.name
+        x_value = model.rvs_to_values[x_rv]
+        self._x = _data_of(x_value)
+        if not np.all(np.isfinite(self._x)):
+            raise ModelPatternError(f"DetectionRateGibbs needs {x_rv.name!r} fully observed. "
+                                    f"Needed: {DETECTION_PATTERN}.")
+        [cond_v] = model.replace_rvs_by_values([cond])
+        self._cond = model.compile_fn(cond_v, inputs=model.value_vars, on_unused_input="ignore",
+                                      point_fn=True, **(compile_kwargs or {}))
+        self.ndim = rate_rv.ndim
+        transform = model.rvs_to_transforms.get(rate_rv)
+        x = pt.dvector("x") if self.ndim else pt.dscalar("x")
+        fwd = transform.forward(x, *rate_rv.owner.inputs) if transform is not None else x
+        self._fwd = pytensor.function([x], fwd, mode="FAST_COMPILE")
+        self.rng = get_random_generator(rng)
+
+    def step(self, point):
+        y = np.broadcast_to(np.asarray(self._cond(point), dtype=bool), self._x.shape)
+        hit = self._x == (0.0 if self.role == "miss" else 1.0)
+        sel = y if self.role == "miss" else ~y
+        axis = tuple(range(self._x.ndim - 1)) if self.ndim else None
+        n_sel = sel.sum(axis=axis)
+        n_hit = (sel & hit).sum(axis=axis)
+        rate = self.rng.beta(self.a + n_hit, self.b + n_sel - n_hit)
+        new = dict(point)
+        new[self.value_name] = np.asarray(self._fwd(rate), dtype=point[self.value_name].dtype)
+        return new, [{}]  # one (empty) stats slot per step, as PyMC expects
+
+    def reset_tuning(self):
+        pass
+
+    @staticmethod
+    def competence(var, has_grad):
+        if var.owner is None or not isinstance(var.owner.op, BetaRV):
+            return Competence.INCOMPATIBLE
+        try:
+            _match_detection(pm.modelcontext(None), var)
         except (TypeError, ModelPatternError):
             return Competence.INCOMPATIBLE
         return Competence.IDEAL

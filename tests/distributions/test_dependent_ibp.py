@@ -131,5 +131,25 @@ def test_bad_input_is_rejected_with_a_clear_message():
     with pytest.raises(ValueError, match="needs the prior variance of g"):
         pmi.DependentIBP.dist([0.5, 0.2], g, 1.0, [0, 1])
     with pm.Model():
-        with pytest.raises(ValueError, match="must be 'bag' or 'tracking'"):
+        with pytest.raises(ValueError, match="must be .bag., .tracking. or .hierarchical."):
             pmi.dependent_ibp("Z", [0.0, 1.0], alpha=1.0, k=2, variant="other")
+
+
+def test_hierarchical_variant_keeps_the_ibp_marginals_and_gets_the_steps():
+    t = np.array([0.0, 1.0, 0.0, 1.0, 2.0])
+    item = np.array([0, 0, 1, 1, 1])
+    with pm.Model() as model:
+        mod = pmi.dependent_ibp("Z", t, alpha=2.0, k=3, item=item, variant="hierarchical")
+        pm.Normal("X", mod.Z.sum(axis=1), 1.0, observed=np.zeros(5))
+    assert model["Z_item_g"].type.shape == (3, 2, 3)
+    # the threshold sees the variance of the shared and the item process: P(z = 1) = b_k
+    n = 20_000
+    Z, b = pm.draw([mod.Z, mod.sticks], n, random_seed=4)
+    cond = (Z == 1).mean(axis=0)
+    expect = b.mean(axis=0)
+    assert np.all(np.abs(cond - expect[None, :]) < 4.5 * np.sqrt(0.25 / n)), (cond, expect)
+    with model:
+        _, selected = pm.sampling.mcmc.assign_step_methods(model, None)
+    names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
+    assert names["DependentIBPGibbs"] == ["Z_g", "Z_item_g", "Z_sticks_stickbreaking__"]
+    assert names["GPLengthScaleHMC"] == ["Z_item_ls_log__", "Z_ls_log__"]

@@ -23,9 +23,15 @@ def _cov():
     return np.exp(-d**2 / LS**2) + JIT * np.eye(2)
 
 
-def _log_prior_integrated_g(mats):
+ITEM = np.array([0, 1, 0])  # hierarchical variant: rows are (item, t) = (0, 0), (1, 0), (0, 1)
+GAMMA = 0.5  # amplitude² of the items' own processes
+
+
+def _log_prior_integrated_g(mats, hierarchical=False):
     """log P(Z | b) with g integrated out: per feature an orthant probability of the rows' h."""
     S = _cov()[np.ix_(INDEX, INDEX)] + RHO**2 * np.eye(len(INDEX))
+    if hierarchical:
+        S = S + GAMMA * _cov()[np.ix_(INDEX, INDEX)] * (ITEM[:, None] == ITEM[None, :])
     sd = np.sqrt(np.diag(S))
     out = np.zeros(len(mats))
     cache = {}
@@ -45,8 +51,15 @@ def _log_prior_integrated_g(mats):
 def _dibp_model(X, likelihood):
     with pm.Model(coords={"obs": range(3), "feature": range(2)}) as model:
         g = pm.MvNormal("g", 0.0, cov=_cov(), shape=(2, 2))
-        Z = pmi.DependentIBP("Z", STICKS, g, RHO, INDEX, dims=("obs", "feature"))
-        if likelihood == "gaussian":
+        if likelihood == "hierarchical":  # shared process + one per item, written by hand
+            f = pm.MvNormal("f", 0.0, cov=GAMMA * _cov(), shape=(2, 2, 2))
+            g_flat = g[:, np.array([0, 1, 0, 1])] + f.reshape((2, 4))
+            g_var = np.full((2, 4), (1 + GAMMA) * (1 + JIT))
+            Z = pmi.DependentIBP("Z", STICKS, g_flat, RHO, ITEM * 2 + INDEX, g_var=g_var,
+                                 dims=("obs", "feature"))
+        else:
+            Z = pmi.DependentIBP("Z", STICKS, g, RHO, INDEX, dims=("obs", "feature"))
+        if likelihood in ("gaussian", "hierarchical"):
             A = pm.Normal("A", 0.0, 1.0, shape=(2, 1))
             pm.Normal("X", Z @ A, 0.5, observed=X)
         else:
@@ -65,12 +78,14 @@ def _visit_frequencies(step, model, n, seed):
     return codes_
 
 
-@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli", "hierarchical"])
 def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
     mats = all_binary_matrices(3, 2)
-    if likelihood == "gaussian":
+    if likelihood in ("gaussian", "hierarchical"):
         X = np.array([[1.1], [0.9], [-0.2]])
-        _, post = exact_posterior(X, 2, 1.0, 0.5, 1.0, log_prior=_log_prior_integrated_g)
+        _, post = exact_posterior(
+            X, 2, 1.0, 0.5, 1.0,
+            log_prior=lambda m: _log_prior_integrated_g(m, likelihood == "hierarchical"))
     else:
         X = np.array([[1, 0], [1, 1], [0, 1]])
         W = np.array([[2.5, -1.0], [-2.0, 2.0]])
@@ -81,9 +96,9 @@ def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
         post = np.exp(lp - special.logsumexp(lp))
     model, Z, g = _dibp_model(X, likelihood)
     with model:
-        z_step = (pmi.AcceleratedGibbs([Z, model["A"]]) if likelihood == "gaussian"
-                  else pmi.IBPGibbs([Z]))
-        g_step = pmi.DependentIBPGibbs([g])
+        z_step = (pmi.IBPGibbs([Z]) if likelihood == "bernoulli"
+                  else pmi.AcceleratedGibbs([Z, model["A"]]))
+        g_step = pmi.DependentIBPGibbs([g, model["f"]] if likelihood == "hierarchical" else [g])
     step = CompoundStep([z_step, g_step])
     n = 12_000
     visits = _visit_frequencies(step, model, n, seed=11)

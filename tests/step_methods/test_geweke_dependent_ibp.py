@@ -1,6 +1,6 @@
 """Geweke joint-distribution test of the dependent IBP's updates (Geweke 2004): the sticks,
 h and g (DependentIBPGibbs), Z (IBPGibbs with the dIBP's prior log-odds), alpha (IBPAlphaGibbs,
-stick-breaking conditional) and, in the slow test, the GP length scales (NUTS).
+stick-breaking conditional) and, in the slow test, the GP length scales (GPLengthScaleHMC).
 
 Marginal-conditional simulator: every variable from the prior by pm.draw.  Successive-
 conditional simulator: the steps, then the data X | Z regenerated (a Bernoulli likelihood
@@ -51,7 +51,7 @@ def successive(model, mod, n, seed, free_ls):
         steps = [pmi.DependentIBPGibbs([mod.sticks, mod.g]), pmi.IBPGibbs([mod.Z]),
                  pmi.IBPAlphaGibbs([model["alpha"]])]
         if free_ls:
-            steps.append(pm.NUTS([mod.length_scale]))
+            steps.append(pmi.GPLengthScaleHMC([mod.length_scale]))
     for s in steps:
         s.setup_chain(rng, tune=0, draws=n)
         s.stop_tuning()

@@ -34,6 +34,18 @@ def make_step(model, **kwargs):
         ])
 
 
+def assert_same_state(first, resumed):
+    """Completeness of the steps' saved state: every plain attribute of every step of a
+    restored CompoundStep equals the checkpointed run's."""
+    for a, b in zip(first.methods, resumed.methods, strict=True):
+        for name, val in vars(a).items():
+            if isinstance(val, (bool, int, float, np.ndarray, list, np.random.Generator)):
+                other = getattr(b, name)
+                if isinstance(val, np.random.Generator):
+                    val, other = val.bit_generator.state, other.bit_generator.state
+                assert equal_dataclass_values(val, other), (type(a).__name__, name)
+
+
 def drive(step, point, start, stop, tune):
     """What pm.sample does per iteration (stop_tuning at the end of tuning)."""
     out = []
@@ -76,14 +88,7 @@ def test_checkpoint_and_resume_gives_the_same_draws(init_sweeps):
     resumed = build(model)  # a new process would build the step again from the model
     point, state = pickle.loads(blob)
     resumed.sampling_state = state
-    # completeness: every plain attribute of every step equals the checkpointed run's
-    for a, b in zip(first.methods, resumed.methods, strict=True):
-        for name, val in vars(a).items():
-            if isinstance(val, (bool, int, float, np.ndarray, list, np.random.Generator)):
-                other = getattr(b, name)
-                if isinstance(val, np.random.Generator):
-                    val, other = val.bit_generator.state, other.bit_generator.state
-                assert equal_dataclass_values(val, other), (type(a).__name__, name)
+    assert_same_state(first, resumed)
     _, part2 = drive(resumed, point, split, total, tune)
     got = part1 + part2
     for a, b in zip(ref, got, strict=True):

@@ -1,0 +1,109 @@
+"""DetectionRateGibbs: the conjugate Beta updates of the noisy tag-detection rates (exact
+conditional, Geweke joint test, automatic assignment, patterns it refuses)."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import stats
+
+import pymc_ibp as pmi
+from tests.step_methods.test_geweke import geweke_z
+
+Z = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 0]], dtype=np.int8)
+A = np.array([[1, 0, 1], [0, 0, 1]], dtype=np.int8)
+Y = (Z @ A) > 0
+PRIOR = (2.0, 8.0)
+
+
+def model_of(X, per_column=True):
+    with pm.Model() as model:
+        f = pm.Beta("f", *PRIOR, shape=3 if per_column else ())
+        m = pm.Beta("m", *PRIOR)
+        pm.Bernoulli("X", p=pmi.likelihoods.noisy_detection(Z, A, f, m), observed=X)
+    return model
+
+
+def test_one_update_is_the_beta_conditional():
+    rng = np.random.default_rng(0)
+    X = (rng.random((5, 3)) < 0.5).astype(float)
+    model = model_of(X)
+    with model:
+        sf, sm = pmi.DetectionRateGibbs([model["f"]]), pmi.DetectionRateGibbs([model["m"]])
+    sf.setup_chain(np.random.default_rng(1), tune=0, draws=1)
+    sm.setup_chain(np.random.default_rng(2), tune=0, draws=1)
+    point = model.initial_point()
+    fs, ms = [], []
+    for _ in range(3000):
+        fs.append(1 / (1 + np.exp(-sf.step(point)[0]["f_logodds__"])))
+        ms.append(1 / (1 + np.exp(-sm.step(point)[0]["m_logodds__"])))
+    fs = np.array(fs)
+    for d in range(3):
+        sel = ~Y[:, d]
+        ref = stats.beta(PRIOR[0] + (X[sel, d] == 1).sum(), PRIOR[1] + (X[sel, d] == 0).sum())
+        assert stats.kstest(fs[:, d], ref.cdf).pvalue > 1e-3, d
+    ref = stats.beta(PRIOR[0] + (X[Y] == 0).sum(), PRIOR[1] + (X[Y] == 1).sum())
+    assert stats.kstest(ms, ref.cdf).pvalue > 1e-3
+
+
+def _geweke(n, broken=False, seed=0):
+    rng = np.random.default_rng(seed)
+
+    def g(f, m, X):
+        return np.concatenate([f, [m], X.mean(axis=0), [f[0] * X[:, 0].mean(),
+                                                        m * X[Y].mean()]])
+
+    def p_of(f, m):
+        return np.where(Y, 1 - m, f[None, :])
+
+    mc = np.empty((n, 9))
+    for i in range(n):
+        f, m = rng.beta(*PRIOR, size=3), rng.beta(*PRIOR)
+        mc[i] = g(f, m, (rng.random((5, 3)) < p_of(f, m)).astype(float))
+    model = model_of(np.zeros((5, 3)))
+    with model:
+        sf, sm = pmi.DetectionRateGibbs([model["f"]]), pmi.DetectionRateGibbs([model["m"]])
+    if broken:
+        sm.role = "false"  # the miss rate counted on the wrong entries
+    for s in (sf, sm):
+        s.setup_chain(rng, tune=0, draws=n)
+    f, m = rng.beta(*PRIOR, size=3), rng.beta(*PRIOR)
+    point = {"f_logodds__": np.log(f / (1 - f)), "m_logodds__": np.log(m / (1 - m))}
+    sc = np.empty((n, 9))
+    for i in range(n):
+        X = (rng.random((5, 3)) < p_of(f, m)).astype(float)
+        sf._x = sm._x = X
+        point, _ = sf.step(point)
+        point, _ = sm.step(point)
+        f = 1 / (1 + np.exp(-point["f_logodds__"]))
+        m = float(1 / (1 + np.exp(-point["m_logodds__"])))
+        sc[i] = g(f, m, X)
+    return geweke_z(mc, sc)
+
+
+def test_geweke_detection_rates():
+    z = _geweke(10_000)
+    assert np.all(np.abs(z) < 4.5), np.round(z, 2)
+
+
+def test_geweke_detects_a_wrong_count():
+    z = _geweke(10_000, broken=True)
+    assert np.max(np.abs(z)) > 4.5, np.round(z, 2)
+
+
+def test_pm_sample_assigns_it():
+    rng = np.random.default_rng(3)
+    X = (rng.random((5, 3)) < 0.5).astype(float)
+    model = model_of(X, per_column=False)
+    with model:
+        _, selected = pm.sampling.mcmc.assign_step_methods(model, None)
+    names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
+    assert names["DetectionRateGibbs"] == ["f_logodds__", "m_logodds__"]
+
+
+def test_patterns_it_cannot_handle():
+    with pm.Model():
+        f = pm.Beta("f", 1.0, 1.0)
+        pm.Bernoulli("X", p=f, observed=np.ones(3))
+        assert pmi.DetectionRateGibbs.competence(f, True).name == "INCOMPATIBLE"
+        with pytest.raises(pmi.ModelPatternError, match="switch of noisy_detection"):
+            pmi.DetectionRateGibbs([f])
