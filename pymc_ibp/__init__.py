@@ -42,6 +42,7 @@ from pymc_ibp.exceptions import (
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     CollapsedGibbs,
+    CRPAlphaGibbs,
     CRPGibbs,
     DependentIBPGibbs,
     DetectionRateGibbs,
@@ -70,6 +71,7 @@ __all__ = [
     "DependentIBPRV",
     "DataParallelGibbs",
     "DependentIBPGibbs",
+    "CRPAlphaGibbs",
     "DetectionRateGibbs",
     "ExponentialRateGibbs",
     "GPLengthScaleHMC",

@@ -7,6 +7,7 @@ from pymc_ibp.step_methods.crp_gibbs import CRPGibbs
 from pymc_ibp.step_methods.dependent_ibp import DependentIBPGibbs
 from pymc_ibp.step_methods.gp_length_scales import GPLengthScaleHMC
 from pymc_ibp.step_methods.hyperparameters import (
+    CRPAlphaGibbs,
     DetectionRateGibbs,
     ExponentialRateGibbs,
     IBPAlphaGibbs,
@@ -17,7 +18,7 @@ from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
 from pymc_ibp.step_methods.scales import IBPScaleSlice
 from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
-__all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "DependentIBPGibbs",
+__all__ = ["AcceleratedGibbs", "CRPAlphaGibbs", "CRPGibbs", "CollapsedGibbs", "DependentIBPGibbs",
            "DetectionRateGibbs", "ExponentialRateGibbs", "GPLengthScaleHMC",
            "IBPAlphaGibbs", "IBPGibbs", "IBPOffsetGibbs", "IBPScaleSlice",
            "NonNegativeFeatureGibbs"]
@@ -27,6 +28,7 @@ __all__ = ["AcceleratedGibbs", "CRPGibbs", "CollapsedGibbs", "DependentIBPGibbs"
 # BinaryGibbsMetropolis is also IDEAL for a Bernoulli Z (e.g. under IBPStickBreaking).
 for _cls in reversed((AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPOffsetGibbs, IBPGibbs,
                       CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs,
-                      DependentIBPGibbs, GPLengthScaleHMC, DetectionRateGibbs)):
+                      DependentIBPGibbs, GPLengthScaleHMC, DetectionRateGibbs,
+                      CRPAlphaGibbs)):
     if _cls not in STEP_METHODS:
         STEP_METHODS.insert(0, _cls)

@@ -27,7 +27,16 @@ paper's §4; van Dyk & Park 2008):
    general hierarchy: a shared process per feature plus one per item), each is drawn in turn
    given ``h`` minus the others.
 
-``Z`` itself is updated by another step, with ``h`` integrated out as well (per-entry prior
+Between 1 and 2, when ``Z`` is a free variable whose likelihood factorises over rows, the
+**joint moves** update each feature's processes and its column of ``Z`` together: with
+``Δ_n`` the row log-likelihood ratio of ``z_nk = 1`` to ``0`` (the model's own row
+likelihood, compiled as in :class:`pymc_ibp.IBPGibbs`), ``g_k`` takes an elliptical slice
+sampling update (Murray, Adams & MacKay 2010) under
+``Π_n (Φ(u_nk) e^{Δ_n} + Φ(-u_nk))`` (the column summed out), then ``z_·k | g_k`` is drawn
+exactly.  Without them ``Z`` and ``g`` lock each other when ``ρ`` is small against the GP
+amplitude.
+
+``Z`` itself is also updated by another step, with ``h`` integrated out as well (per-entry prior
 log-odds ``log Φ(u) - log Φ(-u)``): :class:`pymc_ibp.AcceleratedGibbs` for a linear-Gaussian
 likelihood, :class:`pymc_ibp.IBPGibbs` for any other.  Because neither the ``Z`` step nor the
 sticks condition on ``h``, and ``h`` is drawn right before ``g``, the sweep leaves the joint
@@ -36,12 +45,17 @@ scales are sampled by :class:`pymc_ibp.GPLengthScaleHMC` given ``g``; the IBP ma
 :class:`pymc_ibp.IBPAlphaGibbs` given the sticks.
 
 Cost per sweep: ``O(N K)`` for ``h``, ``O(K M)`` for the sticks and ``O(K T³)`` for the
-processes (``T`` covariate values per process, ``M`` GP locations in all).
+processes (``T`` covariate values per process, ``M`` GP locations in all); the joint moves add
+``2K`` evaluations of the row likelihood and ``O(N)`` per slice evaluation (a few per
+feature).
 
 References
 ----------
 S. Williamson, P. Orbanz and Z. Ghahramani (2010). Dependent Indian buffet processes. *AISTATS
 2010*, JMLR W&CP 9, 924-931 (§4 and Appendix A).
+
+I. Murray, R. P. Adams and D. J. C. MacKay (2010). Elliptical slice sampling. *AISTATS 2010*,
+JMLR W&CP 9, 541-548.
 
 D. A. van Dyk and T. Park (2008). Partially collapsed Gibbs samplers: theory and methods.
 *Journal of the American Statistical Association* 103(482), 790-796.
@@ -70,6 +84,7 @@ from pytensor.scalar.basic import Add as ScalarAdd
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import MvNormalRV
 from pytensor.tensor.shape import Reshape
+from scipy.special import expit as sp_expit
 from scipy.special import log_ndtr as sp_log_ndtr
 
 from pymc_ibp._numba_utils import interrupt_safe
@@ -183,6 +198,41 @@ def gp_conditional_draw(rng, mu, cov, h_sum, n_loc, rho):
     return f + cov[:, obs] @ w
 
 
+def elliptical_slice(rng, f, nu, loglik, cur_ll):
+    """One elliptical slice sampling update (Murray, Adams & MacKay 2010) of a zero-mean
+    Gaussian state ``f`` with prior draw ``nu`` (same covariance) under ``loglik``; returns
+    ``(f_new, loglik(f_new), evaluations)``.  The bracket shrinks towards ``f`` itself, so the
+    loop ends (``loglik`` must be finite at ``f``)."""
+    log_y = cur_ll + math.log(rng.random())
+    theta = rng.uniform(0.0, 2.0 * math.pi)
+    lo, hi = theta - 2.0 * math.pi, theta
+    for evals in range(1, 10_001):
+        prop = f * math.cos(theta) + nu * math.sin(theta)
+        ll = loglik(prop)
+        if ll > log_y:
+            return prop, ll, evals
+        if theta < 0.0:
+            lo = theta
+        else:
+            hi = theta
+        theta = rng.uniform(lo, hi)
+    raise RuntimeError("elliptical slice sampling did not find a point on the slice in 10,000 "
+                       "shrinks; the log-likelihood is not continuous at the current state.")
+
+
+def _marginal_z_loglik(delta, thr_rows, g_rows, rho):
+    """``Σ_n log(Φ(u_n) e^{Δ_n} + Φ(-u_n))`` with ``u = (thr - g)/ρ``: the likelihood of one
+    feature's process with its column of ``Z`` summed out (up to a constant), ``Δ_n`` the
+    row log-likelihood ratio of ``z_nk = 1`` to ``z_nk = 0``; rows with ``Δ = ±∞`` keep only
+    the possible value."""
+    u = (thr_rows - g_rows) / rho
+    l1, l0 = sp_log_ndtr(u), sp_log_ndtr(-u)
+    with np.errstate(invalid="ignore"):
+        terms = np.logaddexp(delta + l1, l0)
+    terms = np.where(delta == np.inf, l1, terms)
+    return float(terms.sum())
+
+
 def _triples(gp):
     return [tuple(gp[i:i + 3]) for i in range(0, len(gp), 3)]
 
@@ -291,6 +341,14 @@ class DependentIBPGibbs(BlockedStep):
     ----------
     vars : list
         The sticks (optional) and the processes ``g`` of one dependent IBP.
+    joint_moves : bool, optional
+        Before the data-augmentation update of ``g``, move each feature's processes and its
+        column of ``Z`` jointly: ``g_k`` by elliptical slice sampling with ``z_·k`` summed out
+        (the row likelihood of ``z_nk = 1`` against ``0`` from the model's own logp, as in
+        :class:`pymc_ibp.IBPGibbs`), then ``z_·k | g_k`` exactly.  Without it, ``Z`` and ``g``
+        lock each other when ``ρ`` is small against the GP amplitude (each ``z_nk`` is then
+        almost fixed by ``g_k``).  Default: on whenever ``Z`` is a free variable whose
+        likelihood factorises over its rows; ``True`` raises if it cannot be done.
     keep_h : bool, default False
         Keep the latest auxiliary ``h`` (``N x K``) in ``step.h`` (and in the step's sampling
         state).  PyMC's default trace backend records scalar sample stats only, so ``h`` is
@@ -306,10 +364,12 @@ class DependentIBPGibbs(BlockedStep):
         "ibp_stick_accept": (np.float64, []),
         "ibp_stick_step": (np.float64, []),
         "ibp_dibp_logp": (np.float64, []),
+        "ibp_dibp_joint_flips": (np.int64, []),
+        "ibp_dibp_ess_evals": (np.float64, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, keep_h=False, stick_step=0.5):
+                 blocked=True, joint_moves=None, keep_h=False, stick_step=0.5):
         model = pm.modelcontext(model)
         value_vars = get_value_vars_from_user_vars(vars, model)
         rvs = [model.values_to_rvs[v] for v in value_vars]
@@ -351,6 +411,7 @@ class DependentIBPGibbs(BlockedStep):
             x = pt.dvector("x")
             fwd = transform.forward(x, *sticks_rv.owner.inputs) if transform else x
             self._sticks_fwd = pytensor.function([x], fwd, mode="FAST_COMPILE")
+        self._z_rows = self._row_likelihood(model, z_rv, ip, joint_moves, compile_kwargs)
         self.keep_h = bool(keep_h)
         self.h = np.empty((0, 0))
         if not stick_step > 0:
@@ -386,6 +447,16 @@ class DependentIBPGibbs(BlockedStep):
             new[self.sticks_name] = np.asarray(self._sticks_fwd(b),
                                                dtype=point[self.sticks_name].dtype)
         thr = np.ascontiguousarray(dibp_threshold(b, g_var, rho))
+        joint_flips, ess_evals = 0, np.nan
+        if self._z_rows is not None:
+            Z = np.array(Z, copy=True)
+            g_flat, values, joint_flips, ess_evals = self._joint_moves(point, gp, Z, thr,
+                                                                       g_flat, rho, index)
+            new[self.z_name] = Z
+            gp = list(gp)
+            for i, (c, v) in enumerate(zip(self._comps, values, strict=True)):
+                new[c["name"]] = v.reshape(c["shape"]).astype(point[c["name"]].dtype)
+                gp[3 * i] = new[c["name"]]
         h = np.empty(Z.shape) if self.keep_h else np.empty((0, 0))
         if self.update_g or self.keep_h:
             sums = draw_h_sums(self.rng, np.ascontiguousarray(Z), g_flat, thr, rho, index, h,
@@ -396,10 +467,103 @@ class DependentIBPGibbs(BlockedStep):
         logp = float(np.where(Z != 0, sp_log_ndtr(u), sp_log_ndtr(-u)).sum())
         stats = {"ibp_stick_accept": float(acc.mean()) if self.update_sticks else np.nan,
                  "ibp_stick_step": float(np.exp(self.log_step).mean()),
-                 "ibp_dibp_logp": logp}
+                 "ibp_dibp_logp": logp, "ibp_dibp_joint_flips": int(joint_flips),
+                 "ibp_dibp_ess_evals": float(ess_evals)}
         if self.keep_h:
             self.h = h
         return new, [stats]
+
+    def _row_likelihood(self, model, z_rv, ip, joint_moves, compile_kwargs):
+        """The row log-likelihood of ``Z`` for the joint moves (an internal
+        :class:`pymc_ibp.IBPGibbs`, which compiles and checks it), or ``None``."""
+        if joint_moves is False:
+            return None
+        why = None
+        if self.z_name is None:
+            why = f"{z_rv.name!r} is observed"
+        elif not self.update_g:
+            why = "the processes g are not updated by this step"
+        if why is None:
+            from pymc_ibp.step_methods.uncollapsed import IBPGibbs  # no import cycle
+
+            try:
+                return IBPGibbs([model.rvs_to_values[z_rv]], model=model, initial_point=ip,
+                                compile_kwargs=compile_kwargs, split_merge=0,
+                                combination_moves=0, factorise=True, _explain=False)
+            except ModelPatternError as err:
+                why = str(err)
+        if joint_moves:
+            raise ModelPatternError(f"DependentIBPGibbs(joint_moves=True): {why}.")
+        return None
+
+    def _joint_moves(self, point, gp, Z, thr, g_flat, rho, index):
+        """For each feature ``k`` in random order: elliptical slice sampling of each process
+        of ``g_k`` with ``z_·k`` summed out, then ``z_·k | g_k`` (in place in ``Z``).  Returns
+        the new ``K x M`` total, the new values of the processes, the number of entries of
+        ``Z`` that changed and the mean number of likelihood evaluations per slice update."""
+        trial = dict(point)
+        values, means, chols = [], [], []
+        for c, (value, mu, cov) in zip(self._comps, _triples(gp), strict=True):
+            shape3 = (self.k_max, c["n_gp"], c["T"])
+            values.append(np.array(value, dtype=np.float64).reshape(shape3))
+            means.append(np.broadcast_to(np.asarray(mu, dtype=np.float64),
+                                         c["shape"]).reshape(shape3))
+            cov = np.asarray(cov, dtype=np.float64)
+            cov = cov.reshape((1,) * (len(c["shape"]) + 1 - cov.ndim) + cov.shape)
+            chols.append((cov.reshape(cov.shape[0], -1, c["T"], c["T"]), {}))
+        g_flat = np.array(g_flat, dtype=np.float64, copy=True)
+        n = Z.shape[0]
+        flips = evals = moves = 0
+        for k in self.rng.permutation(self.k_max):
+            col = Z[:, k].copy()
+            Z[:, k] = 1
+            ll1 = self._z_rows._rows_ll(trial, Z)
+            Z[:, k] = 0
+            ll0 = self._z_rows._rows_ll(trial, Z)
+            Z[:, k] = col
+            with np.errstate(invalid="ignore"):
+                delta = ll1 - ll0
+            if np.isnan(delta).any():
+                r = int(np.flatnonzero(np.isnan(delta))[0])
+                raise ValueError(f"DependentIBPGibbs: the likelihood of row {r} of "
+                                 f"{self.z_name!r} is not finite with z[{r}, {k}] = 1 or 0 "
+                                 f"({ll1[r]}, {ll0[r]}).")
+            thr_rows = thr[k, index]
+            gk = g_flat[k]
+            cur = _marginal_z_loglik(delta, thr_rows, gk[index], rho)
+            for i, c in enumerate(self._comps):
+                other = gk - self._contribution_k(c, values[i][k])
+                mu_k = means[i][k]
+                cov_r, cache = chols[i]
+                nu = np.empty_like(mu_k)
+                for j in range(c["n_gp"]):
+                    key = (min(k, cov_r.shape[0] - 1), min(j, cov_r.shape[1] - 1))
+                    if key not in cache:
+                        cache[key] = _cholesky(cov_r[key], "GP covariance")
+                    nu[j] = cache[key] @ self.rng.standard_normal(c["T"])
+
+                def loglik(f, c=c, other=other, mu_k=mu_k, delta=delta, thr_rows=thr_rows):
+                    g_new = other + self._contribution_k(c, mu_k + f)
+                    return _marginal_z_loglik(delta, thr_rows, g_new[index], rho)
+
+                f, cur, e = elliptical_slice(self.rng, values[i][k] - mu_k, nu, loglik, cur)
+                values[i][k] = mu_k + f
+                gk = other + self._contribution_k(c, values[i][k])
+                evals += e
+                moves += 1
+            g_flat[k] = gk
+            u = (thr_rows - gk[index]) / rho
+            with np.errstate(invalid="ignore"):
+                lo = delta + sp_log_ndtr(u) - sp_log_ndtr(-u)
+            new_col = (self.rng.random(n) < sp_expit(lo)).astype(Z.dtype)
+            flips += int((new_col != col).sum())
+            Z[:, k] = new_col
+        return g_flat, values, flips, evals / max(moves, 1)
+
+    def _contribution_k(self, c, value_k):
+        """Feature ``k``'s process ``value_k`` (``n_gp x T``) at the ``M`` GP locations."""
+        flat = value_k.reshape(-1)
+        return flat if c["index"] is None else flat[c["index"]]
 
     def _draw_g(self, point, gp, sums, n_loc, rho, new):
         """Each process given ``h`` and the other processes (one Gibbs scan over the additive

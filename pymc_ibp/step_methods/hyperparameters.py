@@ -18,6 +18,10 @@ independence Metropolis–Hastings proposal, whose acceptance ratio reduces to
     min(1, PoissonCDF(K_max; α S) / PoissonCDF(K_max; α' S)),
 
 equal to one whenever the truncation has negligible mass.
+
+``CRPAlphaGibbs`` updates the mass ``alpha ~ Gamma(a, b)`` of a :class:`pymc_ibp.CRP` given the
+labels, by the auxiliary variable of Escobar & West (1995) with the same kind of truncation
+correction (the CRP restricted to ``L_max`` occupied tables).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV, BetaRV, ExponentialRV, GammaRV
 
+from pymc_ibp.distributions.crp import CRPRV, crp_log_normaliser
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
@@ -41,7 +46,8 @@ from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.model_matching import _data_of, _strip
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
-__all__ = ["DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs", "alpha_update"]
+__all__ = ["CRPAlphaGibbs", "DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs",
+           "alpha_update", "crp_alpha_update"]
 
 ALPHA_PATTERN = (
     "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.IBP('Z', alpha, ...) "
@@ -274,6 +280,114 @@ class IBPAlphaGibbs(BlockedStep):
         try:
             model = pm.modelcontext(None)
             _match_alpha(model, var)
+        except (TypeError, ModelPatternError):
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL
+
+
+CRP_ALPHA_PATTERN = (
+    "alpha = pm.Gamma('alpha', a, b) with constant a, b, used only as pmi.CRP('c', alpha, ...)"
+)
+
+
+def crp_alpha_update(rng, alpha, k, n, a, b, log_trunc):
+    r"""One update of the CRP mass (see :class:`CRPAlphaGibbs`); returns
+    ``(α, accept_prob)``.  ``log_trunc(α) = log P(K <= L_max | α)`` (``None``: no
+    truncation)."""
+    eta = rng.beta(alpha + 1.0, n)
+    rate = b - math.log(eta)
+    odds = (a + k - 1.0) / (n * rate)
+    shape = a + k if rng.random() < odds / (1.0 + odds) else a + k - 1.0
+    prop = rng.gamma(shape, 1.0 / rate)  # numpy takes scale = 1/rate
+    if log_trunc is None:
+        return prop, 1.0
+    acc = math.exp(min(0.0, log_trunc(alpha) - log_trunc(prop)))
+    return (prop if rng.random() < acc else alpha), acc
+
+
+def _match_crp_alpha(model, alpha_rv):
+    """``(a, b, crp_rv)`` if ``alpha_rv`` is the Gamma-prior mass of one pmi.CRP, else raise."""
+    a, b = _gamma_prior(alpha_rv, CRP_ALPHA_PATTERN)
+    users = _users(model, alpha_rv)
+    if (len(users) != 1 or not isinstance(users[0].owner.op, CRPRV)
+            or users[0].owner.inputs[2] is not alpha_rv or users[0].ndim != 1):
+        raise ModelPatternError(
+            f"{alpha_rv.name!r} must enter the model only as the alpha of one pmi.CRP "
+            f"(found {[u.name for u in users]}). Needed: {CRP_ALPHA_PATTERN}.")
+    return a, b, users[0]
+
+
+class CRPAlphaGibbs(BlockedStep):
+    r"""Exact update of the mass ``alpha ~ Gamma(a, b)`` of a :class:`pymc_ibp.CRP` given its
+    labels (the ``α_C`` of :func:`pymc_ibp.dp_ibp`; Doshi-Velez 2009, §7.2.1).
+
+    With ``K`` occupied tables among ``N`` labels the untruncated CRP gives
+    :math:`p(\alpha\mid c) \propto p(\alpha)\,\alpha^K\,\Gamma(\alpha)/\Gamma(\alpha+N)`,
+    which Escobar & West (1995, §6) sample with an auxiliary
+    :math:`\eta\mid\alpha \sim \mathrm{Beta}(\alpha+1, N)` and then
+    :math:`\alpha\mid\eta` from the two-component mixture
+    :math:`\pi\,\mathrm{Gamma}(a+K,\ b-\log\eta) + (1-\pi)\,\mathrm{Gamma}(a+K-1,\
+    b-\log\eta)` (shape, rate), :math:`\pi/(1-\pi) = (a+K-1)/(N(b-\log\eta))`.  The
+    CRP restricted to ``L_max < N`` tables divides the likelihood by
+    :math:`P(K\le L_{max}\mid\alpha) = \sum_{k\le L_{max}}\alpha^k|s(N,k)|\,
+    \Gamma(\alpha)/\Gamma(\alpha+N)`, a function of ``α`` alone: ``η`` keeps its Beta
+    conditional and the mixture draw becomes an independence proposal for ``α | η``,
+    accepted with probability :math:`\min\{1, P(K\le L_{max}\mid\alpha)/
+    P(K\le L_{max}\mid\alpha')\}` (one when ``L_max >= N``).  Chosen automatically.
+
+    References
+    ----------
+    M. D. Escobar and M. West (1995). Bayesian density estimation and inference using
+    mixtures. *Journal of the American Statistical Association* 90(430), 577-588.
+    """
+
+    name = "ibp_crp_alpha_gibbs"
+    default_blocked = False
+    stats_dtypes_shapes = {"ibp_crp_alpha_accept": (np.float64, [])}
+    _state_class = StepMethodState  # no state but its rng
+
+    def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
+                 blocked=True):
+        model = pm.modelcontext(model)
+        [value_var] = get_value_vars_from_user_vars(vars, model)
+        alpha_rv = model.values_to_rvs[value_var]
+        self.a, self.b, crp = _match_crp_alpha(model, alpha_rv)
+        self.vars = [value_var]
+        self.alpha_value_name = value_var.name
+        self.n, self.l_max = (int(pt.get_underlying_scalar_constant_value(x))
+                              for x in crp.owner.inputs[3:5])
+        if crp in model.observed_RVs:
+            self.c_name, self._c_data = None, np.asarray(_data_of(model.rvs_to_values[crp]))
+        else:
+            self.c_name, self._c_data = model.rvs_to_values[crp].name, None
+        self._fwd, self._bwd = _scalar_transform(model, alpha_rv)
+        self._log_trunc = None
+        if self.l_max < self.n:
+            x = pt.dscalar("alpha")
+            log_p = (crp_log_normaliser(x, self.n, self.l_max)
+                     - (pt.gammaln(x + self.n) - pt.gammaln(x)))
+            fn = pytensor.function([x], log_p)
+            self._log_trunc = lambda alpha: float(fn(alpha))
+        self.rng = get_random_generator(rng)
+
+    def step(self, point):
+        c = self._c_data if self._c_data is not None else point[self.c_name]
+        k = int(np.unique(np.asarray(c)).size)
+        alpha = float(self._bwd(point[self.alpha_value_name]))
+        new_alpha, acc = crp_alpha_update(self.rng, alpha, k, self.n, self.a, self.b,
+                                          self._log_trunc)
+        new = dict(point)
+        if new_alpha != alpha:
+            new[self.alpha_value_name] = np.asarray(self._fwd(new_alpha),
+                                                    dtype=point[self.alpha_value_name].dtype)
+        return new, [{"ibp_crp_alpha_accept": float(acc)}]
+
+    @staticmethod
+    def competence(var, has_grad):
+        if not isinstance(var.owner.op, GammaRV):
+            return Competence.INCOMPATIBLE
+        try:
+            _match_crp_alpha(pm.modelcontext(None), var)
         except (TypeError, ModelPatternError):
             return Competence.INCOMPATIBLE
         return Competence.IDEAL

@@ -274,6 +274,16 @@ class IBPGibbs(BlockedStep):
         :func:`pymc_ibp.ibp_ibp`), without the split-merge and dissolve / compose moves.
         ``True`` raises :class:`ModelPatternError` instead; ``False`` forces the entry-wise
         updates.
+    block_moves : bool, optional
+        After each sweep, for every column ``k`` and row ``n``, a Metropolis–Hastings flip of
+        ``z_nk`` together with the entries of a Bernoulli child matrix ``Y`` whose
+        probability it changes, redrawn from their new conditional prior (see
+        :meth:`block_move`).  For the noisy-or IBP-IBP (``Z`` = the categories ``C``,
+        ``Y ~ Bernoulli(1 - q^(C M))`` the features) these are the joint moves of
+        Doshi-Velez (2009, §7.2.3) that single-site Gibbs lacks.  Default: on when ``Z`` is a
+        ``pmi.IBP`` and exactly one variable depending on it is a free ``N x K``
+        ``pm.Bernoulli`` matrix; ``True`` raises if that is not so.  Stat
+        ``ibp_block_accepted``.
 
     Raises
     ------
@@ -337,10 +347,12 @@ class IBPGibbs(BlockedStep):
         "ibp_kmax_hit": (bool, []),
         "ibp_split_merge_accepted": (np.int64, []),
         "ibp_combination_accepted": (np.int64, []),
+        "ibp_block_accepted": (np.int64, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, split_merge=5, combination_moves=5, factorise=None):
+                 blocked=True, split_merge=5, combination_moves=5, factorise=None,
+                 block_moves=None, _explain=True):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
@@ -441,7 +453,8 @@ class IBPGibbs(BlockedStep):
             hyper = model.replace_rvs_by_values([prior.log_p1 - prior.log_p0])
         self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                        point_fn=True, **(compile_kwargs or {}))
-        _explain_fallback(model, z_rv)
+        if _explain:  # False when another step borrows the row likelihood
+            _explain_fallback(model, z_rv)
         row_moves = self.is_ibp and not self.joint  # the moves score rows separately
         self.split_merge = int(split_merge) if row_moves else 0
         if self.split_merge < 0:
@@ -449,9 +462,92 @@ class IBPGibbs(BlockedStep):
         self.combination_moves = int(combination_moves) if row_moves else 0
         if self.combination_moves < 0:
             raise ValueError(f"combination_moves must be >= 0; got {combination_moves!r}.")
+        self._block = None
+        if self.is_ibp and not self.joint and block_moves is not False:
+            self._block = self._setup_block_moves(model, children, ip, compile_kwargs,
+                                                  block_moves)
+        elif block_moves:
+            raise ModelPatternError(
+                f"IBPGibbs(block_moves=True) needs {z_rv.name!r} to be a pmi.IBP whose "
+                "likelihood factorises over its rows.")
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = False
+
+    def _setup_block_moves(self, model, children, ip, compile_kwargs, required):
+        """``(name, p)`` for the block moves when exactly one child of ``Z`` is a free
+        ``N x K`` Bernoulli matrix ``Y`` (e.g. the noisy-or features of
+        :func:`pymc_ibp.noisy_or_ibp_ibp`, ``Y ~ Bernoulli(1 - q^(C M))`` with ``Z = C``);
+        else ``None`` (or raise when ``required``).  ``Y``'s own likelihood is among the
+        descendants of ``Z`` whose row log-likelihood ``self._row_ll`` already sums."""
+        free = set(model.free_RVs)
+        cands = [c for c in children if c in free and isinstance(c.owner.op, BernoulliRV)
+                 and c.ndim == 2 and ip[model.rvs_to_values[c].name].shape[0] == self.n]
+        if len(cands) != 1:
+            if required:
+                raise ModelPatternError(
+                    f"IBPGibbs(block_moves=True): exactly one variable that depends on "
+                    f"{self.z_name!r} must be a free N x K pm.Bernoulli matrix (found "
+                    f"{[c.name for c in cands]}).")
+            return None
+        p = model.replace_rvs_by_values([cands[0].owner.inputs[-1]])
+        p_fn = model.compile_fn(p[0], inputs=model.value_vars, on_unused_input="ignore",
+                                point_fn=True, **(compile_kwargs or {}))
+        return model.rvs_to_values[cands[0]].name, p_fn
+
+    def block_move(self, Z, trial, alpha, beta, k):
+        r"""Flip ``z_nk`` jointly with the entries of the child matrix ``Y`` whose probability
+        it changes (Doshi-Velez 2009, §7.2.3: a category and its children in the noisy-or
+        IBP-IBP), one Metropolis–Hastings decision per row, for every row of column ``k``.
+
+        Proposal for row ``n``: ``z'_nk = 1 - z_nk``; the entries ``y_nj`` with
+        ``p'_nj ≠ p_nj`` redrawn from ``Bernoulli(p'_nj)``.  Acceptance
+        ``min(1, P(z'_nk | Z_{-nk}) p(·| Z', Y') q(Y | Z) / (P(z_nk | Z_{-nk}) p(·| Z, Y)
+        q(Y' | Z')))``, with ``p(·|…)`` the row likelihood of everything that depends on
+        ``Z`` (``Y``'s logp and its children's), ``q`` the proposal of the redrawn entries
+        and the IBP prior odds from the running column counts.  Single-site Gibbs cannot
+        switch a category on where it is the only parent of a feature the data need, nor off
+        where it is the only parent of an active one; this move can.  Returns the number of
+        accepted rows; ``Z`` and ``trial[Y]`` are updated in place."""
+        y_name, p_fn = self._block
+        n = Z.shape[0]
+        Y = np.array(trial[y_name], copy=True)
+        trial[self.z_name] = Z
+        trial[y_name] = Y
+        p0 = np.asarray(p_fn(trial), dtype=float)
+        ll0 = np.asarray(self._row_ll(trial), dtype=float)  # all descendants of Z, Y's too
+        Z1 = Z.copy()
+        Z1[:, k] = 1 - Z1[:, k]
+        t1 = {**trial, self.z_name: Z1}
+        p1 = np.asarray(p_fn(t1), dtype=float)
+        changed = p1 != p0
+        Y1 = Y.copy()
+        Y1[changed] = (self.rng.random(int(changed.sum())) < p1[changed]).astype(Y.dtype)
+        t1[y_name] = Y1
+        ll1 = np.asarray(self._row_ll(t1), dtype=float)
+        with np.errstate(divide="ignore"):
+            q0 = np.where(changed, np.where(Y == 1, np.log(p0), np.log1p(-p0)), 0.0).sum(1)
+            q1 = np.where(changed, np.where(Y1 == 1, np.log(p1), np.log1p(-p1)), 0.0).sum(1)
+        with np.errstate(invalid="ignore"):
+            d = (ll1 - q1) - (ll0 - q0)
+        d = np.where(np.isnan(d), -np.inf, d)  # a proposal that is impossible either way
+        m = Z.sum(axis=0).astype(np.int64)
+        n_active = int((m > 0).sum())
+        log_lam = log_birth_rate(alpha, beta, n)
+        u = np.log(self.rng.random(n))
+        accepted = 0
+        for i in range(n):
+            old = int(Z[i, k])
+            mk = int(m[k]) - old
+            others = n_active - (1 if m[k] > 0 else 0)
+            lo = float(ibp_entry_logodds(mk, others, n, self.k_max, log_lam, beta))
+            if u[i] < (lo if old == 0 else -lo) + d[i]:
+                Z[i, k] = 1 - old
+                Y[i] = Y1[i]
+                m[k] = mk + 1 - old
+                n_active = others + (1 if m[k] > 0 else 0)
+                accepted += 1
+        return accepted
 
     def _compile_row_ll(self, model, z_rv, children, terms, n_obs, indices, compile_kwargs):
         """Compile the per-row log-likelihood of ``Z`` (``self._row_ll``): each child's
@@ -586,7 +682,11 @@ class IBPGibbs(BlockedStep):
         for _ in range(self.combination_moves):
             accepted, Z = self.combination_move(Z, trial, alpha, beta)
             cm_acc += accepted
-        if sm_acc or cm_acc:
+        block_acc = 0
+        if self._block is not None:
+            for k in self.rng.permutation(self.k_max):
+                block_acc += self.block_move(Z, trial, alpha, beta, k)
+        if sm_acc or cm_acc or block_acc:
             trial[self.z_name] = Z
             loglik = float(np.sum(self._row_ll(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
@@ -603,9 +703,13 @@ class IBPGibbs(BlockedStep):
             )
         new = dict(point)
         new[self.z_name] = Z
+        if block_acc:
+            y_name = self._block[0]
+            new[y_name] = np.asarray(trial[y_name], dtype=point[y_name].dtype)
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                          "ibp_split_merge_accepted": int(sm_acc),
                          "ibp_combination_accepted": int(cm_acc),
+                         "ibp_block_accepted": int(block_acc),
                          "ibp_kmax_hit": bool(hit)}
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
 

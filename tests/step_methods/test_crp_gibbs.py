@@ -123,3 +123,52 @@ def test_all_labels_occupied_warns_with_the_fix():
     with pytest.warns(pmi.TruncationWarning, match=r"l_max=3 .*Raise l_max \(e.g. to 6\)"):
         _, stats = step.step(model.initial_point())
     assert stats[0]["ibp_lmax_hit"]
+
+
+@pytest.mark.parametrize("l_max", [3, 6])
+def test_crp_alpha_update_keeps_the_gamma_prior(l_max):
+    """Successive-conditional Geweke test of CRPAlphaGibbs (Escobar & West's auxiliary
+    variable, with the truncation correction when L_max < N): alternating exact CRP draws of
+    the labels given alpha with the step, alpha stays Gamma(2, rate 1.5) (KS and mean)."""
+    from scipy import special, stats
+
+    from pymc_ibp.distributions.crp import _log_s, crp_draw_core
+
+    n, a, b = 6, 2.0, 1.5
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", a, b)
+        pmi.CRP("c", alpha, l_max=l_max, shape=n)
+        step = pmi.CRPAlphaGibbs([alpha])
+    assert (step._log_trunc is None) == (l_max >= n)
+    step.setup_chain(np.random.default_rng(7), tune=0, draws=1)
+    rng = np.random.default_rng(8)
+    point = model.initial_point()
+    log_s = _log_s(n, l_max)
+    draws = np.empty(60_000)
+    for it in range(draws.size):
+        value = float(step._bwd(point["alpha_log__"]))
+        point["c"] = crp_draw_core(rng, value, n, l_max, log_s)
+        point, _ = step.step(point)
+        draws[it] = float(step._bwd(point["alpha_log__"]))
+    thinned = draws[::10]
+    ks = stats.kstest(thinned, stats.gamma(a, scale=1.0 / b).cdf)
+    assert ks.pvalue > 1e-3, ks
+    for f, exact in ((lambda x: x, a / b), (np.log, special.digamma(a) - np.log(b))):
+        batches = f(draws).reshape(100, -1).mean(axis=1)  # batch means: correlated draws
+        z = (batches.mean() - exact) / (batches.std(ddof=1) / 10.0)
+        assert abs(z) < 4.0, z
+
+
+def test_crp_alpha_is_assigned_automatically():
+    from pymc.sampling.mcmc import assign_step_methods
+
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        pmi.CRP("c", alpha, l_max=4, shape=10)
+        _, sel = assign_step_methods(model)
+    assert {k.__name__: [v.name for v in vs] for k, vs in sel.items()}["CRPAlphaGibbs"] \
+        == ["alpha_log__"]
+    with pm.Model(), pytest.raises(ModelPatternError, match="only as the alpha of one pmi.CRP"):
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        pm.Normal("x", alpha, 1.0)
+        pmi.CRPAlphaGibbs([alpha])

@@ -51,7 +51,7 @@ def _log_prior_integrated_g(mats, hierarchical=False):
 def _dibp_model(X, likelihood):
     with pm.Model(coords={"obs": range(3), "feature": range(2)}) as model:
         g = pm.MvNormal("g", 0.0, cov=_cov(), shape=(2, 2))
-        if likelihood == "hierarchical":  # shared process + one per item, written by hand
+        if likelihood.endswith("hierarchical"):  # shared process + one per item, by hand
             f = pm.MvNormal("f", 0.0, cov=GAMMA * _cov(), shape=(2, 2, 2))
             g_flat = g[:, np.array([0, 1, 0, 1])] + f.reshape((2, 4))
             g_var = np.full((2, 4), (1 + GAMMA) * (1 + JIT))
@@ -66,6 +66,16 @@ def _dibp_model(X, likelihood):
             pm.Bernoulli("X", logit_p=Z @ np.array([[2.5, -1.0], [-2.0, 2.0]]) - 0.5,
                          observed=X)
     return model, Z, g
+
+
+def _bernoulli_posterior(mats, hierarchical=False):
+    X = np.array([[1, 0], [1, 1], [0, 1]])
+    W = np.array([[2.5, -1.0], [-2.0, 2.0]])
+    lp = _log_prior_integrated_g(mats, hierarchical)
+    for i, Z in enumerate(mats):
+        lo = Z @ W - 0.5
+        lp[i] += np.sum(X * -np.logaddexp(0, -lo) + (1 - X) * -np.logaddexp(0, lo))
+    return X, np.exp(lp - special.logsumexp(lp))
 
 
 def _visit_frequencies(step, model, n, seed):
@@ -87,18 +97,14 @@ def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
             X, 2, 1.0, 0.5, 1.0,
             log_prior=lambda m: _log_prior_integrated_g(m, likelihood == "hierarchical"))
     else:
-        X = np.array([[1, 0], [1, 1], [0, 1]])
-        W = np.array([[2.5, -1.0], [-2.0, 2.0]])
-        lp = _log_prior_integrated_g(mats)
-        for i, Z in enumerate(mats):
-            lo = Z @ W - 0.5
-            lp[i] += np.sum(X * -np.logaddexp(0, -lo) + (1 - X) * -np.logaddexp(0, lo))
-        post = np.exp(lp - special.logsumexp(lp))
+        X, post = _bernoulli_posterior(mats)
     model, Z, g = _dibp_model(X, likelihood)
     with model:
         z_step = (pmi.IBPGibbs([Z]) if likelihood == "bernoulli"
                   else pmi.AcceleratedGibbs([Z, model["A"]]))
-        g_step = pmi.DependentIBPGibbs([g, model["f"]] if likelihood == "hierarchical" else [g])
+        # the h / g data augmentation on its own (the joint moves are tested below)
+        g_step = pmi.DependentIBPGibbs([g, model["f"]] if likelihood == "hierarchical" else [g],
+                                       joint_moves=False)
     step = CompoundStep([z_step, g_step])
     n = 12_000
     visits = _visit_frequencies(step, model, n, seed=11)
@@ -108,6 +114,35 @@ def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
     _, p = chi2_pooled(thinned, post * len(visits[::4]))
     print(likelihood, p, np.abs(observed / n - post).max())
     assert p > 1e-3, p
+
+
+@pytest.mark.parametrize("variant", ["bag", "hierarchical"])
+def test_joint_g_z_moves_alone_sample_the_z_posterior(variant):
+    """Z updated only by DependentIBPGibbs's joint moves (elliptical slice on g_k with z_k
+    summed out, then z_k | g_k), the processes also by the h data augmentation."""
+    mats = all_binary_matrices(3, 2)
+    hier = variant == "hierarchical"
+    X, post = _bernoulli_posterior(mats, hier)
+    model, Z, g = _dibp_model(X, "bernoulli_hierarchical" if hier else "bernoulli")
+    with model:
+        step = pmi.DependentIBPGibbs([g, model["f"]] if hier else [g], joint_moves=True)
+    assert step._z_rows is not None
+    n = 8_000
+    visits = _visit_frequencies(step, model, n, seed=3)
+    thinned = np.bincount(visits[::2], minlength=64)[codes(mats)]
+    _, p = chi2_pooled(thinned, post * len(visits[::2]))
+    print(variant, p, np.abs(np.bincount(visits, minlength=64)[codes(mats)] / n - post).max())
+    assert p > 1e-3, p
+
+
+def test_joint_moves_need_a_free_z_with_a_row_likelihood():
+    with pm.Model(coords={"obs": range(3), "feature": range(2)}):
+        g = pm.MvNormal("g", 0.0, cov=_cov(), shape=(2, 2))
+        pmi.DependentIBP("Z", STICKS, g, RHO, INDEX, observed=np.eye(3, 2),
+                         dims=("obs", "feature"))
+        assert pmi.DependentIBPGibbs([g])._z_rows is None
+        with pytest.raises(pmi.ModelPatternError, match="joint_moves=True.*observed"):
+            pmi.DependentIBPGibbs([g], joint_moves=True)
 
 
 G_FIXED = np.array([[0.8, -0.5], [-0.3, 0.6]])

@@ -45,15 +45,17 @@ def test_ibp_ibp_samples_the_exact_joint_posterior():
     assert res.pvalue > 1e-3, res
 
 
-@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
-def test_noisy_or_samples_the_exact_joint_posterior():
-    """Noisy-or IBP-IBP with q = 0.3 and fixed A: (C, M, Z) visit frequencies over all
-    16 x 16 x 16 states against enumeration, with IBPGibbs for Z (eq. 7.9 prior odds)."""
+def _noisy_or_visits(block_only, seed, iters):
+    """(C, M, Z) visit frequencies of the noisy-or IBP-IBP (q = 0.3, fixed A) against the
+    enumerated posterior over all 16 x 16 x 16 states; returns (chi-square result, block moves
+    accepted)."""
     with pm.Model() as model:
         Z = pmi.noisy_or_ibp_ibp("Z", 1.5, 1.2, 0.3, l_max=2, shape=(2, 2))
         pm.Normal("X", mu=Z @ A_FIXED, sigma=0.5, observed=X2)
-        steps = [pmi.IBPGibbs([model["Z_C"]]), pmi.IBPGibbs([model["Z_M"]]),
-                 pmi.IBPGibbs([Z])]
+        steps = [pmi.IBPGibbs([model["Z_C"]], block_moves=True), pmi.IBPGibbs([model["Z_M"]])]
+        if not block_only:
+            steps.append(pmi.IBPGibbs([Z]))
+    assert steps[0]._block is not None and steps[1]._block is None
     step = CompoundStep(steps)
     logp = model.compile_logp()
     point = model.initial_point()
@@ -64,14 +66,35 @@ def test_noisy_or_samples_the_exact_joint_posterior():
     post /= post.sum()
     index = dict(zip(codes(mats).tolist(), range(16), strict=True))
     for i, s in enumerate(steps):
-        s.setup_chain(np.random.default_rng(30 + i), tune=0, draws=1)
+        s.setup_chain(np.random.default_rng(seed + i), tune=0, draws=1)
     counts = np.zeros((16, 16, 16))
-    for it in range(30_000):
-        point, _ = step.step(point)
+    accepted = 0
+    for it in range(iters):
+        point, stats = step.step(point)
+        accepted += next(v for k, v in stats[0].items() if k.startswith("ibp_block_acc"))
         if it % 2 == 0:
             counts[tuple(index[int(codes(point[v][None])[0])] for v in ("Z_C", "Z_M", "Z"))] += 1
-    res = chi2_pooled(counts.ravel(), post.ravel() * counts.sum())
+    return chi2_pooled(counts.ravel(), post.ravel() * counts.sum()), accepted
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_noisy_or_samples_the_exact_joint_posterior():
+    """IBPGibbs for C (with its block moves), M and Z (eq. 7.9 prior odds) together."""
+    res, _ = _noisy_or_visits(block_only=False, seed=30, iters=30_000)
     assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_noisy_or_block_moves_alone_move_the_features():
+    """Z updated only by the block moves of C's IBPGibbs (flip c_nl with the entries of z_n
+    whose probability it changes, Doshi-Velez 2009 §7.2.3)."""
+    res, accepted = _noisy_or_visits(block_only=True, seed=40, iters=20_000)
+    assert accepted > 1000
+    assert res.pvalue > 1e-3, res
+    with pm.Model() as model, pytest.raises(pmi.ModelPatternError, match="block_moves=True"):
+        Z = pmi.ibp_ibp("Z", 1.5, 1.2, l_max=2, shape=(2, 2))
+        pm.Normal("X", mu=Z @ A_FIXED, sigma=0.5, observed=X2)
+        pmi.IBPGibbs([model["Z_C"]], block_moves=True)
 
 
 def test_builders_write_visible_variables_and_get_the_steps():
