@@ -10,8 +10,12 @@
 * :func:`fit_meibp` — the maximisation–expectation IBP for non-negative features (Reed &
   Ghahramani 2013): submodular per-row maximisation (:mod:`~pymc_ibp.inference.submodular`)
   and a truncated-Gaussian ``q(A)``; :func:`fit_bp_means` — the BP-means++ baseline.
+* :func:`chained_fit` — the correlated models fitted in a chain (DP, DP-IBP, IBP-IBP,
+  noisy-or IBP-IBP; Doshi-Velez 2009, §7.3), each ``pm.sample`` started from the last draws
+  of the one before: MCMC, used here to choose starting points.
 """
 
+from pymc_ibp.inference.chained import ChainedFit, chained_fit
 from pymc_ibp.inference.greedy import GreedyResult, greedy_map
 from pymc_ibp.inference.meibp import BPMeansResult, MEIBPResult, fit_bp_means, fit_meibp
 from pymc_ibp.inference.variational import (
@@ -22,6 +26,6 @@ from pymc_ibp.inference.variational import (
     variational_z,
 )
 
-__all__ = ["BPMeansResult", "GreedyResult", "MEIBPResult", "VariationalResult",
-           "fit_bp_means", "fit_meibp", "fit_variational", "greedy_map", "truncation_bound",
-           "variational_elbo", "variational_z"]
+__all__ = ["BPMeansResult", "ChainedFit", "GreedyResult", "MEIBPResult", "VariationalResult",
+           "chained_fit", "fit_bp_means", "fit_meibp", "fit_variational", "greedy_map",
+           "truncation_bound", "variational_elbo", "variational_z"]

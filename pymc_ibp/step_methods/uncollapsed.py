@@ -38,6 +38,7 @@ from pymc_ibp.distributions.ibp_math import (
     prior_logodds,
 )
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
+from pymc_ibp.step_methods.feature_moves import FeatureBirthDeath
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     IBPPrior,
@@ -284,6 +285,19 @@ class IBPGibbs(BlockedStep):
         ``pmi.IBP`` and exactly one variable depending on it is a free ``N x K``
         ``pm.Bernoulli`` matrix; ``True`` raises if that is not so.  Stat
         ``ibp_block_accepted``.
+    feature_moves : int
+        Birth / death Metropolis–Hastings proposals of a feature *together with its
+        parameters* after each sweep (``pmi.IBP`` only; default 3, 0 disables them): a new
+        feature for one row with its row of the parameter matrix ``A`` drawn from a Laplace
+        approximation of its conditional given that row, or the reverse; see
+        :mod:`pymc_ibp.step_methods.feature_moves`.  They apply when one free continuous
+        variable ``A`` has ``K_max`` rows, row ``k`` reaching the likelihood only through
+        column ``k`` of ``Z`` (e.g. ``mu = Z @ A``), with a prior that factorises over the
+        rows; otherwise they are off.  Stat ``ibp_feature_move_accepted``.
+    feature_params : bool, optional
+        Whether to look for that parameter matrix (``None``, the default: look, and leave
+        the moves off if there is none); ``True`` raises :class:`ModelPatternError` saying
+        what is missing; ``False`` turns the moves off.
 
     Raises
     ------
@@ -348,11 +362,12 @@ class IBPGibbs(BlockedStep):
         "ibp_split_merge_accepted": (np.int64, []),
         "ibp_combination_accepted": (np.int64, []),
         "ibp_block_accepted": (np.int64, []),
+        "ibp_feature_move_accepted": (np.int64, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, split_merge=5, combination_moves=5, factorise=None,
-                 block_moves=None, _explain=True):
+                 block_moves=None, feature_moves=3, feature_params=None, _explain=True):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
@@ -470,6 +485,20 @@ class IBPGibbs(BlockedStep):
             raise ModelPatternError(
                 f"IBPGibbs(block_moves=True) needs {z_rv.name!r} to be a pmi.IBP whose "
                 "likelihood factorises over its rows.")
+        self.feature_moves = int(feature_moves) if row_moves else 0
+        if self.feature_moves < 0:
+            raise ValueError(f"feature_moves must be >= 0; got {feature_moves!r}.")
+        self._features = None
+        if (self.feature_moves or feature_params) and feature_params is not False:
+            if not row_moves:
+                raise ModelPatternError(
+                    f"IBPGibbs(feature_params=True) needs {z_rv.name!r} to be a pmi.IBP whose "
+                    "likelihood factorises over its rows.")
+            self._features = FeatureBirthDeath.find(self, model, z_rv, children,
+                                                    self._row_ll_graph, ip, compile_kwargs,
+                                                    required=bool(feature_params))
+        if self._features is None:
+            self.feature_moves = 0
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = False
@@ -577,6 +606,7 @@ class IBPGibbs(BlockedStep):
                 term = pt.inc_subtensor(per_row[indices[child]], term)
             rows.append(term)
         row_ll = pt.add(*rows) if len(rows) > 1 else rows[0]
+        self._row_ll_graph = row_ll  # of the value variables (the feature moves' gradients)
         self._row_ll = model.compile_fn(row_ll, inputs=model.value_vars, on_unused_input="ignore",
                                         point_fn=True, **(compile_kwargs or {}))
 
@@ -598,6 +628,9 @@ class IBPGibbs(BlockedStep):
             if not np.issubdtype(data.dtype, np.number):
                 continue
             bad = ~np.isfinite(data)
+            binary = isinstance(child.owner.op, BernoulliRV)
+            if binary and not bad.any():
+                bad = (data != 0) & (data != 1)
             if not bad.any():
                 continue
             first = tuple(np.argwhere(bad)[0])
@@ -606,6 +639,14 @@ class IBPGibbs(BlockedStep):
                 # entry first[0] of the flattened observed part is this element of the full array
                 where = tuple(np.argwhere(masks[child])[first[0]]) + first[1:]
                 name = child.name.removesuffix("_observed")
+            if binary and np.isfinite(data[first]):
+                raise DataError(
+                    f"The observed data of {name!r} (a pm.Bernoulli likelihood, e.g. "
+                    "pmi.likelihoods.leaky_noisy_or or noisy_detection) contains "
+                    f"{data[first]} at ({_format_position(where)}); {int(bad.sum())} value(s) "
+                    "other than 0 and 1 in all. Binarise the data first (e.g. X > threshold), "
+                    "or use a likelihood for counts or real values."
+                )
             raise DataError(
                 f"The observed data of {name!r} contains {data[first]} at "
                 f"({_format_position(where)}); {int(bad.sum())} non-finite value(s) in all. "
@@ -686,7 +727,13 @@ class IBPGibbs(BlockedStep):
         if self._block is not None:
             for k in self.rng.permutation(self.k_max):
                 block_acc += self.block_move(Z, trial, alpha, beta, k)
-        if sm_acc or cm_acc or block_acc:
+        fm_acc = 0
+        if self.feature_moves:
+            self._features.new_sweep()
+        for _ in range(self.feature_moves):
+            accepted, Z = self._features.move(Z, trial, alpha, beta)
+            fm_acc += accepted
+        if sm_acc or cm_acc or block_acc or fm_acc:
             trial[self.z_name] = Z
             loglik = float(np.sum(self._row_ll(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
@@ -706,10 +753,14 @@ class IBPGibbs(BlockedStep):
         if block_acc:
             y_name = self._block[0]
             new[y_name] = np.asarray(trial[y_name], dtype=point[y_name].dtype)
+        if fm_acc:
+            a_name = self._features.a_name
+            new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                          "ibp_split_merge_accepted": int(sm_acc),
                          "ibp_combination_accepted": int(cm_acc),
                          "ibp_block_accepted": int(block_acc),
+                         "ibp_feature_move_accepted": int(fm_acc),
                          "ibp_kmax_hit": bool(hit)}
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
 

@@ -358,3 +358,75 @@ def test_uncollapsed_combination_move_leaves_posterior_invariant(k_max):
                                      30000, seed=5)
     assert accepted > 0.02 * 30000, accepted
     assert res.pvalue > 1e-3, res
+
+
+def _a_given_z(rng, Z, X, sx, sa):
+    """A draw of A | Z, X for X ~ Normal(Z @ A, sx), A ~ Normal(0, sa) (every column of A
+    Gaussian with precision P = Z'Z / sx² + I / sa²), and the Cholesky factor of P."""
+    P = Z.T @ Z / sx**2 + np.eye(Z.shape[1]) / sa**2
+    L = np.linalg.cholesky(P)
+    mean = np.linalg.solve(P, Z.T @ X / sx**2)
+    eps = rng.standard_normal(mean.shape)
+    return mean + np.linalg.solve(L.T, eps), mean, L
+
+
+@pytest.mark.parametrize("k_max", [pytest.param(2, marks=pytest.mark.slow), 3])
+def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max):
+    """Exact draws of (Z, A) from p(Z, A | X) — Z from the enumerated collapsed posterior, A
+    from its Gaussian conditional — pushed through two feature birth / death proposals (a
+    new feature for one row with its row of A from a Laplace approximation, or the reverse)
+    still follow it: χ² for Z, and A whitened by its exact conditional given the new Z is
+    standard normal (KS)."""
+    from tests._helpers import ENUM_X, exact_posterior
+
+    alpha, sx, sa = 2.0, 0.5, 1.0
+    X = ENUM_X
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(3, k_max))
+        A = pm.Normal("A", 0.0, sa, shape=(k_max, 2))
+        pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
+        step = pmi.IBPGibbs([Z], feature_params=True)
+    assert step._features.a_name == "A"
+    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
+    rng = np.random.default_rng(11)
+    n = 6000
+    idx = rng.choice(len(mats), size=n, p=post)
+    out = np.empty(n, dtype=np.int64)
+    white = []
+    accepted = 0
+    for j, i in enumerate(idx):
+        Zn = mats[i].astype(np.int8)
+        trial = model.initial_point()
+        trial["A"] = _a_given_z(rng, Zn.astype(float), X, sx, sa)[0]
+        for _ in range(2):
+            acc, Zn = step._features.move(Zn, trial, alpha, 1.0)
+            accepted += acc
+        out[j] = codes(Zn[None])[0]
+        _, mean, L = _a_given_z(rng, Zn.astype(float), X, sx, sa)
+        white.append((L.T @ (trial["A"] - mean)).ravel())
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * n)
+    ks = stats.kstest(np.concatenate(white), "norm")
+    print(k_max, accepted / (2 * n), res.pvalue, ks.pvalue)
+    assert accepted > 0.1 * 2 * n, accepted
+    assert res.pvalue > 1e-3, res
+    assert ks.pvalue > 1e-3, ks
+
+
+@pytest.mark.parametrize("bad,where", [(2, "row 1, column 0"), (-1, "row 2, column 1")])
+def test_non_binary_data_under_a_bernoulli_likelihood_is_an_error(bad, where):
+    """Counts or negative values observed through pm.Bernoulli (e.g. the noisy-detection or
+    leaky noisy-or likelihoods) are named at their position, not turned into a -inf logp."""
+    X = np.array([[1, 0], [0, 1], [1, 1]])
+    r, c = (int(x) for x in where.replace("row ", "").replace("column ", "").split(", "))
+    X[r, c] = bad
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(3, 2))
+        A = pm.Normal("A", 0.0, 1.0, shape=(2, 2))
+        f = pm.Beta("f", 1.0, 20.0)
+        m = pm.Beta("m", 1.0, 20.0)
+        pm.Bernoulli("X", p=pmi.likelihoods.noisy_detection(Z, pm.math.abs(A), f, m),
+                     observed=X)
+        with pytest.raises(pmi.DataError, match=rf"contains {bad} at \({where}\).*0 and 1"):
+            pmi.IBPGibbs([Z])

@@ -1,0 +1,268 @@
+r"""Birth and death of a feature together with its parameters, for :class:`pymc_ibp.IBPGibbs`.
+
+The single-entry updates of :class:`pymc_ibp.IBPGibbs` create a feature in an empty slot with
+whatever parameters that slot currently holds: under the posterior those are a draw from
+their prior (no row uses them), which almost never fits a row in more than a few dimensions.
+So an uncollapsed chain rarely creates a feature it needs, and its split–merge and
+dissolve / compose moves only rearrange the features it has.
+
+This move proposes a new feature *and its parameters* from the data.  With ``A`` the
+parameter matrix whose row ``A_k`` belongs to slot ``k`` (found in the model: a free
+continuous variable with ``K_max`` rows whose row ``k`` reaches the likelihood only through
+column ``k`` of ``Z``, and whose prior factorises over the rows):
+
+*Birth* (probability ½): an empty slot ``k`` and a row ``n``, uniformly; ``z_nk = 1`` and
+``A_k' \sim q_1 = \mathcal N(\hat a, \mathrm{diag}(1/\hat\pi))``, a Laplace approximation of
+:math:`p(A_k \mid x_n, \cdot) \propto p(A_k)\,p(x_n \mid z_n + e_k, A)` in the value space of
+``A`` (damped Newton steps from 0 with the diagonal of the Hessian, obtained from PyTensor's
+gradients of the model's own row likelihood and of ``A``'s prior; any likelihood).
+*Death* (the reverse): a feature owned by one row only (``S`` of them), uniformly; it is
+switched off and its parameters are redrawn from ``q_0``, the same Laplace approximation with
+no row, i.e. of ``A_k``'s prior (exact for a Normal prior).  The birth ``(Z, A_k) \to (Z',
+A_k')`` is accepted with
+
+.. math:: \min\Big\{1, \frac{P(Z')}{P(Z)}\,
+    \frac{p(x_n\mid z'_n, A')\,p(A_k')}{p(x_n\mid z_n, A)\,p(A_k)}\,
+    \frac{E\,N\,q_0(A_k)}{S'\,q_1(A_k')}\Big\}
+
+(``P`` the truncated IBP pmf, ``E`` the empty slots before the birth, ``S'`` the singleton
+features after it), a death with the reciprocal.  Both proposals depend only on what the move
+leaves unchanged, so this is a reversible Metropolis–Hastings move on ``(Z, A)`` given
+everything else (Green 1995), exact whatever the quality of the Laplace approximation; a
+good approximation only makes it accepted more often.  The new feature then gathers rows by
+the ordinary Gibbs updates.
+
+References
+----------
+P. J. Green (1995). Reversible jump Markov chain Monte Carlo computation and Bayesian model
+determination. *Biometrika* 82(4), 711-732.
+
+E. Meeds, Z. Ghahramani, R. M. Neal and S. T. Roweis (2007). Modeling dyadic data with binary
+latent factors. *NIPS 19*, 977-984 (Metropolis–Hastings moves on a feature and its
+parameters).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.traversal import ancestors
+
+from pymc_ibp.exceptions import ModelPatternError
+
+__all__ = ["FeatureBirthDeath"]
+
+_DIRECTION = "__ibp_feature_direction"
+_NEWTON_STEPS = 4
+_MAX_STEP = 4.0  # largest Newton step, in prior standard deviations of the current curvature
+_MIN_PRECISION = 1e-8
+
+
+def _rows_sum(term):
+    return term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term
+
+
+class FeatureBirthDeath:
+    """The parameter matrix ``A`` of the features of ``Z`` and the compiled pieces of the
+    birth / death move (see the module docstring).  Build with :meth:`find`."""
+
+    def __init__(self, step, model, a_rv, row_ll, compile_kwargs):
+        self.step = step
+        self.a_name = model.rvs_to_values[a_rv].name
+        a_val = model.rvs_to_values[a_rv]
+        [prior] = model.logp(vars=[a_rv], sum=False)
+        prior_rows = _rows_sum(prior)
+        direction = pt.tensor(_DIRECTION, shape=(None,) * a_val.ndim, dtype=a_val.dtype)
+        total = row_ll.sum() + prior_rows.sum()
+        grad = pt.grad(total, a_val)
+        hess_dir = pt.grad((grad * direction).sum(), a_val)
+        kw = compile_kwargs or {}
+        self._grad = model.compile_fn([grad, hess_dir], inputs=[*model.value_vars, direction],
+                                      on_unused_input="ignore", point_fn=True, **kw)
+        self._prior = model.compile_fn(prior_rows, inputs=model.value_vars,
+                                       on_unused_input="ignore", point_fn=True, **kw)
+        self._q0 = {}  # slot -> the prior's Laplace approximation, within one sweep
+
+    def new_sweep(self):
+        """Forget the cached prior approximations (the hyperparameters may have changed)."""
+        self._q0 = {}
+
+    def _prior_laplace(self, trial, Z, k):
+        """``q_0`` of slot ``k``: the Laplace approximation with column ``k`` of ``Z`` empty,
+        where the likelihood does not reach ``A_k``; it depends only on ``A``'s prior, so it
+        is computed once per sweep."""
+        if k not in self._q0:
+            self._q0[k] = self.laplace(trial, Z, k)
+        return self._q0[k]
+
+    @classmethod
+    def find(cls, step, model, z_rv, children, row_ll, ip, compile_kwargs, required):
+        """The move for ``step`` (an :class:`pymc_ibp.IBPGibbs` of ``z_rv``), or ``None`` when
+        no variable is a per-slot parameter matrix of ``Z`` (``required``: raise instead)."""
+        k_max = step.k_max
+        child_set = set(children)
+        z_anc = set(ancestors([z_rv]))
+        found, why = [], []
+        for rv in model.free_RVs:
+            if rv is z_rv or rv in z_anc or not rv.dtype.startswith("float"):
+                continue
+            value = ip[model.rvs_to_values[rv].name]
+            if value.ndim < 1 or value.shape[0] != k_max:
+                continue
+            deps = [r for r in model.basic_RVs if r is not rv and rv in set(ancestors([r]))]
+            if not deps or not set(deps) <= child_set:
+                why.append(f"{rv.name!r} has dependents {[d.name for d in deps]} that are not "
+                           f"all likelihood terms of {z_rv.name!r}")
+                continue
+            try:
+                move = cls(step, model, rv, row_ll, compile_kwargs)
+                move._check(ip)
+            except (ModelPatternError, NotImplementedError, TypeError, ValueError) as err:
+                why.append(str(err))
+                continue
+            found.append(move)
+        if len(found) == 1:
+            return found[0]
+        if required:
+            reason = ("several candidates: " + ", ".join(m.a_name for m in found)) if found \
+                else ("; ".join(why) or "no free continuous variable with K_max rows")
+            raise ModelPatternError(
+                f"IBPGibbs(feature_moves>0) needs one parameter matrix A of {z_rv.name!r}: a "
+                f"free continuous variable with K_max = {k_max} rows whose row k reaches the "
+                f"likelihood only through column k of {z_rv.name!r} (e.g. mu = Z @ A) and whose "
+                f"prior factorises over its rows ({reason}).")
+        return None
+
+    def _check(self, point):
+        """Raise unless row ``k`` of ``A`` reaches the likelihood only through column ``k``
+        of ``Z`` and the prior of ``A`` factorises over its rows (checked on slot 0)."""
+        from pymc_ibp.step_methods.uncollapsed import perturbed_point  # no import cycle
+
+        step = self.step
+        point = perturbed_point(point, seed=5)
+        a = np.array(point[self.a_name], dtype=float, copy=True)
+        bumped = a.copy()
+        bumped[0] += 0.37 + 0.11 * np.arange(a[0].size).reshape(a[0].shape)
+        Z = np.ones_like(point[step.z_name])
+        Z[:, 0] = 0
+        off = step._rows_ll({**point, self.a_name: a}, Z.copy())
+        off2 = step._rows_ll({**point, self.a_name: bumped}, Z.copy())
+        Z[:, 0] = 1
+        on = step._rows_ll({**point, self.a_name: a}, Z.copy())
+        on2 = step._rows_ll({**point, self.a_name: bumped}, Z.copy())
+        if not np.allclose(off, off2, rtol=1e-9, atol=1e-9) or np.allclose(on, on2):
+            raise ModelPatternError(
+                f"row 0 of {self.a_name!r} does not reach the likelihood through column 0 of "
+                f"{step.z_name!r} alone")
+        p, p2 = (np.asarray(self._prior({**point, self.a_name: v})) for v in (a, bumped))
+        if p.shape != (step.k_max,) or not np.allclose(p[1:], p2[1:], rtol=1e-9, atol=1e-9):
+            raise ModelPatternError(f"the prior of {self.a_name!r} does not factorise over "
+                                    "its rows")
+
+    # ---- the Laplace approximation ------------------------------------------------------
+    def laplace(self, trial, Z, k):
+        """Mean and precision (value space, the shape of ``A_k``) of the Gaussian
+        approximation of ``p(A_k | rows owning k, ·)``: damped Newton steps from 0 with the
+        diagonal of the Hessian (the Hessian applied to the indicator of row ``k``, exact
+        when each entry of ``A_k`` reaches its own data)."""
+        step = self.step
+        a_all = np.array(trial[self.a_name], dtype=float, copy=True)
+        direction = np.zeros_like(a_all)
+        direction[k] = 1.0
+        t = {**trial, step.z_name: Z, self.a_name: a_all, _DIRECTION: direction}
+        a = np.zeros_like(a_all[k])
+        prec = None
+        for it in range(_NEWTON_STEPS + 1):
+            a_all[k] = a
+            g, h = self._grad(t)
+            g, prec = np.asarray(g)[k], np.maximum(-np.asarray(h)[k], _MIN_PRECISION)
+            if not (np.all(np.isfinite(g)) and np.all(np.isfinite(prec))):
+                raise FloatingPointError(f"non-finite gradient of the log-posterior of "
+                                         f"{self.a_name}[{k}]")
+            if it == _NEWTON_STEPS:
+                break
+            sd = 1.0 / np.sqrt(prec)
+            a = a + np.clip(g / prec, -_MAX_STEP * sd, _MAX_STEP * sd)
+        return a, prec
+
+    @staticmethod
+    def _log_q(x, mean, prec):
+        return float(np.sum(0.5 * np.log(prec / (2.0 * math.pi)) - 0.5 * prec * (x - mean) ** 2))
+
+    # ---- the move ----------------------------------------------------------------------
+    def move(self, Z, trial, alpha, beta):
+        """One birth or death proposal; returns ``(accepted, Z)``.  On acceptance
+        ``trial[A]`` holds the new parameters (a new array).  Where the Laplace approximation
+        cannot be formed (a non-finite gradient) the proposal is a null move: it depends only
+        on what the move leaves unchanged, so the reverse proposal fails as well."""
+        try:
+            return self._move(Z, trial, alpha, beta)
+        except FloatingPointError:
+            return 0, Z
+
+    def _move(self, Z, trial, alpha, beta):
+        rng = self.step.rng
+        n = Z.shape[0]
+        m = Z.sum(axis=0).astype(np.int64)
+        if rng.random() < 0.5:  # ---- birth
+            empty = np.flatnonzero(m == 0)
+            if empty.size == 0:
+                return 0, Z
+            k = int(empty[int(rng.random() * empty.size)])
+            r = int(rng.random() * n)
+            born = Z.copy()
+            born[r, k] = 1
+            mean1, prec1 = self.laplace(trial, born, k)
+            a_new = mean1 + rng.standard_normal(mean1.shape) / np.sqrt(prec1)
+            log_r = self._log_ratio(trial, Z, born, k, r, a_new, mean1, prec1,
+                                    alpha, beta, n_empty=empty.size)
+            if math.log(rng.random()) < log_r:
+                self._set(trial, k, a_new)
+                return 1, born
+            return 0, Z
+        singles = np.flatnonzero(m == 1)  # ---- death
+        if singles.size == 0:
+            return 0, Z
+        k = int(singles[int(rng.random() * singles.size)])
+        r = int(np.flatnonzero(Z[:, k])[0])
+        dead = Z.copy()
+        dead[r, k] = 0
+        mean1, prec1 = self.laplace(trial, Z, k)
+        mean0, prec0 = self._prior_laplace(trial, dead, k)
+        a_old = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
+        a_cur = np.array(trial[self.a_name], dtype=float)[k]
+        reverse = {**trial, self.a_name: self._with_row(trial, k, a_old)}
+        log_r = self._log_ratio(reverse, dead, Z, k, r, a_cur, mean1, prec1, alpha, beta,
+                                n_empty=int((m == 0).sum()) + 1, q0=(mean0, prec0))
+        if math.log(rng.random()) < -log_r:
+            self._set(trial, k, a_old)
+            return 1, dead
+        return 0, Z
+
+    def _log_ratio(self, trial, Z, born, k, r, a_new, mean1, prec1, alpha, beta, n_empty,
+                   q0=None):
+        """Log acceptance ratio of the birth ``(Z, trial[A]) -> (born, A_k = a_new)``."""
+        step = self.step
+        n = Z.shape[0]
+        a_old = np.array(trial[self.a_name], dtype=float)[k]
+        mean0, prec0 = q0 if q0 is not None else self._prior_laplace(trial, Z, k)
+        after = {**trial, self.a_name: self._with_row(trial, k, a_new)}
+        ll0 = step._rows_ll(dict(trial), Z)[r]
+        ll1 = step._rows_ll(after, born)[r]
+        p0 = float(np.asarray(self._prior(trial))[k])
+        p1 = float(np.asarray(self._prior(after))[k])
+        n_single = int((born.sum(axis=0) == 1).sum())
+        return (step._log_prior(born, alpha, beta) - step._log_prior(Z, alpha, beta)
+                + ll1 - ll0 + p1 - p0
+                + self._log_q(a_old, mean0, prec0) - self._log_q(a_new, mean1, prec1)
+                + math.log(n_empty) + math.log(n) - math.log(n_single))
+
+    def _with_row(self, trial, k, row):
+        a = np.array(trial[self.a_name], copy=True)
+        a[k] = row
+        return a
+
+    def _set(self, trial, k, row):
+        trial[self.a_name] = self._with_row(trial, k, row)

@@ -1,0 +1,79 @@
+"""Chained initialisation of the correlated models (DP -> DP-IBP -> IBP-IBP -> noisy-or)."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_ibp as pmi
+from pymc_ibp.inference.chained import PREVIOUS, STAGES, build_stage, hand_over
+
+N, K_MAX, L_MAX = 12, 5, 4
+
+
+def _z_of(stage, state):
+    """The binary matrix the likelihood sees in ``stage`` at ``state``."""
+    if stage == "dp":
+        return np.eye(L_MAX, K_MAX, dtype=np.int64)[state["Z_c"]]
+    if stage == "dp_ibp":
+        return np.asarray(state["Z_M"], dtype=np.int64)[state["Z_c"]]
+    if stage == "ibp_ibp":
+        return (state["Z_C"].astype(np.int64) @ state["Z_M"] > 0).astype(np.int64)
+    return np.asarray(state["Z"], dtype=np.int64)  # noisy-or, ibp
+
+
+def _random_state(stage, rng):
+    state = {"A": rng.normal(size=(K_MAX, 3)), "sigma_x": 0.7}
+    if stage in ("dp", "dp_ibp"):
+        state["Z_c"] = rng.integers(0, L_MAX, size=N)
+    if stage == "dp_ibp":
+        state["Z_M"] = (rng.random((L_MAX, K_MAX)) < 0.4).astype(np.int8)
+    if stage == "ibp_ibp":
+        state["Z_C"] = (rng.random((N, L_MAX)) < 0.4).astype(np.int8)
+        state["Z_M"] = (rng.random((L_MAX, K_MAX)) < 0.4).astype(np.int8)
+    return state
+
+
+def _likelihood(X):
+    def add(Z):
+        A = pm.Normal("A", 0.0, 1.0, shape=(K_MAX, X.shape[1]))
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X)
+    return add
+
+
+@pytest.mark.parametrize("dst", list(PREVIOUS))
+def test_hand_over_keeps_z_and_the_other_variables(dst):
+    """Each hand-over starts the next model at the same binary matrix Z (so the likelihood
+    is unchanged) with every other variable kept, at a finite log density."""
+    src = PREVIOUS[dst]
+    rng = np.random.default_rng(len(dst))
+    X = rng.normal(size=(N, 3))
+    for _ in range(5):
+        state = _random_state(src, rng)
+        init = hand_over(state, src, dst, l_max=L_MAX, k_max=K_MAX)
+        np.testing.assert_array_equal(_z_of(dst, init), _z_of(src, state))
+        np.testing.assert_array_equal(init["A"], state["A"])
+        model = build_stage(dst, _likelihood(X), n=N, k_max=K_MAX, l_max=L_MAX)
+        point = model.initial_point()
+        point.update({k: v for k, v in init.items() if k in point})
+        point["sigma_x_log__"] = np.log(state["sigma_x"])
+        assert np.isfinite(model.compile_logp()(point))
+    with pytest.raises(ValueError, match="does not follow"):
+        hand_over(state, dst, src, l_max=L_MAX, k_max=K_MAX)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # l_max = 4 labels, N = 12
+def test_chained_fit_runs_every_stage_from_the_last():
+    data = pmi.datasets.block_combinations(n=N, seed=1)
+    X = data.X[:, :3]
+    fit = pmi.inference.chained_fit(_likelihood(X), n=N, k_max=K_MAX, l_max=L_MAX, tune=2,
+                                    draws=2, chains=1, cores=1, random_seed=3,
+                                    progressbar=False, compute_convergence_checks=False)
+    assert fit.stages == list(STAGES)
+    assert set(fit["noisy_or"]["posterior"].data_vars) >= {"Z", "Z_C", "Z_M", "A"}
+    assert set(fit.initvals[0]) == {"Z", "Z_C", "Z_M", "A", "sigma_x"}
+    with pytest.raises(ValueError, match="consecutive"):
+        pmi.inference.chained_fit(_likelihood(X), n=N, k_max=K_MAX, l_max=L_MAX,
+                                  stages=["dp", "ibp_ibp"])
+    with pytest.raises(ValueError, match="k_max >= l_max"):
+        build_stage("dp", _likelihood(X), n=N, k_max=2, l_max=L_MAX)
