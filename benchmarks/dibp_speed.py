@@ -37,7 +37,7 @@ def build(n, m, k, seed):
                                  dims=("obs", "feature"))
         Av = pm.Normal("A", 0.0, 1.0, dims=("feature", "dim"))
         pm.Normal("X", mu=dibp.Z @ Av, sigma=0.5, observed=X, dims=("obs", "dim"))
-        steps = [pmi.DependentIBPGibbs([dibp.sticks, dibp.g]),
+        steps = [pmi.DependentIBPGibbs([dibp.sticks, dibp.g], joint_moves=True),
                  pmi.AcceleratedGibbs([dibp.Z, Av]),
                  pmi.DependentIBPGibbs([dibp.sticks, dibp.g], joint_moves=False)]
     return model, steps

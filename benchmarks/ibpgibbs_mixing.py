@@ -5,7 +5,8 @@ pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 32`` (``
 ``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``, ``X ~ Bernoulli(logit_p = Z @ A + b)``; ``Z`` by
 ``pmi.IBPGibbs`` (``split_merge`` = 0 or the default 5 split–merge proposals per sweep;
 ``combination_moves`` = 0 or the default 5 dissolve / compose proposals; ``feature_moves`` = 0 or
-the default 3 birth / death proposals of a feature with its row of ``A``), everything else by
+the default 3 birth / death proposals of a feature with its row of ``A``, for features of one
+row or of up to ``feature_rows`` = 10 rows), everything else by
 NUTS.  Every chain
 starts from its own random ``Z`` (half of the slots in use, 30 % of the rows each).
 
@@ -28,12 +29,14 @@ from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._mixing_stats import ess_bulk, rhat
 
-COLS = ["split_merge", "combination_moves", "feature_moves", "N", "K_max", "chains", "tune",
-        "draws", "K_plus_mean", "K_plus_rhat", "K_plus_ess", "log_lik_rhat", "log_lik_ess",
-        "sm_accepted_per_it", "cm_accepted_per_it", "fm_accepted_per_it", "wall_s"]
+COLS = ["split_merge", "combination_moves", "feature_moves", "feature_rows", "N", "K_max",
+        "chains", "tune", "draws", "K_plus_mean", "K_plus_rhat", "K_plus_ess", "log_lik_rhat",
+        "log_lik_ess", "sm_accepted_per_it", "cm_accepted_per_it", "fm_accepted_per_it",
+        "wall_s"]
 
 
-def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_moves, seed):
+def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_moves,
+        feature_rows, seed):
     import pymc as pm
     from sklearn.datasets import load_digits
 
@@ -59,7 +62,8 @@ def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_m
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2,
                           step=[pmi.IBPGibbs([Z], split_merge=split_merge,
                                              combination_moves=combination_moves,
-                                             feature_moves=feature_moves)],
+                                             feature_moves=feature_moves,
+                                             feature_rows=feature_rows)],
                           initvals=starts,
                           random_seed=seed, compute_convergence_checks=False,
                           progressbar=False, var_names=["alpha"])
@@ -69,7 +73,7 @@ def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_m
     ll = ss["ibp_log_lik"].values
     return {
         "split_merge": split_merge, "combination_moves": combination_moves,
-        "feature_moves": feature_moves, "N": n,
+        "feature_moves": feature_moves, "feature_rows": feature_rows, "N": n,
         "K_max": k_max, "chains": chains, "tune": tune,
         "draws": draws,
         "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp), "K_plus_ess": ess_bulk(kp),
@@ -93,8 +97,9 @@ def main():
     else:
         cfg = dict(n=300, k_max=args.k_max, chains=4, tune=150, draws=300, seed=2026)
     rows = []
-    for sm, cm, fm in ((0, 0, 0), (5, 5, 0), (5, 5, 3)):
-        rows.append(run(split_merge=sm, combination_moves=cm, feature_moves=fm, **cfg))
+    for sm, cm, fm, fr in ((0, 0, 0, 1), (5, 5, 0, 1), (5, 5, 3, 1), (5, 5, 3, 10)):
+        rows.append(run(split_merge=sm, combination_moves=cm, feature_moves=fm,
+                        feature_rows=fr, **cfg))
         print_table(rows[-1:], COLS)
     print()
     print_table(rows, COLS)

@@ -62,9 +62,11 @@ def fit(data, k, args, initvals=None, **dibp_kwargs):
         A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
         pm.Normal("X", mu=dibp.Z @ A, sigma=sigma_x, observed=data.X, dims=("obs", "dim"))
         t0 = time.perf_counter()
+        # the joint moves of each feature's process and column of Z are opt-in
+        step = pmi.DependentIBPGibbs([dibp.sticks, dibp.g], joint_moves=args.joint_moves)
         idata = pm.sample(tune=args.tune, draws=args.draws, chains=args.chains,
                           cores=args.cores, random_seed=args.seed, progressbar=False,
-                          compute_convergence_checks=False, initvals=initvals)
+                          compute_convergence_checks=False, initvals=initvals, step=[step])
     return idata, time.perf_counter() - t0
 
 
@@ -235,6 +237,9 @@ def main():
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--no-joint-moves", dest="joint_moves", action="store_false",
+                        help="sample without DependentIBPGibbs's joint moves of g_k and Z's "
+                             "column k")
     parser.add_argument("--tracking-init", choices=["prior", "ibp", "both"], default="both",
                         help="start of the tracking chains: PyMC's, or a plain IBP fit")
     parser.add_argument("--ibp-tune", type=int, default=400,

@@ -347,8 +347,12 @@ class DependentIBPGibbs(BlockedStep):
         (the row likelihood of ``z_nk = 1`` against ``0`` from the model's own logp, as in
         :class:`pymc_ibp.IBPGibbs`), then ``z_·k | g_k`` exactly.  Without it, ``Z`` and ``g``
         lock each other when ``ρ`` is small against the GP amplitude (each ``z_nk`` is then
-        almost fixed by ``g_k``).  Default: on whenever ``Z`` is a free variable whose
-        likelihood factorises over its rows; ``True`` raises if it cannot be done.
+        almost fixed by ``g_k``).  ``True`` turns them on (and raises if ``Z`` is not a free
+        variable whose likelihood factorises over its rows), ``None`` turns them on where
+        they can be done.  Default ``False``: they cost ``2K`` evaluations of the row
+        likelihood per sweep, about 20 times the rest of this step at ``N = 10^5`` (``K =
+        20``, ``D = 64``; ``benchmarks/dibp_speed.py``), and have not yet been shown to
+        improve a fit (docs: the dependent IBP's tracking experiment).
     keep_h : bool, default False
         Keep the latest auxiliary ``h`` (``N x K``) in ``step.h`` (and in the step's sampling
         state).  PyMC's default trace backend records scalar sample stats only, so ``h`` is
@@ -369,7 +373,7 @@ class DependentIBPGibbs(BlockedStep):
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, joint_moves=None, keep_h=False, stick_step=0.5):
+                 blocked=True, joint_moves=False, keep_h=False, stick_step=0.5):
         model = pm.modelcontext(model)
         value_vars = get_value_vars_from_user_vars(vars, model)
         rvs = [model.values_to_rvs[v] for v in value_vars]

@@ -11,26 +11,33 @@ parameter matrix whose row ``A_k`` belongs to slot ``k`` (found in the model: a 
 continuous variable with ``K_max`` rows whose row ``k`` reaches the likelihood only through
 column ``k`` of ``Z``, and whose prior factorises over the rows):
 
-*Birth* (probability ½): an empty slot ``k`` and a row ``n``, uniformly; ``z_nk = 1`` and
+*Birth* (probability ½): an empty slot ``k`` and an anchor row ``a``, uniformly; a feature
+fitted to the anchor alone (the Laplace mean below) gives every other row ``i`` its
+log-likelihood gain ``Δ_i``, and ``i`` joins the new feature independently with probability
+``π_i = σ(Δ_i - log N)`` (at most ``max_rows`` rows in all, else a null move; ``max_rows = 1``
+gives single-row features).  Then ``z_ik = 1`` on that set ``S`` and
 ``A_k' \sim q_1 = \mathcal N(\hat a, \mathrm{diag}(1/\hat\pi))``, a Laplace approximation of
-:math:`p(A_k \mid x_n, \cdot) \propto p(A_k)\,p(x_n \mid z_n + e_k, A)` in the value space of
-``A`` (damped Newton steps from 0 with the diagonal of the Hessian, obtained from PyTensor's
-gradients of the model's own row likelihood and of ``A``'s prior; any likelihood).
-*Death* (the reverse): a feature owned by one row only (``S`` of them), uniformly; it is
-switched off and its parameters are redrawn from ``q_0``, the same Laplace approximation with
-no row, i.e. of ``A_k``'s prior (exact for a Normal prior).  The birth ``(Z, A_k) \to (Z',
-A_k')`` is accepted with
+:math:`p(A_k \mid x_S, \cdot) \propto p(A_k)\,\prod_{i\in S} p(x_i \mid z_i + e_k, A)` in the
+value space of ``A`` (damped Newton steps from 0 with the diagonal of the Hessian, from
+PyTensor's gradients of the model's own row likelihood and of ``A``'s prior; any
+likelihood).  *Death* (the reverse): a feature with at most ``max_rows`` rows (``F`` of
+them), uniformly, and an anchor among its rows, uniformly; the feature is switched off and
+its parameters are redrawn from ``q_0``, the same Laplace approximation with no row, i.e. of
+``A_k``'s prior (exact for a Normal prior).  The birth ``(Z, A_k) \to (Z', A_k')`` is
+accepted with
 
 .. math:: \min\Big\{1, \frac{P(Z')}{P(Z)}\,
-    \frac{p(x_n\mid z'_n, A')\,p(A_k')}{p(x_n\mid z_n, A)\,p(A_k)}\,
-    \frac{E\,N\,q_0(A_k)}{S'\,q_1(A_k')}\Big\}
+    \frac{p(X\mid Z', A')\,p(A_k')}{p(X\mid Z, A)\,p(A_k)}\,
+    \frac{E\,N\,q_0(A_k)}{F'\,|S|\,P(S\mid a)\,q_1(A_k')}\Big\}
 
-(``P`` the truncated IBP pmf, ``E`` the empty slots before the birth, ``S'`` the singleton
-features after it), a death with the reciprocal.  Both proposals depend only on what the move
-leaves unchanged, so this is a reversible Metropolis–Hastings move on ``(Z, A)`` given
-everything else (Green 1995), exact whatever the quality of the Laplace approximation; a
-good approximation only makes it accepted more often.  The new feature then gathers rows by
-the ordinary Gibbs updates.
+(``P`` the truncated IBP pmf, ``E`` the empty slots before the birth, ``F'`` the features
+with at most ``max_rows`` rows after it, ``P(S | a) = \prod_{i \ne a}`` of ``π_i`` or
+``1 - π_i``), a death with the reciprocal.  The anchor is part of the proposal in both
+directions, so each (birth, death) pair with the same anchor is balanced on its own.  Every
+proposal depends only on what the move leaves unchanged, so this is a reversible
+Metropolis–Hastings move on ``(Z, A)`` given everything else (Green 1995), exact whatever
+the quality of the Laplace approximation; a good approximation only makes it accepted more
+often.
 
 References
 ----------
@@ -49,6 +56,7 @@ import math
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
+from scipy import special
 
 from pymc_ibp.exceptions import ModelPatternError
 
@@ -68,8 +76,9 @@ class FeatureBirthDeath:
     """The parameter matrix ``A`` of the features of ``Z`` and the compiled pieces of the
     birth / death move (see the module docstring).  Build with :meth:`find`."""
 
-    def __init__(self, step, model, a_rv, row_ll, compile_kwargs):
+    def __init__(self, step, model, a_rv, row_ll, compile_kwargs, max_rows=1):
         self.step = step
+        self.max_rows = int(max_rows)
         self.a_name = model.rvs_to_values[a_rv].name
         a_val = model.rvs_to_values[a_rv]
         [prior] = model.logp(vars=[a_rv], sum=False)
@@ -98,7 +107,8 @@ class FeatureBirthDeath:
         return self._q0[k]
 
     @classmethod
-    def find(cls, step, model, z_rv, children, row_ll, ip, compile_kwargs, required):
+    def find(cls, step, model, z_rv, children, row_ll, ip, compile_kwargs, required,
+             max_rows=1):
         """The move for ``step`` (an :class:`pymc_ibp.IBPGibbs` of ``z_rv``), or ``None`` when
         no variable is a per-slot parameter matrix of ``Z`` (``required``: raise instead)."""
         k_max = step.k_max
@@ -117,7 +127,7 @@ class FeatureBirthDeath:
                            f"all likelihood terms of {z_rv.name!r}")
                 continue
             try:
-                move = cls(step, model, rv, row_ll, compile_kwargs)
+                move = cls(step, model, rv, row_ll, compile_kwargs, max_rows)
                 move._check(ip)
             except (ModelPatternError, NotImplementedError, TypeError, ValueError) as err:
                 why.append(str(err))
@@ -202,6 +212,33 @@ class FeatureBirthDeath:
         except FloatingPointError:
             return 0, Z
 
+    def _group_probs(self, trial, Z_without, k, anchor):
+        """Inclusion probabilities of the rows in a feature seeded by row ``anchor``:
+        ``π_i = σ(Δ_i - log N)``, ``Δ_i`` the row log-likelihood gain of ``z_ik = 1`` with
+        ``A_k`` at the Laplace mean fitted to the anchor alone.  Depends only on what a
+        birth or death of feature ``k`` leaves unchanged (``Z`` without column ``k``, the
+        other rows of ``A``)."""
+        seeded = Z_without.copy()
+        seeded[anchor, k] = 1
+        mean, _ = self.laplace(trial, seeded, k)
+        t = {**trial, self.a_name: self._with_row(trial, k, mean)}
+        on = Z_without.copy()
+        on[:, k] = 1
+        delta = self.step._rows_ll(dict(t), on) - self.step._rows_ll(dict(t), Z_without)
+        if not np.all(np.isfinite(delta)):
+            raise FloatingPointError("non-finite likelihood gain of a seeded feature")
+        return special.expit(delta - math.log(Z_without.shape[0]))
+
+    @staticmethod
+    def _log_p_group(probs, rows, anchor):
+        """``log P(S | anchor)``: every row but the anchor in or out of ``S`` independently."""
+        inside = np.zeros(probs.size, dtype=bool)
+        inside[rows] = True
+        with np.errstate(divide="ignore"):
+            terms = np.where(inside, np.log(probs), np.log1p(-probs))
+        terms[anchor] = 0.0
+        return float(terms.sum())
+
     def _move(self, Z, trial, alpha, beta):
         rng = self.step.rng
         n = Z.shape[0]
@@ -211,53 +248,76 @@ class FeatureBirthDeath:
             if empty.size == 0:
                 return 0, Z
             k = int(empty[int(rng.random() * empty.size)])
-            r = int(rng.random() * n)
+            anchor = int(rng.random() * n)
+            if self.max_rows > 1:
+                probs = self._group_probs(trial, Z, k, anchor)
+                inside = rng.random(n) < probs
+                inside[anchor] = True
+                rows = np.flatnonzero(inside)
+                if rows.size > self.max_rows:
+                    return 0, Z  # no death leads back: a null move
+                log_group = self._log_p_group(probs, rows, anchor)
+            else:
+                rows, log_group = np.array([anchor]), 0.0
             born = Z.copy()
-            born[r, k] = 1
+            born[rows, k] = 1
             mean1, prec1 = self.laplace(trial, born, k)
             a_new = mean1 + rng.standard_normal(mean1.shape) / np.sqrt(prec1)
-            log_r = self._log_ratio(trial, Z, born, k, r, a_new, mean1, prec1,
-                                    alpha, beta, n_empty=empty.size)
+            log_r = self._log_ratio(trial, Z, born, k, a_new, (mean1, prec1), alpha, beta,
+                                    n_empty=empty.size, log_group=log_group)
             if math.log(rng.random()) < log_r:
                 self._set(trial, k, a_new)
                 return 1, born
             return 0, Z
-        singles = np.flatnonzero(m == 1)  # ---- death
-        if singles.size == 0:
+        small = np.flatnonzero((m >= 1) & (m <= self.max_rows))  # ---- death
+        if small.size == 0:
             return 0, Z
-        k = int(singles[int(rng.random() * singles.size)])
-        r = int(np.flatnonzero(Z[:, k])[0])
+        k = int(small[int(rng.random() * small.size)])
+        rows = np.flatnonzero(Z[:, k])
+        anchor = int(rows[int(rng.random() * rows.size)])
         dead = Z.copy()
-        dead[r, k] = 0
-        mean1, prec1 = self.laplace(trial, Z, k)
+        dead[:, k] = 0
+        log_group = 0.0
+        if self.max_rows > 1:
+            log_group = self._log_p_group(self._group_probs(trial, dead, k, anchor), rows,
+                                          anchor)
+        q1 = self.laplace(trial, Z, k)
         mean0, prec0 = self._prior_laplace(trial, dead, k)
         a_old = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
         a_cur = np.array(trial[self.a_name], dtype=float)[k]
         reverse = {**trial, self.a_name: self._with_row(trial, k, a_old)}
-        log_r = self._log_ratio(reverse, dead, Z, k, r, a_cur, mean1, prec1, alpha, beta,
-                                n_empty=int((m == 0).sum()) + 1, q0=(mean0, prec0))
+        log_r = self._log_ratio(reverse, dead, Z, k, a_cur, q1, alpha, beta,
+                                n_empty=int((m == 0).sum()) + 1, log_group=log_group,
+                                q0=(mean0, prec0))
         if math.log(rng.random()) < -log_r:
             self._set(trial, k, a_old)
             return 1, dead
         return 0, Z
 
-    def _log_ratio(self, trial, Z, born, k, r, a_new, mean1, prec1, alpha, beta, n_empty,
+    def _log_ratio(self, trial, Z, born, k, a_new, q1, alpha, beta, n_empty, log_group,
                    q0=None):
-        """Log acceptance ratio of the birth ``(Z, trial[A]) -> (born, A_k = a_new)``."""
+        """Log acceptance ratio of the birth ``(Z, trial[A]) -> (born, A_k = a_new)``: the
+        forward proposal picks the slot (``1/E``), the anchor (``1/N``), the other rows
+        (``exp(log_group)``) and ``a_new ~ q1``; the reverse death picks the feature among
+        those with at most ``max_rows`` rows (``1/F'``), the anchor among its rows
+        (``1/|S|``) and the old parameters from ``q0``."""
         step = self.step
         n = Z.shape[0]
         a_old = np.array(trial[self.a_name], dtype=float)[k]
         mean0, prec0 = q0 if q0 is not None else self._prior_laplace(trial, Z, k)
         after = {**trial, self.a_name: self._with_row(trial, k, a_new)}
-        ll0 = step._rows_ll(dict(trial), Z)[r]
-        ll1 = step._rows_ll(after, born)[r]
+        ll0 = float(np.sum(step._rows_ll(dict(trial), Z)))
+        ll1 = float(np.sum(step._rows_ll(after, born)))
         p0 = float(np.asarray(self._prior(trial))[k])
         p1 = float(np.asarray(self._prior(after))[k])
-        n_single = int((born.sum(axis=0) == 1).sum())
+        counts = born.sum(axis=0)
+        n_small = int(((counts >= 1) & (counts <= self.max_rows)).sum())
+        size = int(counts[k])
         return (step._log_prior(born, alpha, beta) - step._log_prior(Z, alpha, beta)
                 + ll1 - ll0 + p1 - p0
-                + self._log_q(a_old, mean0, prec0) - self._log_q(a_new, mean1, prec1)
-                + math.log(n_empty) + math.log(n) - math.log(n_single))
+                + self._log_q(a_old, mean0, prec0) - self._log_q(a_new, *q1)
+                + math.log(n_empty) + math.log(n) - log_group
+                - math.log(n_small) - math.log(size))
 
     def _with_row(self, trial, k, row):
         a = np.array(trial[self.a_name], copy=True)

@@ -288,12 +288,16 @@ class IBPGibbs(BlockedStep):
     feature_moves : int
         Birth / death Metropolis–Hastings proposals of a feature *together with its
         parameters* after each sweep (``pmi.IBP`` only; default 3, 0 disables them): a new
-        feature for one row with its row of the parameter matrix ``A`` drawn from a Laplace
-        approximation of its conditional given that row, or the reverse; see
+        feature for a group of rows (an anchor row and the rows that a feature fitted to the
+        anchor explains well) with its row of the parameter matrix ``A`` drawn from a Laplace
+        approximation of its conditional given those rows, or the reverse; see
         :mod:`pymc_ibp.step_methods.feature_moves`.  They apply when one free continuous
         variable ``A`` has ``K_max`` rows, row ``k`` reaching the likelihood only through
         column ``k`` of ``Z`` (e.g. ``mu = Z @ A``), with a prior that factorises over the
         rows; otherwise they are off.  Stat ``ibp_feature_move_accepted``.
+    feature_rows : int
+        The largest number of rows of a feature that these moves create or remove (default
+        10; 1: single-row features only).
     feature_params : bool, optional
         Whether to look for that parameter matrix (``None``, the default: look, and leave
         the moves off if there is none); ``True`` raises :class:`ModelPatternError` saying
@@ -367,7 +371,8 @@ class IBPGibbs(BlockedStep):
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, split_merge=5, combination_moves=5, factorise=None,
-                 block_moves=None, feature_moves=3, feature_params=None, _explain=True):
+                 block_moves=None, feature_moves=3, feature_rows=10, feature_params=None,
+                 _explain=True):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
@@ -488,6 +493,8 @@ class IBPGibbs(BlockedStep):
         self.feature_moves = int(feature_moves) if row_moves else 0
         if self.feature_moves < 0:
             raise ValueError(f"feature_moves must be >= 0; got {feature_moves!r}.")
+        if int(feature_rows) < 1:
+            raise ValueError(f"feature_rows must be >= 1; got {feature_rows!r}.")
         self._features = None
         if (self.feature_moves or feature_params) and feature_params is not False:
             if not row_moves:
@@ -496,7 +503,8 @@ class IBPGibbs(BlockedStep):
                     "likelihood factorises over its rows.")
             self._features = FeatureBirthDeath.find(self, model, z_rv, children,
                                                     self._row_ll_graph, ip, compile_kwargs,
-                                                    required=bool(feature_params))
+                                                    required=bool(feature_params),
+                                                    max_rows=feature_rows)
         if self._features is None:
             self.feature_moves = 0
         self._stat_names = per_matrix_stats(self, model, z_rv.name)

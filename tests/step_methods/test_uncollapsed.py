@@ -370,11 +370,13 @@ def _a_given_z(rng, Z, X, sx, sa):
     return mean + np.linalg.solve(L.T, eps), mean, L
 
 
-@pytest.mark.parametrize("k_max", [pytest.param(2, marks=pytest.mark.slow), 3])
-def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max):
+@pytest.mark.parametrize("k_max,rows", [pytest.param(2, 1, marks=pytest.mark.slow), (3, 1),
+                                         (3, 3)])
+def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max, rows):
     """Exact draws of (Z, A) from p(Z, A | X) — Z from the enumerated collapsed posterior, A
     from its Gaussian conditional — pushed through two feature birth / death proposals (a
-    new feature for one row with its row of A from a Laplace approximation, or the reverse)
+    new feature for one row, or for a group of rows seeded by an anchor row, with its row of A
+    from a Laplace approximation, or the reverse)
     still follow it: χ² for Z, and A whitened by its exact conditional given the new Z is
     standard normal (KS)."""
     from tests._helpers import ENUM_X, exact_posterior
@@ -385,7 +387,7 @@ def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max):
         Z = pmi.IBP("Z", alpha, shape=(3, k_max))
         A = pm.Normal("A", 0.0, sa, shape=(k_max, 2))
         pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
-        step = pmi.IBPGibbs([Z], feature_params=True)
+        step = pmi.IBPGibbs([Z], feature_params=True, feature_rows=rows)
     assert step._features.a_name == "A"
     mats, post = exact_posterior(X, k_max, alpha, sx, sa)
     step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
@@ -408,7 +410,7 @@ def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max):
     counts = np.bincount(out, minlength=len(mats))[codes(mats)]
     res = chi2_pooled(counts, post * n)
     ks = stats.kstest(np.concatenate(white), "norm")
-    print(k_max, accepted / (2 * n), res.pvalue, ks.pvalue)
+    print(k_max, rows, accepted / (2 * n), res.pvalue, ks.pvalue)
     assert accepted > 0.1 * 2 * n, accepted
     assert res.pvalue > 1e-3, res
     assert ks.pvalue > 1e-3, ks
@@ -430,3 +432,24 @@ def test_non_binary_data_under_a_bernoulli_likelihood_is_an_error(bad, where):
                      observed=X)
         with pytest.raises(pmi.DataError, match=rf"contains {bad} at \({where}\).*0 and 1"):
             pmi.IBPGibbs([Z])
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 6 binds at once
+def test_parallel_chains_reproducible_beside_nuts():
+    """IBPGibbs (with its feature birth / death moves, which change A) beside NUTS: the same
+    draws for one seed with cores=1 and cores=2."""
+    rng = np.random.default_rng(0)
+    X = (rng.random((20, 8)) < 0.3).astype("int64")
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.5, shape=(20, 6))
+        A = pm.Normal("A", 0.0, 2.0, shape=(6, 8))
+        b = pm.Normal("b", -1.0, 2.0, shape=8)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+        kw = dict(draws=8, tune=8, chains=2, random_seed=5, progressbar=False,
+                  compute_convergence_checks=False)
+        seq = pm.sample(cores=1, **kw)
+        par = pm.sample(cores=2, **kw)
+    for name in ("Z", "A", "b"):
+        np.testing.assert_array_equal(seq["posterior"][name].values,
+                                      par["posterior"][name].values)
+    assert int(seq["sample_stats"]["ibp_feature_move_accepted"].sum()) > 0
