@@ -72,7 +72,6 @@ def successive(rng, n_iter, wrong_crp_alpha=False):
     return out
 
 
-@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_geweke_dp_ibp_hyperparameters_with_the_structure_moves():
     rng = np.random.default_rng(2026)
