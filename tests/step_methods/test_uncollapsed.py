@@ -370,8 +370,8 @@ def _a_given_z(rng, Z, X, sx, sa):
     return mean + np.linalg.solve(L.T, eps), mean, L
 
 
-@pytest.mark.parametrize("k_max,rows", [pytest.param(2, 1, marks=pytest.mark.slow), (3, 1),
-                                         (3, 3)])
+@pytest.mark.parametrize("k_max,rows", [pytest.param(2, 1, marks=pytest.mark.slow),
+                                         pytest.param(3, 1, marks=pytest.mark.slow), (3, 3)])
 def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max, rows):
     """Exact draws of (Z, A) from p(Z, A | X) — Z from the enumerated collapsed posterior, A
     from its Gaussian conditional — pushed through two feature birth / death proposals (a
