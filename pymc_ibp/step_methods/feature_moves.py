@@ -217,17 +217,19 @@ class FeatureBirthDeath:
         ``π_i = σ(Δ_i - log N)``, ``Δ_i`` the row log-likelihood gain of ``z_ik = 1`` with
         ``A_k`` at the Laplace mean fitted to the anchor alone.  Depends only on what a
         birth or death of feature ``k`` leaves unchanged (``Z`` without column ``k``, the
-        other rows of ``A``)."""
+        other rows of ``A``).  Also returns the log-likelihood at ``Z_without``, which the
+        acceptance ratio needs as well."""
         seeded = Z_without.copy()
         seeded[anchor, k] = 1
         mean, _ = self.laplace(trial, seeded, k)
         t = {**trial, self.a_name: self._with_row(trial, k, mean)}
         on = Z_without.copy()
         on[:, k] = 1
-        delta = self.step._rows_ll(dict(t), on) - self.step._rows_ll(dict(t), Z_without)
+        without = self.step._rows_ll(dict(t), Z_without)  # A_k does not reach these rows
+        delta = self.step._rows_ll(dict(t), on) - without
         if not np.all(np.isfinite(delta)):
             raise FloatingPointError("non-finite likelihood gain of a seeded feature")
-        return special.expit(delta - math.log(Z_without.shape[0]))
+        return special.expit(delta - math.log(Z_without.shape[0])), float(np.sum(without))
 
     @staticmethod
     def _log_p_group(probs, rows, anchor):
@@ -249,8 +251,9 @@ class FeatureBirthDeath:
                 return 0, Z
             k = int(empty[int(rng.random() * empty.size)])
             anchor = int(rng.random() * n)
+            ll_without = None
             if self.max_rows > 1:
-                probs = self._group_probs(trial, Z, k, anchor)
+                probs, ll_without = self._group_probs(trial, Z, k, anchor)
                 inside = rng.random(n) < probs
                 inside[anchor] = True
                 rows = np.flatnonzero(inside)
@@ -264,7 +267,7 @@ class FeatureBirthDeath:
             mean1, prec1 = self.laplace(trial, born, k)
             a_new = mean1 + rng.standard_normal(mean1.shape) / np.sqrt(prec1)
             log_r = self._log_ratio(trial, Z, born, k, a_new, (mean1, prec1), alpha, beta,
-                                    n_empty=empty.size, log_group=log_group)
+                                    n_empty=empty.size, log_group=log_group, ll0=ll_without)
             if math.log(rng.random()) < log_r:
                 self._set(trial, k, a_new)
                 return 1, born
@@ -277,10 +280,10 @@ class FeatureBirthDeath:
         anchor = int(rows[int(rng.random() * rows.size)])
         dead = Z.copy()
         dead[:, k] = 0
-        log_group = 0.0
+        log_group, ll_without = 0.0, None
         if self.max_rows > 1:
-            log_group = self._log_p_group(self._group_probs(trial, dead, k, anchor), rows,
-                                          anchor)
+            probs, ll_without = self._group_probs(trial, dead, k, anchor)
+            log_group = self._log_p_group(probs, rows, anchor)
         q1 = self.laplace(trial, Z, k)
         mean0, prec0 = self._prior_laplace(trial, dead, k)
         a_old = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
@@ -288,14 +291,14 @@ class FeatureBirthDeath:
         reverse = {**trial, self.a_name: self._with_row(trial, k, a_old)}
         log_r = self._log_ratio(reverse, dead, Z, k, a_cur, q1, alpha, beta,
                                 n_empty=int((m == 0).sum()) + 1, log_group=log_group,
-                                q0=(mean0, prec0))
+                                q0=(mean0, prec0), ll0=ll_without)
         if math.log(rng.random()) < -log_r:
             self._set(trial, k, a_old)
             return 1, dead
         return 0, Z
 
     def _log_ratio(self, trial, Z, born, k, a_new, q1, alpha, beta, n_empty, log_group,
-                   q0=None):
+                   q0=None, ll0=None):
         """Log acceptance ratio of the birth ``(Z, trial[A]) -> (born, A_k = a_new)``: the
         forward proposal picks the slot (``1/E``), the anchor (``1/N``), the other rows
         (``exp(log_group)``) and ``a_new ~ q1``; the reverse death picks the feature among
@@ -306,7 +309,8 @@ class FeatureBirthDeath:
         a_old = np.array(trial[self.a_name], dtype=float)[k]
         mean0, prec0 = q0 if q0 is not None else self._prior_laplace(trial, Z, k)
         after = {**trial, self.a_name: self._with_row(trial, k, a_new)}
-        ll0 = float(np.sum(step._rows_ll(dict(trial), Z)))
+        if ll0 is None:  # the log-likelihood before the birth (column k of Z empty)
+            ll0 = float(np.sum(step._rows_ll(dict(trial), Z)))
         ll1 = float(np.sum(step._rows_ll(after, born)))
         p0 = float(np.asarray(self._prior(trial))[k])
         p1 = float(np.asarray(self._prior(after))[k])
