@@ -41,6 +41,7 @@ from pymc_ibp.exceptions import (
 )
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
+    BinaryFeatureGibbs,
     CollapsedGibbs,
     CRPAlphaGibbs,
     CRPGibbs,
@@ -52,6 +53,7 @@ from pymc_ibp.step_methods import (
     IBPGibbs,
     IBPOffsetGibbs,
     IBPScaleSlice,
+    NoisyOrQSlice,
     NonNegativeFeatureGibbs,
 )
 from pymc_ibp.thinning import KeepEvery
@@ -64,6 +66,7 @@ __all__ = [
     "IBP",
     "IBPRV",
     "AcceleratedGibbs",
+    "BinaryFeatureGibbs",
     "CollapsedGibbs",
     "DataError",
     "DependentIBP",
@@ -84,6 +87,7 @@ __all__ = [
     "IBPStickBreakingRV",
     "KeepEvery",
     "ModelPatternError",
+    "NoisyOrQSlice",
     "NonNegativeFeatureGibbs",
     "ShardFailure",
     "ShardRecoveryWarning",

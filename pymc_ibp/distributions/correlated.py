@@ -241,13 +241,13 @@ def noisy_or_ibp_ibp(name, alpha_c, alpha_m, q, *, l_max, beta_c=1.0, beta_m=1.0
     each category of observation ``n`` owning feature ``k`` switching it on independently
     with probability ``1 - q``, no leak (``0^0 = 1``: no owning category, no feature;
     Doshi-Velez 2009, §7.2.3, eq. 7.7).  ``q -> 0`` recovers the IBP-IBP.  ``q`` may be a
-    number or a free variable on ``(0, 1)``, e.g. ``pm.Beta("q", 1, 1)`` (updated by NUTS or
-    slice sampling).  ``pm.sample`` assigns :class:`pymc_ibp.IBPGibbs` to ``C`` (row by row,
-    with the joint block moves of §7.2.3: ``c_nl`` flipped together with the features of row
-    ``n`` that it parents, redrawn from ``Bernoulli(1 - q^s')``, accepted by the likelihood)
-    and ``M`` (entry by entry), and PyMC's ``BinaryGibbsMetropolis`` to ``Z``; pass
-    ``pmi.IBPGibbs([Z])`` for its column-wise updates with prior odds ``(1 - q^s)/q^s``
-    (eq. 7.9).
+    number or a free variable on ``(0, 1)``, e.g. ``pm.Beta("q", 1, 1)`` (updated by
+    :class:`pymc_ibp.NoisyOrQSlice`).  ``pm.sample`` assigns :class:`pymc_ibp.IBPGibbs` to
+    ``C`` (row by row, with the joint block moves of §7.2.3: ``c_nl`` flipped together with
+    the features of row ``n`` that it parents, redrawn from ``Bernoulli(1 - q^s')``, and the
+    turn-on / turn-off moves that switch a feature and one of its parents together) and ``M``
+    (entry by entry), and to ``Z`` its column-wise updates with prior odds
+    ``(1 - q^s)/q^s`` (eq. 7.9; AcceleratedGibbs under a linear-Gaussian likelihood).
 
     Parameters
     ----------

@@ -3,6 +3,7 @@ automatic assignment."""
 
 from pymc.step_methods import STEP_METHODS
 
+from pymc_ibp.step_methods.binary_features import BinaryFeatureGibbs
 from pymc_ibp.step_methods.crp_gibbs import CRPGibbs
 from pymc_ibp.step_methods.dependent_ibp import DependentIBPGibbs
 from pymc_ibp.step_methods.gp_length_scales import GPLengthScaleHMC
@@ -13,15 +14,17 @@ from pymc_ibp.step_methods.hyperparameters import (
     IBPAlphaGibbs,
 )
 from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, CollapsedGibbs
+from pymc_ibp.step_methods.noisy_or import NoisyOrQSlice
 from pymc_ibp.step_methods.nonnegative import NonNegativeFeatureGibbs
 from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
 from pymc_ibp.step_methods.scales import IBPScaleSlice
 from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
-__all__ = ["AcceleratedGibbs", "CRPAlphaGibbs", "CRPGibbs", "CollapsedGibbs", "DependentIBPGibbs",
+__all__ = ["AcceleratedGibbs", "BinaryFeatureGibbs", "CRPAlphaGibbs", "CRPGibbs",
+           "CollapsedGibbs", "DependentIBPGibbs",
            "DetectionRateGibbs", "ExponentialRateGibbs", "GPLengthScaleHMC",
            "IBPAlphaGibbs", "IBPGibbs", "IBPOffsetGibbs", "IBPScaleSlice",
-           "NonNegativeFeatureGibbs"]
+           "NoisyOrQSlice", "NonNegativeFeatureGibbs"]
 
 # Competence is IDEAL only for the plugin's own patterns, so going first is safe; it must go
 # first because pm.sample takes the first of equally competent steps, and PyMC's
@@ -29,6 +32,6 @@ __all__ = ["AcceleratedGibbs", "CRPAlphaGibbs", "CRPGibbs", "CollapsedGibbs", "D
 for _cls in reversed((AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPOffsetGibbs, IBPGibbs,
                       CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs,
                       DependentIBPGibbs, GPLengthScaleHMC, DetectionRateGibbs,
-                      CRPAlphaGibbs)):
+                      CRPAlphaGibbs, NoisyOrQSlice, BinaryFeatureGibbs)):
     if _cls not in STEP_METHODS:
         STEP_METHODS.insert(0, _cls)

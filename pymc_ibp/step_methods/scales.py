@@ -35,7 +35,42 @@ from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.model_matching import matched_models
 from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 
-__all__ = ["IBPScaleSlice"]
+__all__ = ["IBPScaleSlice", "slice_sample"]
+
+
+def slice_sample(rng, logp, x0, w, max_steps=50):
+    """One univariate slice-sampling update of ``x0`` under the log density ``logp`` (Neal
+    2003, §4: stepping out by ``w`` at most ``max_steps`` times, then shrinkage).  Returns
+    ``(x1, evaluations)``; leaves the density invariant for any ``w > 0``."""
+    y = logp(x0) + math.log(rng.random())  # log(U) ~ -Exp(1)
+    evals = 1
+    left = x0 - w * rng.random()
+    right = left + w
+    j = int(max_steps * rng.random())
+    k = max_steps - 1 - j
+    while j > 0 and logp(left) > y:
+        left -= w
+        j -= 1
+        evals += 1
+    while k > 0 and logp(right) > y:
+        right += w
+        k -= 1
+        evals += 1
+    while True:
+        x1 = left + (right - left) * rng.random()
+        evals += 1
+        if logp(x1) > y:
+            return x1, evals
+        if x1 < x0:
+            left = x1
+        else:
+            right = x1
+
+
+def adapt_width(w, move, n_tuned):
+    """Running average of twice the absolute slice moves, the slice width adapted during
+    tuning (Neal 2003, §4.1); ``n_tuned`` counts this move."""
+    return max(w + (2.0 * abs(move) - w) / n_tuned, 1e-8)
 
 
 def _match_scale(model, rv):
@@ -224,36 +259,12 @@ class IBPScaleSlice(BlockedStep):
             evals += n
             if self.tune:  # adapt the width to the typical move (Neal 2003 §4.1)
                 self.n_tuned[j] += 1
-                w = self.widths[j]
-                self.widths[j] = max(w + (2.0 * abs(u1 - u0) - w) / self.n_tuned[j], 1e-8)
+                self.widths[j] = adapt_width(self.widths[j], u1 - u0, self.n_tuned[j])
             point[name] = np.asarray(u1, dtype=dtype)
         return point, [{self._stat_names["ibp_scale_evals"]: evals}]
 
-    def _slice(self, logp, x0, w, max_steps=50):
-        rng = self.rng
-        y = logp(x0) + math.log(rng.random())  # log(U) ~ -Exp(1)
-        evals = 1
-        left = x0 - w * rng.random()
-        right = left + w
-        j = int(max_steps * rng.random())
-        k = max_steps - 1 - j
-        while j > 0 and logp(left) > y:
-            left -= w
-            j -= 1
-            evals += 1
-        while k > 0 and logp(right) > y:
-            right += w
-            k -= 1
-            evals += 1
-        while True:
-            x1 = left + (right - left) * rng.random()
-            evals += 1
-            if logp(x1) > y:
-                return x1, evals
-            if x1 < x0:
-                left = x1
-            else:
-                right = x1
+    def _slice(self, logp, x0, w):
+        return slice_sample(self.rng, logp, x0, w)
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)

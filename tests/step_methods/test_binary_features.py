@@ -1,0 +1,77 @@
+"""BinaryFeatureGibbs: element-wise Gibbs of binary feature-dimension links A on cached counts
+S = Z A under the thesis's binary likelihoods (Doshi-Velez 2009, App. A.3, §7.3); the joint
+posterior of (Z, A) of a tiny problem against enumeration."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.sampling.mcmc import assign_step_methods
+from pymc.step_methods import CompoundStep
+
+import pymc_ibp as pmi
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
+
+X3 = np.array([[1, 0], [1, 1], [0, 1]])
+
+
+def _model(lik, x=X3, p_a=0.4):
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.2, shape=(3, 2))
+        A = pm.Bernoulli("A", p_a, shape=(2, 2))
+        if lik == "noisy_or":
+            p = pmi.likelihoods.leaky_noisy_or(Z, A, leak=np.array([0.1, 0.2]), activation=0.7)
+        else:
+            p = pmi.likelihoods.noisy_detection(Z, A, false_rate=0.15,
+                                                miss_rate=np.array([0.1, 0.3]))
+        pm.Bernoulli("X", p=p, observed=x)
+    return model
+
+
+@pytest.mark.parametrize("lik", ["noisy_or", "detection"])
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+def test_joint_posterior_of_z_and_a_matches_enumeration(lik):
+    model = _model(lik)
+    with model:
+        steps = [pmi.IBPGibbs([model["Z"]], split_merge=0, combination_moves=0),
+                 pmi.BinaryFeatureGibbs([model["A"]])]
+    step = CompoundStep(steps)
+    logp = model.compile_logp()
+    point = model.initial_point()
+    zs = all_binary_matrices(3, 2).astype(point["Z"].dtype)
+    as_ = all_binary_matrices(2, 2).astype(point["A"].dtype)
+    lp = np.array([[logp({**point, "Z": z, "A": a}) for a in as_] for z in zs])
+    post = np.exp(lp - lp[np.isfinite(lp)].max())
+    post /= post.sum()
+    zi = dict(zip(codes(zs).tolist(), range(len(zs)), strict=True))
+    ai = dict(zip(codes(as_).tolist(), range(len(as_)), strict=True))
+    for i, s in enumerate(steps):
+        s.setup_chain(np.random.default_rng(60 + i), tune=0, draws=1)
+    counts = np.zeros((len(zs), len(as_)))
+    for _ in range(12_000):
+        point, _ = step.step(point)
+        counts[zi[int(codes(point["Z"][None])[0])], ai[int(codes(point["A"][None])[0])]] += 1
+    res = chi2_pooled(counts.ravel(), post.ravel() * counts.sum())
+    assert res.pvalue > 1e-3, res
+
+
+def test_assigned_by_pm_sample_and_patterns_checked():
+    X = np.random.default_rng(1).integers(0, 2, size=(10, 4))
+    with pm.Model() as model:
+        C = pmi.IBP("C", 1.0, shape=(10, 3))
+        rate = pm.Beta("rho", 1.0, 3.0)
+        A = pm.Bernoulli("A", rate, shape=(3, 4))
+        f, m = pm.Beta("f", 1.0, 9.0), pm.Beta("m", 1.0, 9.0, shape=4)
+        pm.Bernoulli("X", p=pmi.likelihoods.noisy_detection(C, A, f, m), observed=X)
+        _, sel = assign_step_methods(model)
+    got = {k.__name__: sorted(v.name for v in vs) for k, vs in sel.items()}
+    assert got["BinaryFeatureGibbs"] == ["A"]
+    # a probability that varies along the rows other than through Z @ A: told the pattern
+    with pm.Model() as bad:
+        C = pmi.IBP("C", 1.0, shape=(10, 3))
+        A = pm.Bernoulli("A", 0.3, shape=(3, 4))
+        leak = np.linspace(0.05, 0.5, 10)[:, None]
+        pm.Bernoulli("X", p=pmi.likelihoods.leaky_noisy_or(C, A, leak, 0.8), observed=X)
+        with pytest.raises(pmi.ModelPatternError, match="constant along the rows"):
+            pmi.BinaryFeatureGibbs([A])
+        _, sel = assign_step_methods(bad)
+    assert "BinaryFeatureGibbs" not in {k.__name__ for k in sel}
