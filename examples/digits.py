@@ -8,10 +8,9 @@ Bernoulli likelihood on the logit scale:
     b[d] ~ Normal(-1, 2)                    per-pixel background log-odds
     X[n, d] ~ Bernoulli(logit_p = (Z @ A + b)[n, d])
 
-This is not linear-Gaussian, so `pmi.AcceleratedGibbs` does not apply.  Z is sampled by
-`pmi.IBPGibbs` (uncollapsed Gibbs for any likelihood) when this version of pymc_ibp has it,
-otherwise by PyMC's own `BinaryGibbsMetropolis` (element-wise flips, no births or deaths
-beyond the K_max slots it is given, and much slower); NUTS samples A and b.
+This is not linear-Gaussian, so `pmi.AcceleratedGibbs` does not apply: pm.sample gives Z to
+`pmi.IBPGibbs` (uncollapsed Gibbs for any likelihood, with births, split-merge and feature
+moves); NUTS samples A and b.
 
 Output (in --out, default digits_output/): features.png, the posterior-mean features
 (relabelled across draws) as 8x8 log-odds images, and the mean image.
@@ -74,15 +73,9 @@ def main():
         b = pm.Normal("b", -1.0, 2.0, dims="dim")
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X, dims=("obs", "dim"))
 
-        if hasattr(pmi, "IBPGibbs"):
-            z_step = pmi.IBPGibbs([Z])
-        else:
-            print("pmi.IBPGibbs is not available in this version; "
-                  "using pm.BinaryGibbsMetropolis for Z")
-            z_step = pm.BinaryGibbsMetropolis([Z])
         idata = pm.sample(
             draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
-            step=[z_step], initvals={"Z": z0}, random_seed=args.seed,
+            initvals={"Z": z0}, random_seed=args.seed,
             compute_convergence_checks=False, progressbar=False,
         )
     t_fit = time.perf_counter() - t0

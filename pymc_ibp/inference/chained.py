@@ -83,7 +83,7 @@ def build_stage(stage, likelihood, *, n, k_max, l_max, alpha_c=1.0, alpha_m=1.0,
         raise ValueError(f"the DP stage gives each of the l_max = {l_max} categories its own "
                          f"feature: it needs k_max >= l_max (got k_max = {k_max}).")
     with pm.Model(coords=coords) as model:
-        a_c = _hyper(alpha_c)
+        a_c = None if stage == "ibp" else _hyper(alpha_c)  # the plain IBP has no categories
         if stage == "dp":
             c = CRP(f"{name}_c", a_c, l_max=l_max, shape=n)
             eye = pt.as_tensor(np.eye(l_max, k_max, dtype=np.int8))

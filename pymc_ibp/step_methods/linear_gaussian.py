@@ -12,8 +12,11 @@ Initialisation policy (``init_z="auto"``, the default): a chain starts from the 
 given when the user gave one (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the
 variable), and otherwise from the best of a few annealed searches that each begin at a draw of
 the prior (PyMC's default start, the prior's support point — all zeros for the IBP — counts as
-"not given"; see ``init_sweeps`` of :class:`AcceleratedGibbs`).  With ``init_method="vi"`` a
-chain without a given ``Z`` starts from a variational fit instead.
+"not given"; see ``init_sweeps`` of :class:`AcceleratedGibbs`).  With a per-entry prior (the
+stick-breaking or dependent IBP) the search runs with the IBP's counts and births at the mass
+those probabilities imply, and its features are put in the slots in decreasing order of use.
+With ``init_method="vi"`` a chain without a given ``Z`` starts from a variational fit
+instead.
 
 All state that changes during a run is in :class:`LinearGaussianIBPState` (the step's
 ``sampling_state``), so a run can be checkpointed and resumed (see the docs page
@@ -317,11 +320,13 @@ class _LinearGaussianIBPStep(BlockedStep):
         moves) from its own prior draw, on all rows, or for a large data set
         (``N > init_subsample``) on one random subset of ``init_subsample`` rows, the other
         rows starting with no features (the next full sweep assigns them).  A prior draw
-        otherwise (``init_sweeps=0`` or a Bernoulli prior)."""
+        otherwise (``init_sweeps=0``).  With a per-entry prior (no counts) the searches use
+        the IBP's counts and births at the mass :meth:`LogOddsMode.search_mass` and the result
+        has its features in decreasing order of use (the stick-breaking order)."""
         ns = self.init_subsample
         if self.init_method == "vi":
             return self._vi_start(X, noise)
-        if not (self.mode.counts and self.init_sweeps):
+        if not self.init_sweeps:
             return self.mode.draw(self.rng)
         rng = self.rng
         sub = bool(ns) and self.n > ns
@@ -336,6 +341,8 @@ class _LinearGaussianIBPStep(BlockedStep):
                      if restarts > 1 else 0.0)
             if best is None or score > best_score:
                 best, best_score = Zs, score
+        if not self.mode.counts:  # the most used features in the first slots
+            best = np.ascontiguousarray(best[:, np.argsort(-best.sum(axis=0), kind="stable")])
         if not sub:
             return best
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
@@ -352,10 +359,13 @@ class _LinearGaussianIBPStep(BlockedStep):
         mean given the current ``Z`` (an EM-style fill: the chain's own imputed values, drawn
         once at the start, would otherwise steer the search towards features that fit them).
         Returns ``(Z, X)`` with ``X`` as filled last."""
-        mode, rng = self.mode, self.rng
+        rng = self.rng
+        # the IBP's counts and births (a per-entry prior searches at its implied mass)
+        alpha, beta = ((self.mode.alpha, self.mode.beta) if self.mode.counts
+                       else (self.mode.search_mass(), 1.0))
         nr = X.shape[0]
         n_sm, n_csm, n_bd, n_ps = self._search_moves
-        Z = ibp_draw_core(rng, mode.alpha, mode.beta, nr, self.k_max)
+        Z = ibp_draw_core(rng, alpha, beta, nr, self.k_max)
         sweeps = self.init_sweeps
         span = max(1, int(math.ceil(0.6 * sweeps)))
         if M is not None:
@@ -371,14 +381,14 @@ class _LinearGaussianIBPStep(BlockedStep):
             if self._free_sx and t > 0:  # a free σx: its estimate given the current Z
                 target = noise._replace(sx2=self._residual_variance(Z, X, m, target, v0))
             s2 = self._tempered(target, min(1.0, t / span), v0)
-            kernels.accelerated_sweep(rng, Z, X, m, s2, mode.alpha, mode.beta,
+            kernels.accelerated_sweep(rng, Z, X, m, s2, alpha, beta,
                                       max(5, nr // 10), False, kernels.NO_LOGODDS,
                                       kernels.NO_MISS if M is None else M)
-            self._split_merge_fn(rng, Z, X, m, s2, mode.alpha, mode.beta, n_sm, trXX)
-            kernels.column_split_merge(rng, Z, X, m, s2, mode.alpha, mode.beta, n_csm, trXX)
-            kernels.sequential_birth_death(rng, Z, X, m, s2, mode.alpha, mode.beta, n_bd,
+            self._split_merge_fn(rng, Z, X, m, s2, alpha, beta, n_sm, trXX)
+            kernels.column_split_merge(rng, Z, X, m, s2, alpha, beta, n_csm, trXX)
+            kernels.sequential_birth_death(rng, Z, X, m, s2, alpha, beta, n_bd,
                                            self.birth_rows, trXX)
-            kernels.pair_pattern_swaps(rng, Z, X, m, s2, mode.alpha, mode.beta, n_ps, trXX)
+            kernels.pair_pattern_swaps(rng, Z, X, m, s2, alpha, beta, n_ps, trXX)
             if t >= span and (t - span) % 10 == 0 or t == sweeps - 1:
                 self._dissolve_combinations(Z, X, trXX, s2)
         if M is not None:
@@ -465,7 +475,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         """Whether :meth:`_start` runs the annealed start search for the initial ``Z``.  With an
         offset the data the search would see (X minus the offset's starting value) is not the
         data the chain will fit, so such models keep the tuning segments."""
-        return (self._from_prior(Z) and self.init_method == "anneal" and self.mode.counts
+        return (self._from_prior(Z) and self.init_method == "anneal"
                 and self.init_sweeps > 0 and self._offset_fn is None)
 
     def _start(self, Z, X, noise):
@@ -718,7 +728,10 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         repair of combination and noise features every 10 sweeps after that
         (:meth:`_dissolve_combinations`).  It runs
         before the first iteration, so runs with ``tune=0`` start from it too, and only chooses
-        where the chain starts: every iteration of ``pm.sample`` is the exact kernel.  A model
+        where the chain starts: every iteration of ``pm.sample`` is the exact kernel.  Under a
+        per-entry prior (``pmi.IBPStickBreaking``, ``pmi.DependentIBP``) the search uses the
+        IBP's counts and births at the mass that prior implies (the mean number of features
+        per row) and puts the features found in the slots in decreasing order of use.  A model
         with an offset (``Z @ A + b``) uses the multi-start segments of ``init_sweeps=0``
         instead, since the offset is learned during tuning.  Cost:
         ``init_restarts · init_sweeps`` sweeps of at most ``init_subsample`` rows (about 3 s

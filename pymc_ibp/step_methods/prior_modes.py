@@ -85,6 +85,13 @@ class LogOddsMode:
     def draw(self, rng):
         return (rng.random((self.n, self.k_max)) < self.p).astype(np.int8)
 
+    def search_mass(self):
+        """The IBP mass at which the start search of the linear-Gaussian steps looks for
+        features under this prior: the mean number of features per row, ``E[Σ_k z_nk]``
+        (the IBP's ``α``), at the current probabilities, kept in ``[0.5, K_max/2]``."""
+        mass = float(self.p.sum(axis=1).mean())
+        return min(max(mass, 0.5), max(0.5, self.k_max / 2))
+
     def is_support_point(self, Z):
         """Whether ``Z`` is PyMC's default start for this prior (each entry at its more
         probable value, Bernoulli's support point) at the current probabilities."""

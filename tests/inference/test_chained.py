@@ -77,3 +77,12 @@ def test_chained_fit_runs_every_stage_from_the_last():
                                   stages=["dp", "ibp_ibp"])
     with pytest.raises(ValueError, match="k_max >= l_max"):
         build_stage("dp", _likelihood(X), n=N, k_max=2, l_max=L_MAX)
+
+
+def test_ibp_stage_has_no_category_concentration():
+    """The plain IBP stage does not create alpha_c (it would be sampled from its prior)."""
+    X = np.zeros((N, 3))
+    model = build_stage("ibp", _likelihood(X), n=N, k_max=K_MAX, l_max=L_MAX,
+                        alpha_c=lambda: pm.Gamma("alpha_c", 1.0, 1.0),
+                        alpha_m=lambda: pm.Gamma("alpha_m", 1.0, 1.0))
+    assert "alpha_c" not in model.named_vars and "alpha_m" in model.named_vars

@@ -147,21 +147,28 @@ def test_init_z_policy_unit():
 
 def test_bernoulli_support_point_start_counts_as_not_given():
     """Under a Bernoulli prior PyMC's default Z is its support point (p >= 1/2), not zeros: it
-    must still count as "not given", so the chain starts from a prior draw with restarts."""
+    must still count as "not given", so the chain starts from the start search (features by
+    decreasing use), or with ``init_sweeps=0`` from a prior draw with restarts."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 3))
     p = np.tile([0.8, 0.3, 0.6], (30, 1))
-    with pm.Model() as model:
-        Z = pm.Bernoulli("Z", p=p, shape=(30, 3))
-        A = pm.Normal("A", 0.0, 1.0, shape=(3, 3))
-        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X)
-        step = pmi.AcceleratedGibbs([Z])
-    point = model.initial_point()
-    np.testing.assert_array_equal(point["Z"], p >= 0.5)
-    step.setup_chain(np.random.default_rng(1), 100, 10)
-    step._hyper(point)
-    out = step._start(point["Z"].copy(), step._X, noise_of(step))
-    assert not np.array_equal(out, point["Z"]) and step.restarts > 1
+    for sweeps in (100, 0):
+        with pm.Model() as model:
+            Z = pm.Bernoulli("Z", p=p, shape=(30, 3))
+            A = pm.Normal("A", 0.0, 1.0, shape=(3, 3))
+            pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X)
+            step = pmi.AcceleratedGibbs([Z], init_sweeps=sweeps)
+        point = model.initial_point()
+        np.testing.assert_array_equal(point["Z"], p >= 0.5)
+        step.setup_chain(np.random.default_rng(1), 100, 10)
+        step._hyper(point)
+        assert step._will_search(point["Z"]) == (sweeps > 0)
+        out = step._start(point["Z"].copy(), step._X, noise_of(step))
+        assert not np.array_equal(out, point["Z"])
+        if sweeps:
+            assert step.restarts == 1 and np.all(np.diff(out.sum(axis=0)) <= 0)
+        else:
+            assert step.restarts > 1
 
 
 def test_vi_start_policy():
