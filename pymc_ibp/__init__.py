@@ -6,6 +6,7 @@ Import as ``import pymc_ibp as pmi``.  Importing registers the step methods so t
 
 from pymc_ibp import datasets, distributed, inference, likelihoods
 from pymc_ibp.diagnostics import (
+    bernoulli_heldout_metrics,
     cusum,
     hairiness,
     hairiness_index,
@@ -103,6 +104,7 @@ __all__ = [
     "likelihoods",
     "hairiness",
     "hairiness_index",
+    "bernoulli_heldout_metrics",
     "heldout_metrics",
     "holdout_mask",
     "plot_assignments",

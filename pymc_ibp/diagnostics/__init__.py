@@ -8,7 +8,7 @@ Ghahramani 2009, §6).  Full references are on the docs page *References*.
 
 from pymc_ibp.diagnostics.cusum import cusum, hairiness, hairiness_index
 from pymc_ibp.diagnostics.feature_plots import plot_assignments, plot_features, posterior_features
-from pymc_ibp.diagnostics.heldout import heldout_metrics, holdout_mask
+from pymc_ibp.diagnostics.heldout import bernoulli_heldout_metrics, heldout_metrics, holdout_mask
 from pymc_ibp.diagnostics.relabel import relabel, relabel_permutations
 from pymc_ibp.diagnostics.summary import feature_sizes, sorted_feature_sizes, summary
 
@@ -28,6 +28,7 @@ __all__ = [
     "feature_sizes",
     "hairiness",
     "hairiness_index",
+    "bernoulli_heldout_metrics",
     "heldout_metrics",
     "holdout_mask",
     "plot_assignments",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["heldout_metrics", "holdout_mask"]
+__all__ = ["bernoulli_heldout_metrics", "heldout_metrics", "holdout_mask"]
 
 
 def holdout_mask(X, n_missing, seed=None):
@@ -116,3 +116,31 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
         "n_heldout": int(mask.sum()),
         "n_draws": int(Z.shape[0]),
     }
+
+
+def bernoulli_heldout_metrics(p, x):
+    r"""Held-out scores of binary entries ``x`` (shape ``(entries,)``) under posterior draws
+    of their success probabilities ``p`` (``(draws, entries)``, e.g. from
+    :func:`pymc_ibp.likelihoods.noisy_detection` with each draw's ``Z`` and ``A``), per entry:
+
+    * ``mean_log_pred`` — the Bernoulli log-likelihood averaged over draws and entries (the
+      thesis's averaging, Doshi-Velez 2009 §7.3);
+    * ``log_mean_pred`` — the log of the draw-averaged predictive probability, averaged over
+      entries (Reed 2013, eq. A.34);
+    * ``l2`` — the mean squared error of ``p`` (the Brier score).
+
+    Probabilities are clipped to ``[1e-12, 1 - 1e-12]``.
+    """
+    from scipy.special import logsumexp
+
+    p = np.clip(np.asarray(p, dtype=float), 1e-12, 1 - 1e-12)
+    x = np.asarray(x)
+    if p.ndim != 2 or p.shape[1] != x.shape[0]:
+        raise ValueError(f"p must be (draws, entries) with entries = {x.shape[0]}; "
+                         f"got shape {p.shape}.")
+    if np.any((x != 0) & (x != 1)):
+        raise ValueError("x must hold 0 and 1 only.")
+    logp = np.where(x[None, :] == 1, np.log(p), np.log1p(-p))
+    return {"mean_log_pred": float(logp.mean()),
+            "log_mean_pred": float((logsumexp(logp, axis=0) - np.log(len(p))).mean()),
+            "l2": float(((x[None, :] - p) ** 2).mean())}

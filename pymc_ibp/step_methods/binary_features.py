@@ -29,10 +29,12 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.util import get_random_generator
+from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV
+from pytensor.tensor.subtensor import AdvancedSubtensor
 
 from pymc_ibp._numba_utils import bernoulli_logodds, interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
@@ -42,7 +44,7 @@ from pymc_ibp.step_methods.model_matching import _data_of, one_value_var
 __all__ = ["BinaryFeatureGibbs", "binary_feature_sweep"]
 
 PATTERN = ("A = pm.Bernoulli('A', p, shape=(K, D)) used only in observed "
-           "pm.Bernoulli('X', p=f(Z @ A), observed=X) with X fully observed and f element-wise "
+           "pm.Bernoulli('X', p=f(Z @ A), observed=X) (NaN for missing entries), f element-wise "
            "with per-column parameters, e.g. pmi.likelihoods.leaky_noisy_or(Z, A, leak, "
            "activation) or pmi.likelihoods.noisy_detection(Z, A, f, m)")
 
@@ -92,25 +94,56 @@ def _find_dot(p, a_rv):
     return dots[0]
 
 
+def _masked_base(p):
+    """``(base, mask)`` if ``p`` is ``base[mask]`` with a constant boolean ``mask`` (PyMC's
+    imputation split of data with NaN entries), else ``(p, None)``."""
+    node = p.owner
+    if node is not None and isinstance(node.op, AdvancedSubtensor) and len(node.inputs) == 2:
+        idx = node.inputs[1]
+        if isinstance(idx, Constant) and idx.type.dtype == "bool":
+            return node.inputs[0], np.asarray(idx.data)
+    return p, None
+
+
 def match_binary_features(model, a_rv):
-    """``(x_rv, z graph, p graph of S, S input)`` for a binary ``A`` of :data:`PATTERN`."""
+    """``(parts, z graph, p graph of S, S input)`` for a binary ``A`` of :data:`PATTERN`;
+    ``parts``: ``[(rv, mask)]``, the observed ``X`` (mask ``None``) or, for data with NaN
+    entries, PyMC's ``X_observed`` and ``X_unobserved`` with their boolean masks over the
+    full array."""
     if not isinstance(a_rv.owner.op, BernoulliRV) or a_rv.ndim != 2:
         raise ModelPatternError(f"{a_rv.name!r} must be a K x D pm.Bernoulli. Needed: {PATTERN}.")
     users = _users(model, a_rv)
-    if len(users) != 1 or users[0] not in model.observed_RVs \
-            or not isinstance(users[0].owner.op, BernoulliRV):
+    observed = [u for u in users if u in model.observed_RVs]
+    if (not users or len(observed) != 1 or len(users) > 2
+            or not all(isinstance(u.owner.op, BernoulliRV) for u in users)):
         raise ModelPatternError(
-            f"{a_rv.name!r} must be used only by one fully observed pm.Bernoulli (found "
+            f"{a_rv.name!r} must be used only by one observed pm.Bernoulli (found "
             f"{[u.name for u in users]}). Needed: {PATTERN}.")
-    x_rv = users[0]
-    p = x_rv.owner.inputs[-1]
+    bases, parts = [], []
+    for u in users:
+        base, mask = _masked_base(u.owner.inputs[-1])
+        if (mask is None) != (len(users) == 1):
+            raise ModelPatternError(
+                f"{a_rv.name!r} is used by {[u.name for u in users]}, which are not one "
+                f"observed array split by PyMC for its missing entries. Needed: {PATTERN}.")
+        bases.append(base)
+        parts.append((u, mask))
+    if len(users) == 2:
+        m0, m1 = parts[0][1], parts[1][1]
+        if not (bases[0] is bases[1] and m0.shape == m1.shape and m0.ndim == 2
+                and np.all(m0 ^ m1)):
+            raise ModelPatternError(
+                f"The probabilities of {[u.name for u in users]} are not one array split by "
+                f"two complementary masks. Needed: {PATTERN}.")
+    p = bases[0]
     dot = _find_dot(p, a_rv)
     s_in = pt.matrix("S", dtype="float64")
     p_of_s = graph_replace(p, {dot: s_in.astype(dot.dtype)}, strict=False)
     if a_rv in set(ancestors([p_of_s])):
-        raise ModelPatternError(f"{a_rv.name!r} enters {x_rv.name!r}'s probability other than "
-                                f"through Z @ {a_rv.name}. Needed: {PATTERN}.")
-    return x_rv, dot.owner.inputs[0], p_of_s, s_in
+        raise ModelPatternError(f"{a_rv.name!r} enters the probability of "
+                                f"{observed[0].name!r} other than through Z @ {a_rv.name}. "
+                                f"Needed: {PATTERN}.")
+    return parts, dot.owner.inputs[0], p_of_s, s_in
 
 
 class BinaryFeatureGibbs(BlockedStep):
@@ -145,19 +178,32 @@ class BinaryFeatureGibbs(BlockedStep):
                  blocked=True):
         model = pm.modelcontext(model)
         a_val, a_rv = one_value_var(vars, model, "BinaryFeatureGibbs updates one matrix A")
-        x_rv, z_graph, p_of_s, s_in = match_binary_features(model, a_rv)
+        parts, z_graph, p_of_s, s_in = match_binary_features(model, a_rv)
         self.vars = [a_val]
         self.a_name = a_val.name
-        self.k_max, self.d = (int(v) for v in
-                              (model.initial_point() if initial_point is None
-                               else initial_point)[a_val.name].shape)
-        X = _data_of(model.rvs_to_values[x_rv])
+        ip = model.initial_point() if initial_point is None else initial_point
+        self.k_max, self.d = (int(v) for v in ip[a_val.name].shape)
+        # the data: fully observed, or its observed part and the imputed entries' variable
+        self._missing = None  # (mask of the imputed entries, their value variable's name)
+        x_rv = next(rv for rv, _ in parts if rv in model.observed_RVs)
+        X = None
+        for rv, mask in parts:
+            if rv in model.observed_RVs:
+                obs = _data_of(model.rvs_to_values[rv])
+                if mask is None:
+                    X = obs
+                else:
+                    X = np.zeros(mask.shape)
+                    X[mask] = obs
+            else:
+                self._missing = (mask, model.rvs_to_values[rv].name)
+        name = x_rv.name.removesuffix("_observed")
         if X.ndim != 2 or not np.all(np.isfinite(X)):
-            raise ModelPatternError(f"BinaryFeatureGibbs needs {x_rv.name!r} fully observed (an "
-                                    f"N x D array without NaN). Needed: {PATTERN}.")
+            raise ModelPatternError(f"BinaryFeatureGibbs needs {name!r} as an N x D array with "
+                                    f"finite values (NaN for missing ones). Needed: {PATTERN}.")
         if np.any((X != 0) & (X != 1)):
             bad = tuple(int(i) for i in np.argwhere((X != 0) & (X != 1))[0])
-            raise ModelPatternError(f"{x_rv.name!r} holds {X[bad]} at {bad}; a binary "
+            raise ModelPatternError(f"{name!r} holds {X[bad]} at {bad}; a binary "
                                     "likelihood needs data in {0, 1}.")
         self._x = X.astype(np.int8)
         ck = compile_kwargs or {}
@@ -170,7 +216,7 @@ class BinaryFeatureGibbs(BlockedStep):
         self._value_names = [v.name for v in model.value_vars]
         self._prior_lo = model.compile_fn(lo_v, inputs=model.value_vars,
                                           on_unused_input="ignore", point_fn=True, **ck)
-        self._check_pattern(model, x_rv)
+        self._check_pattern(model, name)
         self.rng = get_random_generator(rng)
 
     def _p_of(self, point, S):
@@ -188,7 +234,7 @@ class BinaryFeatureGibbs(BlockedStep):
         with np.errstate(divide="ignore"):
             return np.log(p), np.log1p(-p)
 
-    def _check_pattern(self, model, x_rv):
+    def _check_pattern(self, model, x_name):
         """The probability at random counts equals the table lookup (element-wise in ``S``,
         parameters constant along the rows), at a point with the binary matrices random."""
         rng = np.random.default_rng(0)
@@ -201,13 +247,13 @@ class BinaryFeatureGibbs(BlockedStep):
             full = np.broadcast_to(self._p_of(point, S), (n, self.d))
             lp1, _ = self.tables(point)
         except Exception as err:  # noqa: BLE001 (a shape assertion of the compiled graph)
-            raise ModelPatternError(f"The probability of {x_rv.name!r} cannot be evaluated "
+            raise ModelPatternError(f"The probability of {x_name!r} cannot be evaluated "
                                     f"from the counts Z @ A alone ({err}). Needed: "
                                     f"{PATTERN}.") from err
         looked = np.exp(lp1[S.astype(int), np.arange(self.d)[None, :]])
         if not np.allclose(full, looked, rtol=1e-10, atol=1e-12):
             raise ModelPatternError(
-                f"The probability of {x_rv.name!r} is not an element-wise function of Z @ A "
+                f"The probability of {x_name!r} is not an element-wise function of Z @ A "
                 f"with parameters constant along the rows. Needed: {PATTERN}.")
 
     @interrupt_safe
@@ -221,7 +267,12 @@ class BinaryFeatureGibbs(BlockedStep):
         log_p1, log_p0 = self.tables(point)
         lo = np.broadcast_to(np.asarray(self._prior_lo(point), dtype=float),
                              A.shape).astype(float)
-        flips = binary_feature_sweep(self.rng, Z, A, S, self._x, log_p1, log_p0, lo)
+        X = self._x
+        if self._missing is not None:  # the imputed entries at their current values
+            mask, name = self._missing
+            X = X.copy()
+            X[mask] = np.asarray(point[name]).astype(np.int8)
+        flips = binary_feature_sweep(self.rng, Z, A, S, X, log_p1, log_p0, lo)
         new = dict(point)
         new[self.a_name] = A.astype(point[self.a_name].dtype)
         return new, [{"ibp_link_flips": int(flips)}]

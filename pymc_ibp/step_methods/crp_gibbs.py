@@ -24,7 +24,12 @@ from pymc_ibp._numba_utils import categorical_logp, interrupt_safe
 from pymc_ibp.distributions.crp import CRPRV
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods.model_matching import one_value_var
-from pymc_ibp.step_methods.uncollapsed import check_one_row_changed, perturbed_point
+from pymc_ibp.step_methods.uncollapsed import (
+    check_one_row_changed,
+    masked_entry_rows,
+    per_row,
+    perturbed_point,
+)
 
 __all__ = ["CRPGibbs", "crp_label_gibbs", "crp_split_merge"]
 
@@ -294,7 +299,9 @@ class CRPGibbs(BlockedStep):
                     f"The logp of {child.name!r} does not factorise over the observations of "
                     f"{c_rv.name!r}. CRPGibbs needs a likelihood whose element-wise logp has "
                     "the observation axis first, e.g. pm.Normal('X', mu=mu[c], ...).")
-            rows.append(term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term)
+            # a masked child (PyMC's X_observed / X_unobserved for NaN entries): its terms
+            # added to their observations' rows
+            rows.append(per_row(term, self.n, masked_entry_rows(child, c_rv, model, self.n)))
         row_ll = rows[0] if len(rows) == 1 else sum(rows[1:], rows[0])
         self._row_ll = model.compile_fn(row_ll, inputs=model.value_vars, on_unused_input="ignore",
                                         point_fn=True, **(compile_kwargs or {}))

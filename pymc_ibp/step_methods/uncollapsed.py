@@ -143,7 +143,7 @@ def _entry_mask(child, z_rv, model):
         if not (len(getattr(node.op, "idx_list", (0,))) == 1 and len(idx) == 1
                 and isinstance(idx[0], Constant) and idx[0].type.dtype == "bool"):
             continue
-        if z_rv not in set(ancestors([base], blockers=others)):
+        if z_rv not in set(ancestors([base])):  # possibly through other variables (C -> Y -> X)
             continue
         mask = np.asarray(idx[0].data)
         if not any(mask.shape == m.shape and np.array_equal(mask, m) for m in masks):
@@ -155,6 +155,37 @@ def _entry_mask(child, z_rv, model):
             f"{z_rv.name!r} each term of its logp belongs to."
         )
     return masks[0] if masks else None
+
+
+def masked_entry_rows(child, rv, model, n_obs):
+    """For a child built by PyMC's imputation split (``X_observed`` / ``X_unobserved``), the
+    row of each of its logp terms (``np.nonzero(mask)[0]``); ``None`` for an ordinary child.
+    Raises :class:`ModelPatternError` when the mask's first axis is not the ``n_obs`` rows of
+    the observations or does not match the child's number of terms."""
+    mask = _entry_mask(child, rv, model)
+    if mask is None:
+        return None
+    if mask.ndim == 0 or mask.shape[0] != n_obs:
+        raise ModelPatternError(
+            f"{child.name!r} indexes a {rv.name!r}-dependent array with a boolean mask of "
+            f"shape {mask.shape}, whose first axis is not the {n_obs} rows of its "
+            "observations; its logp terms cannot be attributed to rows.")
+    length = child.type.shape[0] if child.ndim else None
+    if length is not None and length != int(mask.sum()):
+        raise ModelPatternError(
+            f"{child.name!r} has {length} logp terms but its boolean mask selects "
+            f"{int(mask.sum())} entries; they cannot be attributed to rows.")
+    return np.nonzero(mask)[0]
+
+
+def per_row(term, n_rows, entry_rows=None):
+    """An element-wise logp reduced to one term per row: summed over all but the first axis,
+    and, for a masked child (``entry_rows`` from :func:`masked_entry_rows`), term ``i`` added
+    to row ``entry_rows[i]``."""
+    term = term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term
+    if entry_rows is None:
+        return term
+    return pt.inc_subtensor(pt.zeros(n_rows, dtype=term.dtype)[entry_rows], term)
 
 
 def _row_index(child, z_rv, model):
@@ -427,25 +458,16 @@ class IBPGibbs(BlockedStep):
         masks = {}
         row_problem = None  # why the likelihood cannot be split by rows, found on the way
         for child in children:
-            mask = _entry_mask(child, z_rv, model)
-            if mask is None:
+            try:
+                rows = masked_entry_rows(child, z_rv, model, n_obs[child])
+            except ModelPatternError as err:
+                if "first axis" not in str(err):
+                    raise
+                row_problem = err
                 continue
-            masks[child] = mask
-            if mask.ndim == 0 or mask.shape[0] != n_obs[child]:
-                row_problem = ModelPatternError(
-                    f"{child.name!r} indexes a {z_rv.name!r}-dependent array "
-                    "with a boolean mask of "
-                    f"shape {mask.shape}, whose first axis is not the {n_obs[child]} rows of "
-                    f"its observations; IBPGibbs cannot attribute its logp terms to rows."
-                )
-                continue
-            length = child.type.shape[0] if child.ndim else None
-            if length is not None and length != int(mask.sum()):
-                raise ModelPatternError(
-                    f"{child.name!r} has {length} logp terms but its boolean mask selects "
-                    f"{int(mask.sum())} entries; IBPGibbs cannot attribute them to rows."
-                )
-            self._entry_rows[child.name] = np.nonzero(mask)[0]
+            if rows is not None:
+                self._entry_rows[child.name] = rows
+                masks[child] = _entry_mask(child, z_rv, model)
         self._check_finite_data(model, children, masks)
         terms = model.logp(vars=children, sum=False)
         if not any(t.ndim == 0 or t.type.shape[0] != 0 for t in terms):
@@ -722,19 +744,16 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
                     "element-wise logp has the observation axis first, e.g. "
                     "pm.Normal('X', mu=Z @ A, ...) or pm.Bernoulli('X', logit_p=Z @ A, ...)."
                 )
-            term = term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term
             if term.type.shape[0] == 0:
                 # no terms, e.g. the imputed part of a multivariate PartialObservedRV, whose
                 # logp PyMC counts in the full per-row logp of the observed part
                 continue
-            if child.name in self._entry_rows:
-                # term i belongs to row entry_rows[i]: sum per row (repeated indices accumulate)
-                per_row = pt.zeros(n_obs[child], dtype=term.dtype)
-                term = pt.inc_subtensor(per_row[self._entry_rows[child.name]], term)
+            # term i of a masked child belongs to row entry_rows[i] (summed per row)
+            term = per_row(term, n_obs[child], self._entry_rows.get(child.name))
             if child.name in self._labels:
                 # observation n belongs to row c[n] of Z: sum the observations of each row
-                per_row = pt.zeros(self.n, dtype=term.dtype)
-                term = pt.inc_subtensor(per_row[indices[child]], term)
+                term = pt.inc_subtensor(pt.zeros(self.n, dtype=term.dtype)[indices[child]],
+                                        term)
             rows.append(term)
         row_ll = pt.add(*rows) if len(rows) > 1 else rows[0]
         self._row_ll_graph = row_ll  # of the value variables (the feature moves' gradients)
@@ -803,8 +822,8 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         # unusually between masked children (rows with missing entries): only row r may change
         irregular = set()
         for name, entry_rows in self._entry_rows.items():
-            per_row = np.bincount(entry_rows)
-            rows = np.flatnonzero(per_row != np.bincount(per_row).argmax())[:10]
+            counts = np.bincount(entry_rows)
+            rows = np.flatnonzero(counts != np.bincount(counts).argmax())[:10]
             if name in self._labels:  # observations -> their rows of Z
                 rows = np.asarray(self._labels[name](point))[rows]
             irregular.update(rows.tolist())

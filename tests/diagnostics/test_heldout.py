@@ -63,3 +63,18 @@ def test_heldout_metrics_match_hand_computation():
     assert last["n_draws"] == 4
     with pytest.raises(ValueError, match="shape"):
         pmi.heldout_metrics(fake_idata(Z, A, sx), X, mask[:, :2])
+
+
+def test_bernoulli_heldout_metrics():
+    """Per-entry Bernoulli scores against direct formulas, and clear errors."""
+    p = np.array([[0.9, 0.2, 0.5], [0.7, 0.4, 0.5]])
+    x = np.array([1, 0, 1])
+    s = pmi.bernoulli_heldout_metrics(p, x)
+    lp = np.log(np.array([[0.9, 0.8, 0.5], [0.7, 0.6, 0.5]]))
+    assert np.isclose(s["mean_log_pred"], lp.mean())
+    assert np.isclose(s["log_mean_pred"], np.log(np.exp(lp).mean(axis=0)).mean())
+    assert np.isclose(s["l2"], ((x - p) ** 2).mean())
+    with pytest.raises(ValueError, match="draws, entries"):
+        pmi.bernoulli_heldout_metrics(p[0], x)
+    with pytest.raises(ValueError, match="0 and 1"):
+        pmi.bernoulli_heldout_metrics(p, np.array([1, 2, 0]))

@@ -27,19 +27,39 @@ def _model(lik, x=X3, p_a=0.4):
     return model
 
 
-@pytest.mark.parametrize("lik", ["noisy_or", "detection"])
+@pytest.mark.parametrize("lik,missing", [("noisy_or", False), ("detection", False),
+                                         ("noisy_or", True)])
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
-def test_joint_posterior_of_z_and_a_matches_enumeration(lik):
-    model = _model(lik)
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_joint_posterior_of_z_and_a_matches_enumeration(lik, missing):
+    """With a missing entry (NaN: PyMC's X_unobserved, imputed by BinaryGibbsMetropolis) the
+    (Z, A) marginal is the posterior given the observed entries."""
+    x = X3.astype(float)
+    if missing:
+        x[1, 0] = np.nan
+    model = _model(lik, x=np.ma.masked_array(X3, mask=np.isnan(x)) if missing else X3)
     with model:
         steps = [pmi.IBPGibbs([model["Z"]], split_merge=0, combination_moves=0),
                  pmi.BinaryFeatureGibbs([model["A"]])]
+        if missing:
+            steps.append(pm.BinaryGibbsMetropolis([model["X_unobserved"]]))
+            assert steps[1]._missing is not None
     step = CompoundStep(steps)
-    logp = model.compile_logp()
     point = model.initial_point()
+    if missing:  # the posterior given the observed entries: the missing one dropped
+        with pm.Model() as ref:
+            Z = pmi.IBP("Z", 1.2, shape=(3, 2))
+            A = pm.Bernoulli("A", 0.4, shape=(2, 2))
+            p = pmi.likelihoods.leaky_noisy_or(Z, A, leak=np.array([0.1, 0.2]), activation=0.7)
+            obs = ~np.isnan(x)
+            pm.Bernoulli("X", p=p[obs], observed=X3[obs])
+        logp = ref.compile_logp()
+    else:
+        logp = model.compile_logp()
     zs = all_binary_matrices(3, 2).astype(point["Z"].dtype)
     as_ = all_binary_matrices(2, 2).astype(point["A"].dtype)
-    lp = np.array([[logp({**point, "Z": z, "A": a}) for a in as_] for z in zs])
+    base = {k: v for k, v in point.items() if k in ("Z", "A")}
+    lp = np.array([[logp({**base, "Z": z, "A": a}) for a in as_] for z in zs])
     post = np.exp(lp - lp[np.isfinite(lp)].max())
     post /= post.sum()
     zi = dict(zip(codes(zs).tolist(), range(len(zs)), strict=True))

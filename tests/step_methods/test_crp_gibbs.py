@@ -47,6 +47,39 @@ def test_labels_sample_their_exact_conditional():
     assert stats[0]["ibp_n_categories"] == np.unique(point["c"]).size
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_missing_entries_are_attributed_to_their_observations():
+    """2-D data with NaN entries (PyMC's X_observed / X_unobserved): CRPGibbs adds each logp
+    term to its observation's row; with the imputed entries drawn exactly given the labels
+    after every sweep (data augmentation), the labels visit the enumerated p(c | mu, X_obs),
+    the missing entries integrated out (chi-square over all 3^4 labellings)."""
+    X = np.array([[-1.0, -1.2], [0.2, np.nan], [np.nan, 0.3], [2.5, 1.8]])
+    mu = np.array([[-1.5, -1.0], [0.5, 0.2], [2.0, 2.2]])
+    with pm.Model() as model:
+        m = pm.Normal("mu", 0.0, 3.0, shape=(3, 2), initval=mu)
+        c = pmi.CRP("c", 1.2, l_max=3, shape=4)
+        pm.Normal("X", mu=m[c], sigma=1.0, observed=X)
+        step = pmi.CRPGibbs([c])
+    step.rng = np.random.default_rng(2)
+    rng = np.random.default_rng(3)
+    miss = np.isnan(X)
+    point = model.initial_point()
+    vals = np.array(list(itertools.product(range(3), repeat=4)))
+    x = pt.lvector("x")
+    crp_lp = pm.compile([x], pm.logp(pmi.CRP.dist(1.2, l_max=3, shape=4), x))
+    logp = np.array([crp_lp(v) - 0.5 * np.nansum((X - mu[v]) ** 2) for v in vals])
+    post = np.exp(logp - np.logaddexp.reduce(logp))
+    index = {tuple(v): i for i, v in enumerate(vals)}
+    counts = np.zeros(len(vals))
+    for _ in range(20_000):
+        point, _ = step.step(point)
+        point["X_unobserved"] = mu[point["c"]][miss] + rng.standard_normal(miss.sum())
+        counts[index[tuple(point["c"])]] += 1
+    res = chi2_pooled(counts, post * counts.sum())
+    assert res.pvalue > 1e-3, res
+
+
 def test_pm_sample_assigns_it_and_finds_the_clusters():
     """A Dirichlet-process mixture in plain PyMC syntax: pm.sample picks CRPGibbs for the
     labels (NUTS for the means), and the chain finds the three clusters."""

@@ -151,3 +151,30 @@ def test_prior_draws_follow_the_or_of_the_categories():
         sel = s == k
         if sel.sum() > 200:
             assert abs(w[sel].mean() - (1 - 0.4**k)) < 4 * np.sqrt(0.25 / sel.sum())
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_noisy_or_categories_with_missing_data_attribute_terms_to_rows():
+    """NaN entries in X (PyMC's X_observed / X_unobserved, whose means index Z @ A with a
+    boolean mask): C's IBPGibbs finds the mask through the noisy-or Z and adds each term to
+    its row, so its row likelihood equals the per-row sum of the full-data likelihood."""
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    X[1, 0] = X[4, 1] = np.nan
+    with pm.Model() as model:
+        Z = pmi.noisy_or_ibp_ibp("Z", 1.0, 1.0, 0.3, l_max=3, shape=(6, 2))
+        pm.Normal("X", mu=Z @ A_FIXED, sigma=0.5, observed=X)
+        step = pmi.IBPGibbs([model["Z_C"]])
+    assert step._block is not None and set(step._entry_rows) == {"X_observed", "X_unobserved"}
+    rng = np.random.default_rng(1)
+    point = {**model.initial_point(), "Z_C": rng.integers(0, 2, (6, 3)).astype(np.int8),
+             "Z_M": rng.integers(0, 2, (3, 2)).astype(np.int8),
+             "Z": rng.integers(0, 2, (6, 2)), "X_unobserved": np.array([0.3, -0.2])}
+    full = np.where(np.isnan(X), 0.0, X)
+    full[1, 0], full[4, 1] = 0.3, -0.2
+    s = point["Z_C"].astype(int) @ point["Z_M"]
+    point["Z"] = z = point["Z"] * (s > 0)  # no leak: a feature needs a parent
+    p = 1 - 0.3**s
+    expected = (np.where(z == 1, np.log(np.where(p > 0, p, 1.0)), np.log1p(-p)).sum(1)
+                + (-0.5 * ((full - z @ A_FIXED) / 0.5) ** 2
+                   - np.log(0.5 * np.sqrt(2 * np.pi))).sum(1))
+    np.testing.assert_allclose(step._row_ll(point), expected, rtol=1e-7)
