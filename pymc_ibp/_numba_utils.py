@@ -77,6 +77,18 @@ def bernoulli_logodds(rng, logodds):
 
 
 @numba.njit(cache=True)
+def column_rows(Z, k, rows):
+    """Write the rows ``i`` with ``Z[i, k] != 0`` into ``rows[:m]`` and return ``m`` (the
+    owners of feature ``k``, for element-wise updates of its parameters)."""
+    m = 0
+    for i in range(Z.shape[0]):
+        if Z[i, k] != 0:
+            rows[m] = i
+            m += 1
+    return m
+
+
+@numba.njit(cache=True)
 def categorical_logp(rng, logp, n):
     """Draw an index in ``0..n-1`` with probabilities ``∝ exp(logp[:n])`` (log-sum-exp safe)."""
     mx = -np.inf

@@ -36,7 +36,7 @@ from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV
 from pytensor.tensor.subtensor import AdvancedSubtensor
 
-from pymc_ibp._numba_utils import bernoulli_logodds, interrupt_safe
+from pymc_ibp._numba_utils import bernoulli_logodds, column_rows, interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.hyperparameters import _users
 from pymc_ibp.step_methods.model_matching import _data_of, one_value_var
@@ -60,11 +60,7 @@ def binary_feature_sweep(rng, Z, A, S, X, log_p1, log_p0, prior_lo):
     rows = np.empty(n, dtype=np.int64)
     flips = 0
     for k in range(k_max):
-        m = 0
-        for i in range(n):
-            if Z[i, k] != 0:
-                rows[m] = i
-                m += 1
+        m = column_rows(Z, k, rows)
         for j in range(d):
             old = A[k, j]
             delta = 0.0

@@ -299,11 +299,16 @@ class _LinearGaussianIBPStep(BlockedStep):
         """``G = Z_actᵀ Z_act`` and ``RX = Z_actᵀ X`` for the ``A`` draw and the log joint."""
         return kernels.suff_stats(Z, X, act)
 
-    def _log_joint(self, Z, X, trXX, noise):
-        """``(log p(X | Z, σ) + log P(Z), log p(X | Z, σ))``, ``A`` integrated out."""
+    def _log_joint(self, Z, X, trXX, noise, ibp=None):
+        """``(log p(X | Z, σ) + log P(Z), log p(X | Z, σ))``, ``A`` integrated out; with
+        ``ibp = (α, β)`` under the IBP prior at that mass whatever the model's prior (the
+        start search of a per-entry prior, whose features are not yet in their slots)."""
         m = Z.sum(axis=0)
         act = np.flatnonzero(m > 0)
         G, RX = kernels.suff_stats(Z, X, act)
+        if ibp is not None and not self.mode.counts:
+            return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, self.n,
+                                               noise, ibp[0], ibp[1], self.k_max)
         return self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
 
     def _tempered(self, noise, w, v0):
@@ -335,9 +340,10 @@ class _LinearGaussianIBPStep(BlockedStep):
         Ms = None if self._mask is None else (self._mask[rows] if sub else self._mask)
         trXs = kernels.block_sq_norms(Xs, noise)
         best, best_score = None, -np.inf
+        ibp = self._search_prior()
         for _ in range(restarts):
             Zs, Xf = self._anneal(Xs, noise, trXs, Ms)
-            score = (self._log_joint(Zs, Xf, kernels.block_sq_norms(Xf, noise), noise)[0]
+            score = (self._log_joint(Zs, Xf, kernels.block_sq_norms(Xf, noise), noise, ibp)[0]
                      if restarts > 1 else 0.0)
             if best is None or score > best_score:
                 best, best_score = Zs, score
@@ -360,9 +366,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         once at the start, would otherwise steer the search towards features that fit them).
         Returns ``(Z, X)`` with ``X`` as filled last."""
         rng = self.rng
-        # the IBP's counts and births (a per-entry prior searches at its implied mass)
-        alpha, beta = ((self.mode.alpha, self.mode.beta) if self.mode.counts
-                       else (self.mode.search_mass(), 1.0))
+        alpha, beta = self._search_prior()
         nr = X.shape[0]
         n_sm, n_csm, n_bd, n_ps = self._search_moves
         Z = ibp_draw_core(rng, alpha, beta, nr, self.k_max)
@@ -390,12 +394,19 @@ class _LinearGaussianIBPStep(BlockedStep):
                                            self.birth_rows, trXX)
             kernels.pair_pattern_swaps(rng, Z, X, m, s2, alpha, beta, n_ps, trXX)
             if t >= span and (t - span) % 10 == 0 or t == sweeps - 1:
-                self._dissolve_combinations(Z, X, trXX, s2)
+                self._dissolve_combinations(Z, X, trXX, s2, (alpha, beta))
         if M is not None:
             _fill_from_z(Z, X, M, Z.sum(axis=0), target)
         return Z, X
 
-    def _dissolve_combinations(self, Z, X, trXX, noise):
+    def _search_prior(self):
+        """``(α, β)`` of the IBP prior the start search uses: the model's, or for a per-entry
+        prior the mass it implies (:meth:`LogOddsMode.search_mass`) with ``β = 1``."""
+        if self.mode.counts:
+            return self.mode.alpha, self.mode.beta
+        return self.mode.search_mass(), 1.0
+
+    def _dissolve_combinations(self, Z, X, trXX, noise, ibp=None):
         """Greedy repair of *combination modes* (start search only, not a Markov move): a
         feature ``c`` whose posterior mean is close to that of another feature ``a``
         (``‖μ_c - μ_a‖ < ‖μ_c‖/2``) or to the sum of two others ``a + b`` stands for them on its
@@ -405,7 +416,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         single-row, pairwise or pattern-swap move makes these changes, which involve up to three
         features on many rows at once, and the data-driven deaths only remove features whose
         owners all fall in their row subset.  ``Z`` is changed in place."""
-        best = self._log_joint(Z, X, trXX, noise)[0]
+        best = self._log_joint(Z, X, trXX, noise, ibp)[0]
         for _ in range(self.k_max):
             m = Z.sum(axis=0)
             act = np.flatnonzero(m > 0)
@@ -429,7 +440,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                     Z2[rows, act[ci]] = 0
                     for j in cand:
                         Z2[rows, act[j]] = 1
-                    score = self._log_joint(Z2, X, trXX, noise)[0]
+                    score = self._log_joint(Z2, X, trXX, noise, ibp)[0]
                     if score > best:
                         Z[:] = Z2
                         best, improved = score, True

@@ -33,7 +33,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator
 from pytensor.tensor.random.basic import ExponentialRV, HalfNormalRV
 
-from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp._numba_utils import column_rows, interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above
 from pymc_ibp.step_methods.model_matching import find_nonnegative_features, one_value_var
@@ -53,11 +53,7 @@ def nonnegative_feature_sweep(rng, Z, A, R, inv_s2, rate, prec_a):
     rows = np.empty(n, dtype=np.int64)
     at_zero = 0
     for k in range(k_max):
-        m = 0
-        for i in range(n):
-            if Z[i, k] != 0:
-                rows[m] = i
-                m += 1
+        m = column_rows(Z, k, rows)
         for j in range(d):
             old = A[k, j]
             prec = m * inv_s2[j] + prec_a[k, j]

@@ -228,6 +228,13 @@ def _row_index(child, z_rv, model):
     return index
 
 
+def _redraw_log_q(redrawn, Y, p):
+    """Per row, the log-probability of the entries ``redrawn`` of ``Y`` under
+    ``Bernoulli(p)`` (the proposal density of the block moves' redrawn children)."""
+    with np.errstate(divide="ignore"):
+        return np.where(redrawn, np.where(Y == 1, np.log(p), np.log1p(-p)), 0.0).sum(1)
+
+
 def perturbed_point(point, seed=0):
     """``point`` with every floating value moved by ``0.3 N(0, 1)`` noise, for the
     row-factorisation checks of :class:`IBPGibbs` and :class:`pymc_ibp.CRPGibbs` (at the
@@ -596,23 +603,28 @@ class IBPGibbs(BlockedStep):
         Y1[changed] = (self.rng.random(int(changed.sum())) < p1[changed]).astype(Y.dtype)
         t1[y_name] = Y1
         ll1 = np.asarray(self._row_ll(t1), dtype=float)
-        with np.errstate(divide="ignore"):
-            q0 = np.where(changed, np.where(Y == 1, np.log(p0), np.log1p(-p0)), 0.0).sum(1)
-            q1 = np.where(changed, np.where(Y1 == 1, np.log(p1), np.log1p(-p1)), 0.0).sum(1)
         with np.errstate(invalid="ignore"):
-            d = (ll1 - q1) - (ll0 - q0)
-        d = np.where(np.isnan(d), -np.inf, d)  # a proposal that is impossible either way
+            d = (ll1 - _redraw_log_q(changed, Y1, p1)) - (ll0 - _redraw_log_q(changed, Y, p0))
+        return self._accept_row_flips(Z, Y, Y1, np.arange(n), np.full(n, k), d, alpha, beta)
+
+    def _accept_row_flips(self, Z, Y, Y1, rows, cols, d, alpha, beta):
+        """Metropolis–Hastings decisions, in turn, on flipping ``Z[rows[i], cols[i]]`` (with
+        row ``rows[i]`` of the child matrix ``Y`` becoming ``Y1``'s): log ratio ``d[i]`` (NaN:
+        impossible either way) plus the IBP prior odds of the flip from the running column
+        counts.  ``Z`` and ``Y`` are updated in place; returns the number accepted."""
+        n = Z.shape[0]
+        d = np.where(np.isnan(d), -np.inf, d)
         m = Z.sum(axis=0).astype(np.int64)
         n_active = int((m > 0).sum())
         log_lam = log_birth_rate(alpha, beta, n)
-        u = np.log(self.rng.random(n))
+        u = np.log(self.rng.random(len(rows)))
         accepted = 0
-        for i in range(n):
+        for i, k, ui in zip(rows, cols, u, strict=True):
             old = int(Z[i, k])
             mk = int(m[k]) - old
             others = n_active - (1 if m[k] > 0 else 0)
-            lo = float(ibp_entry_logodds(mk, others, n, self.k_max, log_lam, beta))
-            if u[i] < (lo if old == 0 else -lo) + d[i]:
+            lo = float(ibp_entry_logodds(mk, others, n, Z.shape[1], log_lam, beta))
+            if ui < (lo if old == 0 else -lo) + d[i]:
                 Z[i, k] = 1 - old
                 Y[i] = Y1[i]
                 m[k] = mk + 1 - old
@@ -706,30 +718,10 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             cand = (Y1[i] == (0 if back else 1)) & parents.any(axis=0)
             if cand[k] and parents[ll_, k]:
                 log_rev[i] = -math.log(cand.sum()) - math.log(parents[:, k].sum())
-        with np.errstate(divide="ignore"):
-            q0 = np.where(redraw, np.where(Y == 1, np.log(p0), np.log1p(-p0)), 0.0).sum(1)
-            q1 = np.where(redraw, np.where(Y1 == 1, np.log(p1), np.log1p(-p1)), 0.0).sum(1)
         with np.errstate(invalid="ignore"):
-            d = (ll1 - q1 + log_rev) - (ll0 - q0 + log_fwd)
-        d = np.where(np.isnan(d), -np.inf, d)
-        m = Z.sum(axis=0).astype(np.int64)
-        n_active = int((m > 0).sum())
-        log_lam = log_birth_rate(alpha, beta, n)
-        u = np.log(rng.random(rows.size))
-        accepted = 0
-        for i, ui in zip(rows, u, strict=True):
-            col = par[i]
-            old = int(Z[i, col])
-            mk = int(m[col]) - old
-            others = n_active - (1 if m[col] > 0 else 0)
-            lo = float(ibp_entry_logodds(mk, others, n, n_cols, log_lam, beta))
-            if ui < (lo if old == 0 else -lo) + d[i]:
-                Z[i, col] = 1 - old
-                Y[i] = Y1[i]
-                m[col] = mk + 1 - old
-                n_active = others + (1 if m[col] > 0 else 0)
-                accepted += 1
-        return accepted
+            d = ((ll1 - _redraw_log_q(redraw, Y1, p1) + log_rev)
+                 - (ll0 - _redraw_log_q(redraw, Y, p0) + log_fwd))
+        return self._accept_row_flips(Z, Y, Y1, rows, par[rows], d[rows], alpha, beta)
 
     def _compile_row_ll(self, model, z_rv, children, terms, n_obs, indices, compile_kwargs):
         """Compile the per-row log-likelihood of ``Z`` (``self._row_ll``): each child's
