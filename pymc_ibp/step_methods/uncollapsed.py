@@ -608,10 +608,11 @@ class IBPGibbs(BlockedStep):
         return self._accept_row_flips(Z, Y, Y1, np.arange(n), np.full(n, k), d, alpha, beta)
 
     def _accept_row_flips(self, Z, Y, Y1, rows, cols, d, alpha, beta):
-        """Metropolis–Hastings decisions, in turn, on flipping ``Z[rows[i], cols[i]]`` (with
-        row ``rows[i]`` of the child matrix ``Y`` becoming ``Y1``'s): log ratio ``d[i]`` (NaN:
-        impossible either way) plus the IBP prior odds of the flip from the running column
-        counts.  ``Z`` and ``Y`` are updated in place; returns the number accepted."""
+        """Metropolis–Hastings decisions, in turn, on flipping ``Z[r, c]`` for ``(r, c)`` in
+        ``zip(rows, cols)`` (with row ``r`` of the child matrix ``Y`` becoming ``Y1``'s): log
+        ratio ``d[r]`` (``d`` one entry per row of ``Z``; NaN: impossible either way) plus the
+        IBP prior odds of the flip from the running column counts.  ``Z`` and ``Y`` are
+        updated in place; returns the number accepted."""
         n = Z.shape[0]
         d = np.where(np.isnan(d), -np.inf, d)
         m = Z.sum(axis=0).astype(np.int64)
@@ -721,7 +722,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         with np.errstate(invalid="ignore"):
             d = ((ll1 - _redraw_log_q(redraw, Y1, p1) + log_rev)
                  - (ll0 - _redraw_log_q(redraw, Y, p0) + log_fwd))
-        return self._accept_row_flips(Z, Y, Y1, rows, par[rows], d[rows], alpha, beta)
+        return self._accept_row_flips(Z, Y, Y1, rows, par[rows], d, alpha, beta)
 
     def _compile_row_ll(self, model, z_rv, children, terms, n_obs, indices, compile_kwargs):
         """Compile the per-row log-likelihood of ``Z`` (``self._row_ll``): each child's
