@@ -11,9 +11,9 @@ stage.  All hyperparameters have vague priors and are sampled: ``alpha_c, alpha_
 1)`` and, for the noisy-or, ``q ~ Beta(1, 1)``.  pm.sample assigns CRPGibbs (labels),
 IBPGibbs (``Z``, ``M``, ``C``, the noisy-or ``Z``), NonNegativeFeatureGibbs and
 ExponentialRateGibbs (``A``, ``lam`` of the continuous data), BinaryFeatureGibbs (the binary
-``A``), CRPAlphaGibbs / IBPAlphaGibbs, NoisyOrQSlice (``q``) and PyMC's own samplers for the
-rest (NUTS for the scales, the detection rates and the imputed continuous entries,
-BinaryGibbsMetropolis for the imputed binary entries).
+``A``), CRPAlphaGibbs / IBPAlphaGibbs, NoisyOrQSlice (``q``), DetectionRateGibbs (the detection
+rates ``f``, ``m``) and PyMC's own samplers for the rest (NUTS for the scales and the imputed
+continuous entries, BinaryGibbsMetropolis for the imputed binary entries).
 
 Data sets (shipped with scikit-learn; nothing is downloaded):
 

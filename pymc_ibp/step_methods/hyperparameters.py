@@ -27,6 +27,7 @@ correction (the CRP restricted to ``L_max`` occupied tables).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
@@ -396,7 +397,7 @@ class CRPAlphaGibbs(BlockedStep):
 DETECTION_PATTERN = (
     "f = pm.Beta('f', a, b) and m = pm.Beta('m', a, b) with constant a, b (scalars or one per "
     "column), used only in pm.Bernoulli('X', p=pmi.likelihoods.noisy_detection(Z, A, f, m), "
-    "observed=X) with X fully observed"
+    "observed=X) (X may have missing entries: a masked array)"
 )
 
 
@@ -410,21 +411,58 @@ def _beta_prior(rv):
     return a, b
 
 
+class DetectionPart(NamedTuple):
+    """One Bernoulli variable of the detection likelihood: the whole observed ``X`` (``mask``
+    ``None``), or one side of PyMC's imputation split (``X_observed`` / ``X_unobserved``),
+    which reads the entries ``mask`` of the ``N x D`` success probabilities (row-major)."""
+
+    rv: object
+    mask: np.ndarray | None
+
+
+def _detection_parts(x_rvs, rate_name):
+    """``(parts, switch)``: each Bernoulli's success probability must be the ``Switch`` of
+    :func:`pymc_ibp.likelihoods.noisy_detection`, indexed by a constant boolean mask for the two
+    sides of an imputation split, and all of them the same ``Switch``."""
+    parts, switches = [], []
+    for x_rv in x_rvs:
+        p, mask = _strip(x_rv.owner.inputs[-1]), None
+        if p.owner is not None and type(p.owner.op).__name__ == "AdvancedSubtensor" \
+                and len(p.owner.inputs) == 2 and isinstance(p.owner.inputs[1], Constant) \
+                and p.owner.inputs[1].type.dtype == "bool":
+            mask = np.asarray(p.owner.inputs[1].data)
+            p = _strip(p.owner.inputs[0])
+        if p.owner is None or type(getattr(p.owner.op, "scalar_op", None)).__name__ != "Switch":
+            raise ModelPatternError(f"{x_rv.name!r}'s success probability is not the switch of "
+                                    f"noisy_detection. Needed: {DETECTION_PATTERN}.")
+        parts.append(DetectionPart(x_rv, mask))
+        switches.append(p)
+    if any(sw is not switches[0] for sw in switches[1:]):
+        raise ModelPatternError(f"{rate_name!r} enters {[x.name for x in x_rvs]} through "
+                                f"different probabilities. Needed: {DETECTION_PATTERN}.")
+    masks = [part.mask for part in parts]
+    if len(parts) > 2 or (len(parts) == 2 and (
+            masks[0] is None or masks[1] is None or masks[0].shape != masks[1].shape
+            or (masks[0] & masks[1]).any())):
+        raise ModelPatternError(f"{rate_name!r} must enter one observed pm.Bernoulli (possibly "
+                                f"split by PyMC into observed and missing entries). Needed: "
+                                f"{DETECTION_PATTERN}.")
+    return parts, switches[0]
+
+
 def _match_detection(model, rate_rv):
-    """``(a, b, x_rv, condition, role)``: ``role`` is ``"miss"`` for ``m`` (the rate of
-    ``x = 0`` where the condition ``Z @ A > 0`` holds) or ``"false"`` for ``f`` (the rate of
-    ``x = 1`` where it does not)."""
+    """``(a, b, parts, condition, role)``: ``parts`` the Bernoulli variables of the likelihood
+    (:class:`DetectionPart`; two with missing entries), ``role`` is ``"miss"`` for ``m`` (the
+    rate of ``x = 0`` where the condition ``Z @ A > 0`` holds) or ``"false"`` for ``f`` (the
+    rate of ``x = 1`` where it does not)."""
     a, b = _beta_prior(rate_rv)
     users = _users(model, rate_rv)
-    if len(users) != 1 or users[0] not in model.observed_RVs \
-            or not isinstance(users[0].owner.op, BernoulliRV):
+    observed = [u for u in users if u in model.observed_RVs]
+    if not users or len(observed) != 1 or \
+            not all(isinstance(u.owner.op, BernoulliRV) for u in users):
         raise ModelPatternError(f"{rate_rv.name!r} must enter the model only through one observed "
                                 f"pm.Bernoulli. Needed: {DETECTION_PATTERN}.")
-    x_rv = users[0]
-    p = _strip(x_rv.owner.inputs[-1])
-    if p.owner is None or type(getattr(p.owner.op, "scalar_op", None)).__name__ != "Switch":
-        raise ModelPatternError(f"{x_rv.name!r}'s success probability is not the switch of "
-                                f"noisy_detection. Needed: {DETECTION_PATTERN}.")
+    parts, p = _detection_parts(users, rate_rv.name)
     cond, on, off = p.owner.inputs
     on, off = _strip(on), _strip(off)
     if off is rate_rv:
@@ -434,10 +472,10 @@ def _match_detection(model, rate_rv):
         role = "miss"
     else:
         raise ModelPatternError(f"{rate_rv.name!r} is neither the false rate nor the miss rate of "
-                                f"{x_rv.name!r}. Needed: {DETECTION_PATTERN}.")
+                                f"{parts[0].rv.name!r}. Needed: {DETECTION_PATTERN}.")
     if rate_rv.ndim > 1:
         raise ModelPatternError(f"{rate_rv.name!r} must be a scalar or one rate per column.")
-    return a, b, x_rv, cond, role
+    return a, b, parts, cond, role
 
 
 class DetectionRateGibbs(BlockedStep):
@@ -451,8 +489,10 @@ class DetectionRateGibbs(BlockedStep):
         \qquad
         f \mid \cdot \sim \mathrm{Beta}\big(a + \#\{y = 0, x = 1\},\ b + \#\{y = 0, x = 0\}\big),
 
-    counted per column for a rate per column.  Chosen automatically for such rates (NUTS
-    otherwise).
+    counted per column for a rate per column.  With missing entries in ``X`` (a masked array:
+    PyMC's ``X_observed`` / ``X_unobserved`` split) the counts run over the observed entries and
+    the current imputed values, the rate's full conditional given the chain's state.  Chosen
+    automatically for such rates (NUTS otherwise).
     """
 
     name = "ibp_detection_rate_gibbs"
@@ -465,17 +505,30 @@ class DetectionRateGibbs(BlockedStep):
         model = pm.modelcontext(model)
         [value_var] = get_value_vars_from_user_vars(vars, model)
         rate_rv = model.values_to_rvs[value_var]
-        self.a, self.b, x_rv, cond, self.role = _match_detection(model, rate_rv)
+        self.a, self.b, parts, cond, self.role = _match_detection(model, rate_rv)
         self.vars = [value_var]
         self.value_name = value_var.name
-        x_value = model.rvs_to_values[x_rv]
-        self._x = _data_of(x_value)
-        if not np.all(np.isfinite(self._x)):
-            raise ModelPatternError(f"DetectionRateGibbs needs {x_rv.name!r} fully observed. "
-                                    f"Needed: {DETECTION_PATTERN}.")
         [cond_v] = model.replace_rvs_by_values([cond])
         self._cond = model.compile_fn(cond_v, inputs=model.value_vars, on_unused_input="ignore",
                                       point_fn=True, **(compile_kwargs or {}))
+        ip = model.initial_point() if initial_point is None else initial_point
+        shape = np.broadcast_shapes(np.shape(self._cond(ip)),
+                                    *(pt_.mask.shape for pt_ in parts if pt_.mask is not None))
+        # the observed entries once, and where each free part's current values go
+        self._x = np.zeros(shape)
+        self._free = []
+        for part in parts:
+            if part.rv in model.observed_RVs:
+                data = np.asarray(_data_of(model.rvs_to_values[part.rv]), dtype=float)
+                if not np.all(np.isfinite(data)):
+                    raise ModelPatternError(f"DetectionRateGibbs: {part.rv.name!r} has "
+                                            f"non-finite values. Needed: {DETECTION_PATTERN}.")
+                if part.mask is None:
+                    self._x = np.broadcast_to(data, shape).copy()
+                else:
+                    self._x[part.mask] = data
+            else:
+                self._free.append((model.rvs_to_values[part.rv].name, part.mask))
         self.ndim = rate_rv.ndim
         transform = model.rvs_to_transforms.get(rate_rv)
         x = pt.dvector("x") if self.ndim else pt.dscalar("x")
@@ -484,10 +537,15 @@ class DetectionRateGibbs(BlockedStep):
         self.rng = get_random_generator(rng)
 
     def step(self, point):
-        y = np.broadcast_to(np.asarray(self._cond(point), dtype=bool), self._x.shape)
-        hit = self._x == (0.0 if self.role == "miss" else 1.0)
+        x = self._x
+        if self._free:  # the imputed entries' current values
+            x = x.copy()
+            for name, mask in self._free:
+                x[mask] = point[name]
+        y = np.broadcast_to(np.asarray(self._cond(point), dtype=bool), x.shape)
+        hit = x == (0.0 if self.role == "miss" else 1.0)
         sel = y if self.role == "miss" else ~y
-        axis = tuple(range(self._x.ndim - 1)) if self.ndim else None
+        axis = tuple(range(x.ndim - 1)) if self.ndim else None
         n_sel = sel.sum(axis=axis)
         n_hit = (sel & hit).sum(axis=axis)
         rate = self.rng.beta(self.a + n_hit, self.b + n_sel - n_hit)

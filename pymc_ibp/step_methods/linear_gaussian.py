@@ -12,11 +12,12 @@ Initialisation policy (``init_z="auto"``, the default): a chain starts from the 
 given when the user gave one (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the
 variable), and otherwise from the best of a few annealed searches that each begin at a draw of
 the prior (PyMC's default start, the prior's support point — all zeros for the IBP — counts as
-"not given"; see ``init_sweeps`` of :class:`AcceleratedGibbs`).  With a per-entry prior (the
-stick-breaking or dependent IBP) the search runs with the IBP's counts and births at the mass
-those probabilities imply, and its features are put in the slots in decreasing order of use.
-With ``init_method="vi"`` a chain without a given ``Z`` starts from a variational fit
-instead.
+"not given", also when another step has moved a per-entry prior's probabilities before the
+first update of ``Z``; see ``init_sweeps`` of :class:`AcceleratedGibbs`).  With a per-entry
+prior (the stick-breaking or dependent IBP) the search runs with the IBP's counts and births
+at the mass those probabilities imply, and its features are put in the slots in decreasing
+order of use.  With ``init_method="vi"`` a chain without a given ``Z`` starts from a
+variational fit instead.
 
 All state that changes during a run is in :class:`LinearGaussianIBPState` (the step's
 ``sampling_state``), so a run can be checkpointed and resumed (see the docs page
@@ -231,6 +232,16 @@ class _LinearGaussianIBPStep(BlockedStep):
             raise ValueError("birth_death, column_split_merge and pair_swaps must be >= 0 and "
                              "birth_rows >= 1.")
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name)
+        # PyMC's default start of Z at the model's initial point: with a per-entry prior it is
+        # the support point at the initial probabilities, which another step (e.g. the
+        # dependent IBP's sticks and processes) may have moved before Z's first update
+        self._default_z = None
+        if self.update_z and not self.mode.counts:
+            ip = model.initial_point() if initial_point is None else initial_point
+            z0 = np.asarray(spec.z_value(ip, self.z_name))
+            self._hyper(ip)
+            if self.mode.is_support_point(z0):
+                self._default_z = z0.astype(np.int8)
         self.rng = get_random_generator(rng)
         self._reset_chain(0)
 
@@ -320,9 +331,10 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _fresh_start(self, X, noise, restarts=1):
         """A new starting ``Z`` for the chain (or a multi-start segment; tuning only, it only
         chooses where the kept chain starts).  With the IBP prior and ``init_sweeps > 0``: the
-        best (highest collapsed log joint at the current hyperparameters) of ``restarts``
-        annealed searches, each ``init_sweeps`` sweeps (with the split–merge and birth/death
-        moves) from its own prior draw, on all rows, or for a large data set
+        best (highest collapsed log joint at the current hyperparameters, a free ``σx`` at
+        each search's own final estimate of it) of ``restarts`` annealed searches, each
+        ``init_sweeps`` sweeps (with the split–merge and birth/death moves) from its own prior
+        draw, on all rows, or for a large data set
         (``N > init_subsample``) on one random subset of ``init_subsample`` rows, the other
         rows starting with no features (the next full sweep assigns them).  A prior draw
         otherwise (``init_sweeps=0``).  With a per-entry prior (no counts) the searches use
@@ -342,9 +354,11 @@ class _LinearGaussianIBPStep(BlockedStep):
         best, best_score = None, -np.inf
         ibp = self._search_prior()
         for _ in range(restarts):
-            Zs, Xf = self._anneal(Xs, noise, trXs, Ms)
-            score = (self._log_joint(Zs, Xf, kernels.block_sq_norms(Xf, noise), noise, ibp)[0]
-                     if restarts > 1 else 0.0)
+            # each search scored at the noise it ended with (its estimate of a free σx: the
+            # chain's initial σx can be far off and would favour too few or too many features)
+            Zs, Xf, end_noise = self._anneal(Xs, noise, trXs, Ms)
+            score = (self._log_joint(Zs, Xf, kernels.block_sq_norms(Xf, end_noise), end_noise,
+                                     ibp)[0] if restarts > 1 else 0.0)
             if best is None or score > best_score:
                 best, best_score = Zs, score
         if not self.mode.counts:  # the most used features in the first slots
@@ -364,7 +378,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         mean and re-imputes them after every sweep as ``Z μ``, ``μ`` the feature posterior
         mean given the current ``Z`` (an EM-style fill: the chain's own imputed values, drawn
         once at the start, would otherwise steer the search towards features that fit them).
-        Returns ``(Z, X)`` with ``X`` as filled last."""
+        Returns ``(Z, X, noise)`` with ``X`` as filled last and ``noise`` the final noise
+        (with a free ``σx``, its estimate given the final ``Z``)."""
         rng = self.rng
         alpha, beta = self._search_prior()
         nr = X.shape[0]
@@ -397,7 +412,9 @@ class _LinearGaussianIBPStep(BlockedStep):
                 self._dissolve_combinations(Z, X, trXX, s2, (alpha, beta))
         if M is not None:
             _fill_from_z(Z, X, M, Z.sum(axis=0), target)
-        return Z, X
+        if self._free_sx:
+            target = noise._replace(sx2=self._residual_variance(Z, X, Z.sum(axis=0), target, v0))
+        return Z, X, target
 
     def _search_prior(self):
         """``(α, β)`` of the IBP prior the start search uses: the model's, or for a per-entry
@@ -479,7 +496,9 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _from_prior(self, Z):
         """Whether the chain starts from the prior (initialisation policy in the module
         docstring), given the chain's initial ``Z``."""
-        given = self._z_has_initval or not self.mode.is_support_point(Z)
+        default = self.mode.is_support_point(Z) or (
+            self._default_z is not None and np.array_equal(Z, self._default_z))
+        given = self._z_has_initval or not default
         return self.init_z == "prior" or (self.init_z == "auto" and not given)
 
     def _will_search(self, Z):

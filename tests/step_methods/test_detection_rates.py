@@ -107,3 +107,69 @@ def test_patterns_it_cannot_handle():
         assert pmi.DetectionRateGibbs.competence(f, True).name == "INCOMPATIBLE"
         with pytest.raises(pmi.ModelPatternError, match="switch of noisy_detection"):
             pmi.DetectionRateGibbs([f])
+
+
+MISSING = np.zeros((5, 3), dtype=bool)
+MISSING[[0, 2, 3, 4], [2, 0, 1, 2]] = True  # two entries with y = 1, two with y = 0
+
+
+def _masked_data(seed):
+    rng = np.random.default_rng(seed)
+    X = (rng.random((5, 3)) < 0.5).astype(np.int64)
+    return X, np.ma.masked_array(X, mask=MISSING)
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_missing_entries_count_at_their_imputed_values():
+    X, Xm = _masked_data(4)
+    model = model_of(Xm)
+    with model:
+        sf, sm = pmi.DetectionRateGibbs([model["f"]]), pmi.DetectionRateGibbs([model["m"]])
+    sf.setup_chain(np.random.default_rng(1), tune=0, draws=1)
+    sm.setup_chain(np.random.default_rng(2), tune=0, draws=1)
+    point = model.initial_point()
+    imputed = np.array([1, 0, 1, 1])  # the free X_unobserved, in row-major order of MISSING
+    point["X_unobserved"] = imputed
+    full = X.copy()
+    full[MISSING] = imputed
+    fs = np.array([1 / (1 + np.exp(-sf.step(point)[0]["f_logodds__"])) for _ in range(3000)])
+    ms = np.array([1 / (1 + np.exp(-sm.step(point)[0]["m_logodds__"])) for _ in range(3000)])
+    for d in range(3):
+        sel = ~Y[:, d]
+        ref = stats.beta(PRIOR[0] + (full[sel, d] == 1).sum(), PRIOR[1] + (full[sel, d] == 0).sum())
+        assert stats.kstest(fs[:, d], ref.cdf).pvalue > 1e-3, d
+    ref = stats.beta(PRIOR[0] + (full[Y] == 0).sum(), PRIOR[1] + (full[Y] == 1).sum())
+    assert stats.kstest(ms, ref.cdf).pvalue > 1e-3
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_missing_entries_through_pm_sample():
+    """pm.sample with a masked X: DetectionRateGibbs for f and m, PyMC's binary Gibbs step for
+    the imputed entries; the rates' marginals are the Beta posteriors of the observed entries
+    and the imputed entries' frequencies their posterior predictive probabilities."""
+    X, Xm = _masked_data(5)
+    model = model_of(Xm)
+    with model:
+        _, selected = pm.sampling.mcmc.assign_step_methods(model, None)
+        names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
+        assert names["DetectionRateGibbs"] == ["f_logodds__", "m_logodds__"]
+        idata = pm.sample(tune=200, draws=6000, chains=1, random_seed=6, progressbar=False,
+                          compute_convergence_checks=False)
+    post = idata.posterior
+    f = post["f"].values[0, ::3]
+    m = post["m"].values[0, ::3]
+    obs = ~MISSING
+    refs_f = []
+    for d in range(3):
+        sel = ~Y[:, d] & obs[:, d]
+        ref = stats.beta(PRIOR[0] + (X[sel, d] == 1).sum(), PRIOR[1] + (X[sel, d] == 0).sum())
+        refs_f.append(ref.mean())
+        assert stats.kstest(f[:, d], ref.cdf).pvalue > 1e-3, d
+    sel = Y & obs
+    ref_m = stats.beta(PRIOR[0] + (X[sel] == 0).sum(), PRIOR[1] + (X[sel] == 1).sum())
+    assert stats.kstest(m, ref_m.cdf).pvalue > 1e-3
+    rows, cols = np.nonzero(MISSING)
+    p_exact = np.where(Y[rows, cols], 1 - ref_m.mean(), np.array(refs_f)[cols])
+    x_u = post["X_unobserved"].values[0, ::3]
+    se = np.sqrt(p_exact * (1 - p_exact) / x_u.shape[0])
+    assert np.all(np.abs(x_u.mean(axis=0) - p_exact) < 4.5 * se), (x_u.mean(axis=0), p_exact)

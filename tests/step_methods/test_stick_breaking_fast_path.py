@@ -122,3 +122,31 @@ def test_prior_started_chain_searches_for_the_structure(prior):
     assert np.all(np.diff(start.sum(axis=0)) <= 0)
     draw = step.mode.draw(np.random.default_rng(3))  # what the chain started from before
     assert loglik(draw) < truth - 1000.0
+
+
+def test_default_z_still_counts_as_prior_start_after_the_probabilities_moved():
+    """PyMC's default Z of a per-entry prior is the support point at the *initial*
+    probabilities (``1[p >= 1/2]``).  Another step may move them before Z's first update (the
+    dependent IBP's DependentIBPGibbs updates the sticks and processes first in the sweep);
+    that Z is then no longer the support point at the current probabilities but the chain
+    still starts from the prior and runs the start search (it did not: dIBP chains then
+    started from a single feature)."""
+    with pm.Model() as model:
+        pi = pmi.IBPStickBreaking("pi", 3.0, shape=(6,))
+        Z = pm.Bernoulli("Z", p=pi, shape=(40, 6))
+        A = pm.Normal("A", 0.0, 1.0, shape=(6, 5))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=np.zeros((40, 5)))
+        step = pmi.AcceleratedGibbs([Z, A])
+    point = model.initial_point()
+    z0 = point["Z"].astype(np.int8)
+    step._hyper(point)
+    assert step.mode.is_support_point(z0) and step._will_search(z0)
+    moved = dict(point)
+    moved[model.rvs_to_values[pi].name] = model.rvs_to_transforms[pi].forward(
+        np.linspace(0.99, 0.95, 6)).eval()  # every stick above 1/2: the support point is all ones
+    step._hyper(moved)
+    assert not step.mode.is_support_point(z0)
+    assert step._will_search(z0)
+    other = z0.copy()
+    other[0, 0] = 1 - other[0, 0]  # any other Z is the user's: kept
+    assert not step._will_search(other)
