@@ -516,8 +516,10 @@ class DetectionRateGibbs(BlockedStep):
                                     *(pt_.mask.shape for pt_ in parts if pt_.mask is not None))
         # the observed entries once, and where each free part's current values go
         self._x = np.zeros(shape)
+        covered = np.zeros(shape, dtype=bool)  # entries that some part of X holds
         self._free = []
         for part in parts:
+            covered[... if part.mask is None else part.mask] = True
             if part.rv in model.observed_RVs:
                 data = np.asarray(_data_of(model.rvs_to_values[part.rv]), dtype=float)
                 if not np.all(np.isfinite(data)):
@@ -529,6 +531,7 @@ class DetectionRateGibbs(BlockedStep):
                     self._x[part.mask] = data
             else:
                 self._free.append((model.rvs_to_values[part.rv].name, part.mask))
+        self._covered = None if covered.all() else covered
         self.ndim = rate_rv.ndim
         transform = model.rvs_to_transforms.get(rate_rv)
         x = pt.dvector("x") if self.ndim else pt.dscalar("x")
@@ -545,6 +548,8 @@ class DetectionRateGibbs(BlockedStep):
         y = np.broadcast_to(np.asarray(self._cond(point), dtype=bool), x.shape)
         hit = x == (0.0 if self.role == "miss" else 1.0)
         sel = y if self.role == "miss" else ~y
+        if self._covered is not None:
+            sel = sel & self._covered
         axis = tuple(range(x.ndim - 1)) if self.ndim else None
         n_sel = sel.sum(axis=axis)
         n_hit = (sel & hit).sum(axis=axis)

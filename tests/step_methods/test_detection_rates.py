@@ -173,3 +173,27 @@ def test_missing_entries_through_pm_sample():
     x_u = post["X_unobserved"].values[0, ::3]
     se = np.sqrt(p_exact * (1 - p_exact) / x_u.shape[0])
     assert np.all(np.abs(x_u.mean(axis=0) - p_exact) < 4.5 * se), (x_u.mean(axis=0), p_exact)
+
+
+def test_a_likelihood_on_some_entries_counts_only_those():
+    """A likelihood written on a subset of the entries (``p[keep]``, observed ``X[keep]``,
+    no imputation): the counts run over those entries only."""
+    rng = np.random.default_rng(7)
+    X = (rng.random((5, 3)) < 0.5).astype(np.int64)
+    keep = ~MISSING
+    with pm.Model() as model:
+        f = pm.Beta("f", *PRIOR)
+        m = pm.Beta("m", *PRIOR)
+        p = pmi.likelihoods.noisy_detection(Z, A, f, m)
+        pm.Bernoulli("X", p=p[keep], observed=X[keep])
+        sf, sm = pmi.DetectionRateGibbs([f]), pmi.DetectionRateGibbs([m])
+    sf.setup_chain(np.random.default_rng(1), tune=0, draws=1)
+    sm.setup_chain(np.random.default_rng(2), tune=0, draws=1)
+    point = model.initial_point()
+    fs = np.array([1 / (1 + np.exp(-sf.step(point)[0]["f_logodds__"])) for _ in range(3000)])
+    ms = np.array([1 / (1 + np.exp(-sm.step(point)[0]["m_logodds__"])) for _ in range(3000)])
+    off, on = ~Y & keep, Y & keep
+    ref = stats.beta(PRIOR[0] + (X[off] == 1).sum(), PRIOR[1] + (X[off] == 0).sum())
+    assert stats.kstest(fs, ref.cdf).pvalue > 1e-3
+    ref = stats.beta(PRIOR[0] + (X[on] == 0).sum(), PRIOR[1] + (X[on] == 1).sum())
+    assert stats.kstest(ms, ref.cdf).pvalue > 1e-3
