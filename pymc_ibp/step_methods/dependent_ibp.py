@@ -322,11 +322,13 @@ def match_dependent_ibp(model, rv):
 @dataclass_state
 class DependentIBPGibbsState(StepMethodState):
     """``rng``, the adapted stick step sizes (log scale), the adaptation count, whether the
-    chain is still tuning and the kept ``h`` (empty unless ``keep_h``)."""
+    chain is still tuning, whether it has had its first sweep and the kept ``h`` (empty unless
+    ``keep_h``)."""
 
     log_step: np.ndarray
     adapt_iter: int
     tune: bool
+    started: bool
     h: np.ndarray
 
 
@@ -424,6 +426,7 @@ class DependentIBPGibbs(BlockedStep):
         self.log_step = np.full(self.k_max, math.log(stick_step))
         self.adapt_iter = 0
         self.tune = True  # set by PyMC's stop_tuning()
+        self.started = False  # whether this chain has had its first sweep
         self.rng = get_random_generator(rng)
 
     @interrupt_safe
@@ -438,6 +441,12 @@ class DependentIBPGibbs(BlockedStep):
         n_loc = np.bincount(index, minlength=g_flat.shape[1]).astype(np.int64)
         new = dict(point)
         acc = np.zeros(self.k_max, dtype=np.int64)
+        # a chain whose Z is PyMC's default start (each entry at its more probable value) leaves
+        # its first joint moves out, so that the Z step's start search sees that start (the
+        # joint moves would turn it into what looks like a user's Z); initialisation only
+        first, self.started = not self.started, True
+        skip_joint = first and self._z_rows is not None and self._is_default_z(
+            Z, b, g_flat, g_var, rho, index)
         if self.update_sticks:
             n1 = np.zeros(g_flat.shape, dtype=np.int64)
             for k in range(self.k_max):
@@ -452,7 +461,7 @@ class DependentIBPGibbs(BlockedStep):
                                                dtype=point[self.sticks_name].dtype)
         thr = np.ascontiguousarray(dibp_threshold(b, g_var, rho))
         joint_flips, ess_evals = 0, np.nan
-        if self._z_rows is not None:
+        if self._z_rows is not None and not skip_joint:
             Z = np.array(Z, copy=True)
             g_flat, values, joint_flips, ess_evals = self._joint_moves(point, gp, Z, thr,
                                                                        g_flat, rho, index)
@@ -476,6 +485,12 @@ class DependentIBPGibbs(BlockedStep):
         if self.keep_h:
             self.h = h
         return new, [stats]
+
+    @staticmethod
+    def _is_default_z(Z, b, g_flat, g_var, rho, index):
+        """Whether ``Z`` is the dependent IBP's support point (``z = 1[u >= 0]``) at ``b, g``."""
+        u = (dibp_threshold(b, g_var, rho) - g_flat)[:, index].T
+        return bool(np.array_equal(np.asarray(Z) != 0, u >= 0.0))
 
     def _row_likelihood(self, model, z_rv, ip, joint_moves, compile_kwargs):
         """The row log-likelihood of ``Z`` for the joint moves (an internal
@@ -614,6 +629,7 @@ class DependentIBPGibbs(BlockedStep):
         self.log_step = np.full(self.k_max, math.log(self.stick_step))
         self.adapt_iter = 0
         self.tune = True
+        self.started = False
 
     def reset_tuning(self):
         pass

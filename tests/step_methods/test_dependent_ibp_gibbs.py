@@ -297,3 +297,34 @@ def test_models_the_step_cannot_handle_are_explained():
         pm.Normal("other", g.sum(), 1.0)
         with pytest.raises(pmi.ModelPatternError, match="only through one pmi.DependentIBP"):
             pmi.DependentIBPGibbs([g])
+
+
+def test_first_sweep_leaves_a_default_z_to_the_start_search():
+    """With the joint moves on, the first sweep of a chain whose Z is PyMC's default start
+    leaves Z alone, so that the Z step (AcceleratedGibbs) still sees a prior start and runs
+    its start search (the joint moves used to turn the default into what looked like a
+    user's Z: tracking chains then started from one feature); later sweeps, and a first sweep
+    from a user's Z, run them."""
+    rng = np.random.default_rng(0)
+    t = np.arange(12.0)
+    X = rng.normal(size=(12, 3))
+    with pm.Model(coords={"obs": range(12), "feature": range(3)}) as model:
+        mod = pmi.dependent_ibp("Z", t, alpha=2.0, dims=("obs", "feature"))
+        A = pm.Normal("A", 0, 1, shape=(3, 3))
+        pm.Normal("X", mod.Z @ A, 0.5, observed=X)
+        step = pmi.DependentIBPGibbs([mod.sticks, mod.g], joint_moves=True)
+        zstep = pmi.AcceleratedGibbs([mod.Z, A])
+    point = model.initial_point()
+    z0 = point["Z"].copy()
+    step.setup_chain(np.random.default_rng(1), tune=5, draws=5)
+    first, stats = step.step(dict(point))
+    np.testing.assert_array_equal(first["Z"], z0)
+    assert stats[0]["ibp_dibp_joint_flips"] == 0 and np.isnan(stats[0]["ibp_dibp_ess_evals"])
+    zstep._hyper(first)  # the probabilities the sticks and processes have moved to
+    assert zstep._will_search(first["Z"].astype(np.int8))
+    _, stats = step.step(dict(first))
+    assert np.isfinite(stats[0]["ibp_dibp_ess_evals"])  # second sweep: the joint moves ran
+    step.setup_chain(np.random.default_rng(1), tune=5, draws=5)
+    user = dict(point, Z=(rng.random((12, 3)) < 0.5).astype(point["Z"].dtype))
+    _, stats = step.step(user)
+    assert np.isfinite(stats[0]["ibp_dibp_ess_evals"])
