@@ -354,7 +354,9 @@ class DependentIBPGibbs(BlockedStep):
         they can be done.  Default ``False``: they cost ``2K`` evaluations of the row
         likelihood per sweep, about 20 times the rest of this step at ``N = 10^5`` (``K =
         20``, ``D = 64``; ``benchmarks/dibp_speed.py``), and have not yet been shown to
-        improve a fit (docs: the dependent IBP's tracking experiment).
+        improve a fit (docs: the dependent IBP's tracking experiment).  A chain whose ``Z`` is
+        PyMC's default start skips them in its first sweep, so that the ``Z`` step's start
+        search sees that start (:class:`pymc_ibp.AcceleratedGibbs`, ``init_sweeps``).
     keep_h : bool, default False
         Keep the latest auxiliary ``h`` (``N x K``) in ``step.h`` (and in the step's sampling
         state).  PyMC's default trace backend records scalar sample stats only, so ``h`` is
