@@ -23,20 +23,22 @@ def model_of(X, per_column=True):
     return model
 
 
-def test_one_update_is_the_beta_conditional():
-    rng = np.random.default_rng(0)
-    X = (rng.random((5, 3)) < 0.5).astype(float)
-    model = model_of(X)
+def rate_draws(model, point, n=3000):
+    """``n`` draws of ``f`` and of ``m`` by DetectionRateGibbs, each from ``point``."""
     with model:
         sf, sm = pmi.DetectionRateGibbs([model["f"]]), pmi.DetectionRateGibbs([model["m"]])
     sf.setup_chain(np.random.default_rng(1), tune=0, draws=1)
     sm.setup_chain(np.random.default_rng(2), tune=0, draws=1)
-    point = model.initial_point()
-    fs, ms = [], []
-    for _ in range(3000):
-        fs.append(1 / (1 + np.exp(-sf.step(point)[0]["f_logodds__"])))
-        ms.append(1 / (1 + np.exp(-sm.step(point)[0]["m_logodds__"])))
-    fs = np.array(fs)
+    fs = np.array([1 / (1 + np.exp(-sf.step(point)[0]["f_logodds__"])) for _ in range(n)])
+    ms = np.array([1 / (1 + np.exp(-sm.step(point)[0]["m_logodds__"])) for _ in range(n)])
+    return fs, ms
+
+
+def test_one_update_is_the_beta_conditional():
+    rng = np.random.default_rng(0)
+    X = (rng.random((5, 3)) < 0.5).astype(float)
+    model = model_of(X)
+    fs, ms = rate_draws(model, model.initial_point())
     for d in range(3):
         sel = ~Y[:, d]
         ref = stats.beta(PRIOR[0] + (X[sel, d] == 1).sum(), PRIOR[1] + (X[sel, d] == 0).sum())
@@ -123,17 +125,12 @@ def _masked_data(seed):
 def test_missing_entries_count_at_their_imputed_values():
     X, Xm = _masked_data(4)
     model = model_of(Xm)
-    with model:
-        sf, sm = pmi.DetectionRateGibbs([model["f"]]), pmi.DetectionRateGibbs([model["m"]])
-    sf.setup_chain(np.random.default_rng(1), tune=0, draws=1)
-    sm.setup_chain(np.random.default_rng(2), tune=0, draws=1)
     point = model.initial_point()
     imputed = np.array([1, 0, 1, 1])  # the free X_unobserved, in row-major order of MISSING
     point["X_unobserved"] = imputed
     full = X.copy()
     full[MISSING] = imputed
-    fs = np.array([1 / (1 + np.exp(-sf.step(point)[0]["f_logodds__"])) for _ in range(3000)])
-    ms = np.array([1 / (1 + np.exp(-sm.step(point)[0]["m_logodds__"])) for _ in range(3000)])
+    fs, ms = rate_draws(model, point)
     for d in range(3):
         sel = ~Y[:, d]
         ref = stats.beta(PRIOR[0] + (full[sel, d] == 1).sum(), PRIOR[1] + (full[sel, d] == 0).sum())
@@ -186,12 +183,7 @@ def test_a_likelihood_on_some_entries_counts_only_those():
         m = pm.Beta("m", *PRIOR)
         p = pmi.likelihoods.noisy_detection(Z, A, f, m)
         pm.Bernoulli("X", p=p[keep], observed=X[keep])
-        sf, sm = pmi.DetectionRateGibbs([f]), pmi.DetectionRateGibbs([m])
-    sf.setup_chain(np.random.default_rng(1), tune=0, draws=1)
-    sm.setup_chain(np.random.default_rng(2), tune=0, draws=1)
-    point = model.initial_point()
-    fs = np.array([1 / (1 + np.exp(-sf.step(point)[0]["f_logodds__"])) for _ in range(3000)])
-    ms = np.array([1 / (1 + np.exp(-sm.step(point)[0]["m_logodds__"])) for _ in range(3000)])
+    fs, ms = rate_draws(model, model.initial_point())
     off, on = ~Y & keep, Y & keep
     ref = stats.beta(PRIOR[0] + (X[off] == 1).sum(), PRIOR[1] + (X[off] == 0).sum())
     assert stats.kstest(fs, ref.cdf).pvalue > 1e-3
