@@ -42,7 +42,8 @@ from pymc_ibp.distributions.correlated import dp_ibp, ibp_ibp, noisy_or_ibp_ibp
 from pymc_ibp.distributions.crp import CRP
 from pymc_ibp.distributions.ibp import IBP
 
-__all__ = ["PREVIOUS", "STAGES", "ChainedFit", "build_stage", "chained_fit", "hand_over"]
+__all__ = ["PREVIOUS", "STAGES", "ChainedFit", "build_stage", "chained_fit", "hand_over",
+           "mark_given"]
 
 #: the models of the chain, simplest first
 STAGES = ("dp", "dp_ibp", "ibp_ibp", "noisy_or")
@@ -135,6 +136,16 @@ def _final_states(idata, model):
     return [{v: post[v].values[ch, -1] for v in names} for ch in range(post.sizes["chain"])]
 
 
+def mark_given(model, values):
+    """Set the handed-over ``values`` as the variables' own initial values, so that the
+    steps see them as given by the user (``pm.sample``'s ``initvals`` then start each chain
+    at its own): a handed-over binary matrix can equal the support point of its prior at the
+    handed-over parents (the noisy-or's ``Z = 1[CM > 0]``), which a step would otherwise take
+    for PyMC's default start and replace by its start search."""
+    for key, value in values.items():
+        model.set_initval(model[key], np.asarray(value))
+
+
 def chained_fit(likelihood, *, n, k_max, l_max, stages=STAGES, alpha_c=1.0, alpha_m=1.0,
                 q=0.2, name="Z", coords=None, tune=200, draws=200, chains=2,
                 random_seed=None, **sample_kwargs):
@@ -174,6 +185,7 @@ def chained_fit(likelihood, *, n, k_max, l_max, stages=STAGES, alpha_c=1.0, alph
             if inits is not None:  # only the variables this model has
                 names = {v.name for v in model.free_RVs}
                 inits = [{k: v for k, v in s.items() if k in names} for s in inits]
+                mark_given(model, inits[0])
             idata = pm.sample(tune=tune, draws=draws, chains=chains, random_seed=seed,
                               initvals=inits, **sample_kwargs)
         out.stages.append(stage)

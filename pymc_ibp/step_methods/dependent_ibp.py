@@ -395,6 +395,12 @@ class DependentIBPGibbs(BlockedStep):
         self.update_g = bool(comps)
         self.vars = value_vars
         ip = model.initial_point() if initial_point is None else initial_point
+        # whether Z was given (pm.sample's initvals: PyMC builds the steps at the first
+        # chain's initial point), so that its first sweep's joint moves are not left out
+        self._z_given = (z_rv not in model.observed_RVs and initial_point is not None
+                         and not np.array_equal(
+                             np.asarray(ip[model.rvs_to_values[z_rv].name]),
+                             np.asarray(model.initial_point()[model.rvs_to_values[z_rv].name])))
         sticks, g_in, g_var, rho, index = z_rv.owner.inputs[2:]
         outs = [sticks, g_in, g_var, rho, index]
         self._comps = []
@@ -447,7 +453,8 @@ class DependentIBPGibbs(BlockedStep):
         # its first joint moves out, so that the Z step's start search sees that start (the
         # joint moves would turn it into what looks like a user's Z); initialisation only
         first, self.started = not self.started, True
-        skip_joint = first and self._z_rows is not None and self._is_default_z(
+        skip_joint = first and self._z_rows is not None and not self._z_given and \
+            self._is_default_z(
             Z, b, g_flat, g_var, rho, index)
         if self.update_sticks:
             n1 = np.zeros(g_flat.shape, dtype=np.int64)

@@ -200,8 +200,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         if init_z not in ("auto", "prior", "point"):
             raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")
         self.init_z = init_z
-        # the user gave Z through the variable's own initval (pm.sample's initvals are seen
-        # in the chain's first point instead)
+        # the user gave Z through the variable's own initval (or through pm.sample's initvals:
+        # PyMC builds the steps at the first chain's initial point, checked below)
         self._z_has_initval = model.rvs_to_initial_values.get(spec.z_rv) is not None
         self.init_restarts = int(init_restarts)
         if self.init_restarts < 1:
@@ -234,14 +234,20 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name)
         # PyMC's default start of Z at the model's initial point: with a per-entry prior it is
         # the support point at the initial probabilities, which another step (e.g. the
-        # dependent IBP's sticks and processes) may have moved before Z's first update
+        # dependent IBP's sticks and processes) may have moved before Z's first update.  The
+        # model's own initial point, not the one given to the step: that one holds
+        # pm.sample's initvals, and a Z given there is the user's
         self._default_z = None
-        if self.update_z and not self.mode.counts:
-            ip = model.initial_point() if initial_point is None else initial_point
+        if self.update_z:
+            ip = model.initial_point()
             z0 = np.asarray(spec.z_value(ip, self.z_name))
-            self._hyper(ip)
-            if self.mode.is_support_point(z0):
-                self._default_z = z0.astype(np.int8)
+            if initial_point is not None and self.z_name in initial_point and not np.array_equal(
+                    np.asarray(initial_point[self.z_name]), z0):
+                self._z_has_initval = True  # given through pm.sample(initvals=...)
+            if not self.mode.counts:
+                self._hyper(ip)
+                if self.mode.is_support_point(z0):
+                    self._default_z = z0.astype(np.int8)
         self.rng = get_random_generator(rng)
         self._reset_chain(0)
 
@@ -519,7 +525,10 @@ class _LinearGaussianIBPStep(BlockedStep):
         if not self._from_prior(Z):
             return Z
         if self._will_search(Z):
-            return self._fresh_start(X, noise, restarts=self.init_restarts)
+            found = self._fresh_start(X, noise, restarts=self.init_restarts)
+            if not self.mode.counts and not np.isfinite(self.mode.log_prior(found)):
+                return Z  # the search (under the IBP's counts) broke a hard zero of the prior
+            return found
         R = self.init_restarts if self.init_method == "anneal" else 1
         while R > 1 and self.n_tune // (2 * R) < 10:
             R -= 1

@@ -97,11 +97,15 @@ class LogOddsMode:
         probable value, Bernoulli's support point) at the current probabilities."""
         return bool(np.array_equal(Z, (self._logodds >= 0).astype(Z.dtype)))
 
+    def log_prior(self, Z):
+        """``Σ log Bernoulli(z_nk; p_nk)`` at the current probabilities (``-inf`` when ``Z``
+        has an entry of probability 0, e.g. a noisy-or feature with no active cause)."""
+        return float(np.where(Z != 0, self._log1, self._log0).sum())
+
     def log_joint(self, G, RX, Z, m, act, trXX, noise):
         """``(log p(X | Z) + Σ log Bernoulli(z_nk; p_nk), log p(X | Z))``."""
         loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, noise)
-        logprior = float(np.where(Z != 0, self._log1, self._log0).sum())
-        return loglik + logprior, loglik
+        return loglik + self.log_prior(Z), loglik
 
 
 def prior_mode(prior, n, k_max):

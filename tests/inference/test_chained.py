@@ -86,3 +86,33 @@ def test_ibp_stage_has_no_category_concentration():
                         alpha_c=lambda: pm.Gamma("alpha_c", 1.0, 1.0),
                         alpha_m=lambda: pm.Gamma("alpha_m", 1.0, 1.0))
     assert "alpha_c" not in model.named_vars and "alpha_m" in model.named_vars
+
+
+def test_a_handed_over_z_is_kept_not_searched():
+    """The noisy-or stage receives Z = 1[CM > 0], the support point of its prior at the
+    handed-over C and M.  AcceleratedGibbs keeps it instead of taking it for PyMC's default
+    start and replacing it by its start search (which knows nothing of the noisy-or's
+    impossible entries: states of zero probability): when pm.sample builds the step at the
+    chain's initial point (initvals differ from the model's default), and when the values
+    are the variables' own initial values (``mark_given``, as chained_fit does)."""
+    from pymc_ibp.inference.chained import mark_given
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(N, 3))
+    state = {"A": rng.normal(size=(K_MAX, 3)), "sigma_x": 0.7,
+             "Z_C": np.eye(N, L_MAX, dtype=np.int8), "Z_M": np.eye(L_MAX, K_MAX, dtype=np.int8)}
+    init = hand_over(state, "ibp_ibp", "noisy_or", l_max=L_MAX, k_max=K_MAX)
+    searches = []
+    for given, at_point in ((False, False), (True, False), (False, True)):
+        model = build_stage("noisy_or", _likelihood(X), n=N, k_max=K_MAX, l_max=L_MAX, q=0.2)
+        if given:
+            mark_given(model, init)
+        point = model.initial_point()
+        point.update({k: v for k, v in init.items() if k in point})
+        with model:
+            step = pmi.AcceleratedGibbs([model["Z"], model["A"]],
+                                        initial_point=point if at_point else None)
+        step._hyper(point)
+        assert step.mode.is_support_point(init["Z"])
+        searches.append(step._will_search(np.asarray(init["Z"], dtype=np.int8)))
+    assert searches == [True, False, False]

@@ -150,3 +150,25 @@ def test_default_z_still_counts_as_prior_start_after_the_probabilities_moved():
     other = z0.copy()
     other[0, 0] = 1 - other[0, 0]  # any other Z is the user's: kept
     assert not step._will_search(other)
+
+
+def test_start_search_never_breaks_a_hard_zero_of_the_prior():
+    """A per-entry prior with probabilities exactly 0 (e.g. a noisy-or feature without an
+    active cause): a start search (run under the IBP's counts, blind to them) whose result
+    puts a one where the prior forbids it is dropped and the chain keeps its Z."""
+    data = pmi.datasets.block_images(60, noise=0.5, seed=4)
+    p = np.zeros((60, 6))
+    p[:, 0] = 0.5  # one free column; the data have four features
+    with pm.Model() as model:
+        Z = pm.Bernoulli("Z", p=p, shape=(60, 6))
+        A = pm.Normal("A", 0.0, 1.0, shape=(6, 36))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=data.X)
+        step = pmi.AcceleratedGibbs([Z, A])
+    point = model.initial_point()
+    step.setup_chain(np.random.default_rng(2), 0, 10)
+    noise = step._hyper(point)
+    z0 = point["Z"].astype(np.int8)
+    assert step._will_search(z0)
+    start = step._start(z0, data.X, noise)
+    assert np.isfinite(step.mode.log_prior(start))
+    np.testing.assert_array_equal(start, z0)
