@@ -5,6 +5,7 @@ Import as ``import pymc_ibp as pmi``.  Importing registers the step methods so t
 """
 
 from pymc_ibp import datasets, distributed, inference, likelihoods
+from pymc_ibp.datasets import ShardedData
 from pymc_ibp.diagnostics import (
     bernoulli_heldout_metrics,
     cusum,
@@ -91,6 +92,7 @@ __all__ = [
     "NoisyOrQSlice",
     "NonNegativeFeatureGibbs",
     "ShardFailure",
+    "ShardedData",
     "ShardRecoveryWarning",
     "TruncationWarning",
     "cusum",

@@ -2,6 +2,8 @@
 pymc_ibp[distributed]``).  It only orchestrates the numba kernels of
 :mod:`pymc_ibp.step_methods.kernels`; see :class:`DataParallelGibbs`."""
 
+from pymc.step_methods import STEP_METHODS
+
 from pymc_ibp.distributed.shards import (
     ShardReport,
     ShardResult,
@@ -14,6 +16,11 @@ from pymc_ibp.distributed.shards import (
 )
 from pymc_ibp.distributed.step import DataParallelGibbs
 from pymc_ibp.exceptions import ShardFailure, ShardRecoveryWarning
+
+# competent (IDEAL) only for models whose observed data is a pmi.ShardedData, which no other
+# step can sample: pm.sample() then assigns it by itself
+if DataParallelGibbs not in STEP_METHODS:
+    STEP_METHODS.insert(0, DataParallelGibbs)
 
 __all__ = ["DataParallelGibbs", "ShardFailure", "ShardRecoveryWarning", "ShardReport",
            "ShardResult", "Stats", "exact_iteration", "shard_report", "shard_stats",

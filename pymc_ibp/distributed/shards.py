@@ -18,8 +18,9 @@ import numpy as np
 from pymc_ibp.step_methods import kernels
 
 __all__ = ["ExactProposal", "ShardReport", "ShardResult", "Stats", "add_stats", "exact_iteration",
-           "exact_propose", "exact_reverse", "global_log_joint", "report_of", "shard_report",
-           "shard_stats", "shard_sweeps", "state_bytes", "stats_delta", "stats_of", "tree_sum"]
+           "apply_changes", "exact_propose", "exact_reverse", "global_log_joint", "shard_report",
+           "shard_stats", "shard_sweeps", "state_bytes", "stats_delta", "stats_of", "take_rows",
+           "tree_sum", "z_changes"]
 
 
 class ShardResult(NamedTuple):
@@ -47,11 +48,14 @@ class Stats(NamedTuple):
 
 
 class ShardReport(NamedTuple):
-    """What the driver gathers from a shard after its sweeps: its ``Z_p`` (for the trace),
-    what the sweeps did, their time on the worker, the bytes of the shard's state
-    (``X_p``, ``Z_p`` and its statistics) and the worker process's resident memory."""
+    """What the driver gathers from a shard after its sweeps (one small message, never the
+    whole ``Z_p``): the entries of ``Z_p`` that changed (flat indices into ``Z_p``, so the
+    driver's copy of ``Z`` is patched in ``O(changes)``), what the sweeps did, their time on
+    the worker, the bytes of the shard's state (``X_p``, ``Z_p`` and its statistics), the
+    worker process's resident memory, and the shard's statistics when the driver sums them
+    (``None`` when they are summed on a tree)."""
 
-    Z: np.ndarray
+    changes: np.ndarray
     flips: int
     births: int
     deaths: int
@@ -59,6 +63,7 @@ class ShardReport(NamedTuple):
     seconds: float
     state_bytes: int
     worker_rss: int
+    stats: Stats | None = None
 
 
 def _z_of(source):
@@ -155,21 +160,33 @@ def tree_sum(submit, items, fanin=2):
     return level[0]
 
 
+def take_rows(X, rows):
+    """Rows of a shard's ``X_p`` (local indices): what the driver's start search fetches."""
+    return np.ascontiguousarray(X[np.asarray(rows, dtype=np.int64)])
+
+
 def state_bytes(result, x_bytes) -> int:
     """Bytes of a shard's state: its ``X_p`` (``x_bytes``), ``Z_p`` and statistics."""
     return int(x_bytes + result.Z.nbytes + result.G.nbytes + result.RX.nbytes + result.m.nbytes)
 
 
-def shard_report(result, X) -> ShardReport:
-    """The :class:`ShardReport` of a shard's latest :class:`ShardResult` (runs on its worker):
-    what the driver needs when the statistics are summed on the workers."""
-    return report_of(result, X.nbytes)
+def z_changes(new, old):
+    """Flat indices of the entries of ``Z_p`` that differ between two shard states."""
+    return np.flatnonzero(_z_of(new) != _z_of(old)).astype(np.int64)
 
 
-def report_of(result, x_bytes) -> ShardReport:
-    """The :class:`ShardReport` of a :class:`ShardResult` the driver has gathered."""
-    return ShardReport(result.Z, result.flips, result.births, result.deaths, result.kmax_hit,
-                       result.seconds, state_bytes(result, x_bytes), result.worker_rss)
+def apply_changes(Z, start, changes):
+    """Patch the rows of ``Z`` from ``start`` on with a shard's :func:`z_changes` (in place)."""
+    rows, cols = np.divmod(np.asarray(changes, dtype=np.int64), Z.shape[1])
+    Z[start + rows, cols] ^= 1
+
+
+def shard_report(result, X, previous, with_stats=False) -> ShardReport:
+    """The :class:`ShardReport` of a shard's latest :class:`ShardResult` against its
+    ``previous`` state (runs on its worker)."""
+    return ShardReport(z_changes(result, previous), result.flips, result.births, result.deaths,
+                       result.kmax_hit, result.seconds, state_bytes(result, X.nbytes),
+                       result.worker_rss, stats_of(result) if with_stats else None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ chain exact for any ``P``.
 from __future__ import annotations
 
 import os
+import time
 import warnings
 import weakref
 from typing import NamedTuple
@@ -43,16 +44,18 @@ from typing import NamedTuple
 import numpy as np
 from pymc.step_methods.compound import Competence
 
+from pymc_ibp.datasets.sharded import ShardSummary, load_shard, summarise_shard
 from pymc_ibp.distributed.shards import (
     Stats,
     add_stats,
+    apply_changes,
     exact_iteration,
-    report_of,
     shard_report,
     shard_stats,
     shard_sweeps,
     stats_delta,
     stats_of,
+    take_rows,
     tree_sum,
 )
 from pymc_ibp.exceptions import ModelPatternError, ShardFailure, ShardRecoveryWarning
@@ -70,6 +73,13 @@ class DataParallelGibbs(AcceleratedGibbs):
         with model:
             idata = pm.sample(step=[pmi.DataParallelGibbs([Z], n_shards=4)], cores=1)
 
+    When the observed data is a :class:`~pymc_ibp.ShardedData` (``observed=data.tensor()``:
+    ``.npy`` files, a Dask array's row chunks), ``pm.sample()`` assigns this step by itself,
+    one shard per file or chunk, and each worker loads its own shard: the driver never holds
+    ``X`` (it receives the column sums of squares once and, for the start search, the rows of
+    a random subset of ``init_subsample`` rows).  Pass options through
+    ``pm.sample(data_parallel_gibbs={"client": client, ...})``.
+
     Parameters
     ----------
     vars : list
@@ -79,8 +89,8 @@ class DataParallelGibbs(AcceleratedGibbs):
         The cluster to run on.  Default: a ``LocalCluster`` of ``min(n_shards, CPUs)`` process
         workers with one thread each, started at the first sweep and closed with the step.
     n_shards : int, optional
-        ``P``, the number of row shards (default: the number of workers).  Shard ``p`` lives on
-        worker ``p mod W``.
+        ``P``, the number of row shards (default: the number of workers; with sharded data,
+        its number of files or chunks).  Shard ``p`` lives on worker ``p mod W``.
     inner_sweeps : int
         Sweeps of its rows each shard runs per outer iteration (default 5; the thesis used
         5–20).
@@ -131,6 +141,13 @@ class DataParallelGibbs(AcceleratedGibbs):
 
     Notes
     -----
+    After its sweeps each shard reports only the entries of its ``Z_p`` that changed (and,
+    with fewer than ``tree_reduce_min`` shards, its statistics): the driver patches its copy
+    of ``Z`` (the draw ``pm.sample`` records) in ``O(changes)``, never gathering a whole
+    ``Z_p`` (except the exact mode's proposals).  With sharded data it publishes the
+    statistics of each new ``Z`` on the :class:`~pymc_ibp.ShardedData`, from which
+    :class:`~pymc_ibp.IBPScaleSlice` forms ``‖X - ZA‖²``.
+
     Besides the ``ibp_`` stats of :class:`~pymc_ibp.AcceleratedGibbs` it records
     ``ibp_shard_token`` (the shard that held the feature token) and ``ibp_exact_accepted``
     (1 when the exact mode's proposal was accepted; always 0 in the other modes).  Per-shard
@@ -143,6 +160,7 @@ class DataParallelGibbs(AcceleratedGibbs):
     """
 
     name = "data_parallel_gibbs"
+    supports_sharded = True
     stats_dtypes_shapes = {
         **AcceleratedGibbs.stats_dtypes_shapes,
         "ibp_shard_token": (np.int64, []),
@@ -156,6 +174,21 @@ class DataParallelGibbs(AcceleratedGibbs):
         kwargs.setdefault("birth_death", 0)
         kwargs.setdefault("pair_swaps", 0)
         super().__init__(vars, **kwargs)
+        data = self._sharded
+        if data is not None:
+            if n_shards is not None and int(n_shards) != data.n_shards:
+                raise ValueError(
+                    f"The sharded data come in {data.n_shards} shards (files or row chunks); "
+                    f"got n_shards={n_shards!r}. Re-chunk a Dask array with "
+                    "pmi.ShardedData.from_dask(array, n_shards=...).")
+            n_shards = data.n_shards
+            if self.split_merge or self.birth_death or self.pair_swaps or \
+                    self.column_split_merge:
+                raise ValueError(
+                    "With sharded data the driver has no rows to run split-merge, birth/death "
+                    "or pair-swap moves on: leave split_merge, birth_death, pair_swaps and "
+                    "column_split_merge at 0.")
+            self._X = _ShardRows(self)  # what the start search reads: rows fetched by index
         if not self.update_z or not self.mode.counts:
             raise ModelPatternError(
                 "DataParallelGibbs samples a pmi.IBP matrix Z (with its A): pass [Z].")
@@ -261,19 +294,32 @@ class DataParallelGibbs(AcceleratedGibbs):
             flights.clear()
 
     def _ensure_data(self, client, X):
+        """Put every shard's rows on its worker: scattered from the driver's ``X``, or with
+        sharded data loaded by the worker itself (:func:`~pymc_ibp.datasets.sharded.load_shard`:
+        a file, a Dask chunk), whose column sums of squares then come back as the only
+        message (``‖X‖²`` per column, for the log joint and the scales)."""
         if self._x is not None:
             return
         workers = sorted(client.scheduler_info()["workers"])
         if not workers:
             raise ShardFailure("DataParallelGibbs: the Dask cluster has no workers.")
-        P = self._n_shards or len(workers)
-        if P > self.n:
-            raise ValueError(f"n_shards = {P} exceeds the number of rows ({self.n}).")
+        data = self._sharded
+        if data is not None:
+            bounds = data.bounds
+        else:
+            P = self._n_shards or len(workers)
+            if P > self.n:
+                raise ValueError(f"n_shards = {P} exceeds the number of rows ({self.n}).")
+            bounds = np.linspace(0, self.n, P + 1).astype(int)
+        P = len(bounds) - 1
         self._n_shards = P
-        bounds = np.linspace(0, self.n, P + 1).astype(int)
         x = []
         for p in range(P):
             a, b, w = int(bounds[p]), int(bounds[p + 1]), workers[p % len(workers)]
+            if data is not None:  # the worker reads its shard; Dask can recompute it
+                fut = client.submit(load_shard, *data.source(p), workers=[w], pure=False)
+                x.append((a, b, w, fut))
+                continue
             try:
                 fut = client.scatter(np.ascontiguousarray(X[a:b]), workers=[w], hash=False,
                                      timeout=self.timeout)
@@ -282,6 +328,43 @@ class DataParallelGibbs(AcceleratedGibbs):
                                   f"{p} to worker {w} failed: {err!r}.") from err
             x.append((a, b, w, fut))
         self._x = x
+        if data is not None and self._colsq is None:
+            parts = self._gather(client, [self._submit(client, p, summarise_shard, xf)
+                                          for p, (_, _, _, xf) in enumerate(x)],
+                                 "loading their data")
+            summary = ShardSummary(sum(s.n for s in parts), sum(s.colsum for s in parts),
+                                   sum(s.colsq for s in parts))
+            data.set_summary(summary)
+            self._colsq = np.asarray(summary.colsq, dtype=np.float64)
+
+    def _take(self, rows):
+        """Rows of the sharded data (sorted global indices), each shard sending its own."""
+        def fetch(client):
+            self._ensure_data(client, None)
+            idx = np.asarray(rows, dtype=np.int64)
+            starts = np.array([a for a, _, _, _ in self._x])
+            shard = np.searchsorted(starts, idx, side="right") - 1
+            owners = [int(p) for p in np.unique(shard)]
+            futs = [self._submit(client, p, take_rows, self._x[p][3],
+                                 idx[shard == p] - self._x[p][0]) for p in owners]
+            parts = self._gather(client, futs, "sending rows for the start search", owners)
+            out = np.empty((idx.size, self.d))
+            for p, part in zip(owners, parts, strict=True):
+                out[shard == p] = part
+            return out
+
+        return self._run(fetch)
+
+    def _trXX(self, X, noise):
+        if self._sharded is not None and self._colsq is None:
+            self._run(lambda client: self._ensure_data(client, None))
+        return super()._trXX(X, noise)
+
+    def _start(self, Z, X, noise):
+        Z = super()._start(Z, X, noise)
+        if self._sharded is not None:  # no multi-start segments: they score Z on all rows
+            self.restarts, self.segment = 1, 0
+        return Z
 
     def _gather(self, client, futures, what, shards=None):
         """The shards' results, or an error naming the shards that failed (never a hang:
@@ -291,14 +374,25 @@ class DataParallelGibbs(AcceleratedGibbs):
         from distributed import wait
 
         shards = list(range(len(futures))) if shards is None else list(shards)
-        try:
-            wait(futures, timeout=self.timeout)
-        except TimeoutError as err:
-            late = [shards[i] for i, f in enumerate(futures) if not f.done()]
-            raise ShardFailure(self._describe(late, f"did not finish {what} within "
-                                                    f"{self.timeout:g} s")) from err
-        except Exception:  # noqa: S110 - e.g. futures cancelled when a worker died: named below
-            pass
+        deadline = time.monotonic() + self.timeout
+        while True:  # in slices of a second, watching for shards whose worker has gone
+            left = deadline - time.monotonic()
+            try:
+                wait(futures, timeout=max(min(1.0, left), 0.01))
+                break
+            except TimeoutError as err:
+                if left <= 1.0:
+                    late = [shards[i] for i, f in enumerate(futures) if not f.done()]
+                    raise ShardFailure(self._describe(late, f"did not finish {what} within "
+                                                            f"{self.timeout:g} s")) from err
+                # a shard's state is pinned to its worker: loaded (not scattered) data would
+                # wait for a worker that has left, so a departure is a loss at once
+                gone = self._orphaned(client)
+                if gone:
+                    raise _ShardsLost(self._describe(gone, f"lost their worker during "
+                                                           f"{what}")) from err
+            except Exception:  # noqa: S110 - e.g. futures cancelled when a worker died
+                break
         bad = [i for i, f in enumerate(futures) if f.status != "finished"]
         if bad:
             f = futures[bad[0]]
@@ -317,9 +411,13 @@ class DataParallelGibbs(AcceleratedGibbs):
         except Exception as err:  # a worker lost between wait and gather
             raise _ShardsLost(f"DataParallelGibbs: gathering {what} failed: {err!r}") from err
 
-    def _x_bytes(self, p):
-        a, b, _, _ = self._x[p]
-        return (b - a) * self.d * 8
+    def _orphaned(self, client):
+        """The shards whose worker is no longer in the cluster."""
+        try:
+            alive = set(client.scheduler_info()["workers"])
+        except Exception:  # noqa: BLE001 - the scheduler itself is unreachable: wait on
+            return []
+        return [p for p, (_, _, w, _) in enumerate(self._x or []) if w not in alive]
 
     def _describe(self, shards, what):
         parts = [f"shard {p} (rows {self._x[p][0]}-{self._x[p][1] - 1}, worker "
@@ -374,27 +472,37 @@ class DataParallelGibbs(AcceleratedGibbs):
                                f"{self.timeout:g} s after {err}") from exc
 
     # --- the outer iteration --------------------------------------------------------------
-    def _sweep(self, Z, X, m, noise):
+    def _run(self, fn):
+        """``fn(client)``, repeated from the driver's last global state (with the same seeds)
+        when shards lose their worker (``on_worker_loss="resume"``)."""
         client = self._get_client()
         rng_state = self.rng.bit_generator.state
         for attempt in range(self.max_recoveries + 1):
             try:
-                self._ensure_data(client, X)
-                if self._z_last is None or not np.array_equal(Z, self._z_last):
-                    self._send_z(client, Z)
-                if self.parallel_mode == "exact":
-                    out = self._exact(client, Z, X, noise)
-                elif self.parallel_mode == "async":
-                    out = self._async(client, Z, noise)
-                else:
-                    out = self._sync(client, Z, noise)
-                break
+                return fn(client)
             except _ShardsLost as err:
                 if self.on_worker_loss == "raise" or attempt == self.max_recoveries:
                     raise ShardFailure(f"{err} The run stops here (restart it from the last "
                                        "draw).") from err
                 self.rng.bit_generator.state = rng_state  # the same seeds again
                 self._recover(client, err)
+
+    def _hold(self, client, Z, X):
+        """The shards' data on their workers and their ``Z_p`` equal to the driver's ``Z``."""
+        self._ensure_data(client, X)
+        if self._z_last is None or not np.array_equal(Z, self._z_last):
+            self._send_z(client, Z)
+
+    def _sweep(self, Z, X, m, noise):
+        def iteration(client):
+            self._hold(client, Z, X)
+            if self.parallel_mode == "exact":
+                return self._exact(client, Z, X, noise)
+            if self.parallel_mode == "async":
+                return self._async(client, Z, noise)
+            return self._sync(client, Z, noise)
+
+        out = self._run(iteration)
         m[:] = self._global.m
         self._z_last = Z.copy()
         return out
@@ -411,20 +519,22 @@ class DataParallelGibbs(AcceleratedGibbs):
                              noise, alpha, beta, self.n, self.inner_sweeps, int(seeds[p]),
                              p == token)
                 for p, (_, _, _, xf) in enumerate(self._x)]
-        if P >= self.tree_reduce_min:  # statistics summed on the workers, one message
-            root = self._tree_root(client, futs)
-            reports = self._gather(client, [self._submit(client, p, shard_report, f, xf)
-                                            for p, (f, (_, _, _, xf)) in
-                                            enumerate(zip(futs, self._x, strict=True))],
-                                   "their sweeps")
+        # each shard reports the entries of its Z_p that changed (never the whole Z_p) and, with
+        # few shards, its statistics, which the driver sums; with many they are summed on a tree
+        tree = P >= self.tree_reduce_min
+        root = self._tree_root(client, futs) if tree else None
+        reports = self._gather(client, [self._submit(client, p, shard_report, f, xf,
+                                                     self._results[p], not tree)
+                                        for p, (f, (_, _, _, xf)) in
+                                        enumerate(zip(futs, self._x, strict=True))],
+                               "their sweeps")
+        if tree:
             [total] = self._gather(client, [root], "summing their statistics")
             total = Stats(*total)
-        else:  # few shards: the driver gathers the results and sums them
-            res = self._gather(client, futs, "their sweeps")
-            reports = [report_of(r, self._x_bytes(p)) for p, r in enumerate(res)]
-            total = add_stats(*[stats_of(r) for r in res])
-        for (a, b, _, _), r in zip(self._x, reports, strict=True):
-            Z[a:b] = r.Z
+        else:
+            total = add_stats(*[r.stats for r in reports])
+        for (a, _, _, _), r in zip(self._x, reports, strict=True):
+            apply_changes(Z, a, r.changes)
         self._results = futs
         self._global = total
         self.last_iteration = {"token": token, "births": [r.births for r in reports],
@@ -449,7 +559,8 @@ class DataParallelGibbs(AcceleratedGibbs):
                            self.mode.alpha, self.mode.beta, self.n, self.inner_sweeps, int(seed),
                            births)
         delta = self._submit(client, p, stats_delta, fut, self._results[p])
-        self._inflight[p] = _Flight(fut, delta, m_glob > 0, births)
+        report = self._submit(client, p, shard_report, fut, xf, self._results[p])
+        self._inflight[p] = _Flight(fut, delta, report, m_glob > 0, births)
 
     def _async(self, client, Z, noise):
         """One asynchronous outer iteration: idle shards start from the latest global state,
@@ -474,14 +585,12 @@ class DataParallelGibbs(AcceleratedGibbs):
             pass
         done = [p for p in running if self._inflight[p].result.done()]
         flights = [self._inflight[p] for p in done]
-        results = self._gather(client, [fl.result for fl in flights], "their sweeps", done)
+        reports = self._gather(client, [fl.report for fl in flights], "their sweeps", done)
         deltas = self._gather(client, [fl.delta for fl in flights], "their statistics", done)
-        reports = [report_of(r, self._x_bytes(p)) for p, r in zip(done, results, strict=True)]
         G, RX, m_glob = self._global
         token = self._token
         for p, fl, r, d in zip(done, flights, reports, deltas, strict=True):
-            a, b, _, _ = self._x[p]
-            Z[a:b] = r.Z
+            apply_changes(Z, self._x[p][0], r.changes)
             G, RX, m_glob = G + d.G, RX + d.RX, m_glob + d.m
             self._results[p] = fl.result
             del self._inflight[p]
@@ -592,15 +701,42 @@ class DataParallelGibbs(AcceleratedGibbs):
 
     def _feature_stats(self, Z, X, act):
         """The aggregated statistics of the shards when ``Z`` is what they hold (no pass over
-        the data at the driver)."""
-        if self._global is None or not np.array_equal(Z, self._z_last):
+        the data at the driver).  With sharded data a ``Z`` the shards do not hold (the start
+        search's) is sent to them first, and the statistics are published for the scale
+        step (:meth:`pymc_ibp.ShardedData.publish`)."""
+        stale = self._global is None or not np.array_equal(Z, self._z_last)
+        if stale and self._sharded is None:
             return super()._feature_stats(Z, X, act)
+        if stale:
+            self._run(lambda client: self._hold(client, Z, X))
         G, RX, _ = self._global
+        if self._sharded is not None:
+            self._sharded.publish(self._z_last, self._global)
         return np.ascontiguousarray(G[np.ix_(act, act)]), np.ascontiguousarray(RX[act])
 
     @staticmethod
     def competence(var, has_grad):
-        return Competence.INCOMPATIBLE  # chosen by the user (step=...), never automatically
+        # assigned automatically only to models whose observed data is a pmi.ShardedData (no
+        # other step can sample them); otherwise chosen by the user (step=...)
+        spec = AcceleratedGibbs._spec_of(var)
+        if spec is None or spec.sharded is None:
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL
+
+
+class _ShardRows:
+    """The sharded data as the start search sees it: ``shape`` and rows by index, fetched from
+    the shards' workers (:meth:`DataParallelGibbs._take`)."""
+
+    def __init__(self, step):
+        self._step = step
+
+    @property
+    def shape(self):
+        return self._step.n, self._step.d
+
+    def __getitem__(self, rows):
+        return self._step._take(rows)
 
 
 class _ShardsLost(ShardFailure):
@@ -614,12 +750,13 @@ class _Flight(NamedTuple):
 
     result: object
     delta: object
+    report: object
     view: np.ndarray
     births: bool
 
     @property
     def futures(self):
-        return (self.result, self.delta)
+        return (self.result, self.delta, self.report)
 
 
 def _close(client, cluster):

@@ -130,6 +130,8 @@ class _LinearGaussianIBPStep(BlockedStep):
     _state_class = LinearGaussianIBPState
     #: whether the sweep supports the per-entry log-odds prior mode
     supports_logodds = False
+    #: whether the step samples a model whose observed data is a pmi.ShardedData
+    supports_sharded = False
 
     def __new__(cls, *args, **kwargs):
         # with several feature matrices: one instance per matrix (its Z, A and imputed X)
@@ -177,7 +179,14 @@ class _LinearGaussianIBPStep(BlockedStep):
         for rv in spec.a_rvs + spec.missing_rvs:
             if model.rvs_to_transforms.get(rv) is not None:
                 raise ModelPatternError(f"{rv.name!r} must not be transformed.")
-        self.n, self.d = spec.X.shape
+        self.n, self.d = spec.shape
+        self._sharded = spec.sharded
+        if self._sharded is not None and not self.supports_sharded:
+            raise ModelPatternError(
+                f"The observed data of {self.z_name!r}'s likelihood is a {self._sharded!r}, "
+                f"which stays on its shards; {type(self).__name__} needs the data on the "
+                f"driver. Use pmi.DataParallelGibbs([{self.z_name}]) (assigned automatically "
+                "to such models).")
         self.k_max = spec.k_max
         self.mode = prior_mode(spec.prior, self.n, self.k_max)
         if self.update_z and not self.mode.counts and not self.supports_logodds:
@@ -191,11 +200,12 @@ class _LinearGaussianIBPStep(BlockedStep):
         hyper = model.replace_rvs_by_values([*spec.column_scales(), *self.mode.symbolic])
         self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                           point_fn=True, **(compile_kwargs or {}))
-        self._X = np.where(np.isnan(spec.X), 0.0, spec.X)
+        # sharded data stay on their shards (pmi.DataParallelGibbs reads them there)
+        self._X = None if self._sharded is not None else np.where(np.isnan(spec.X), 0.0, spec.X)
         self._mask = spec.missing_mask
         self._offset_fn = spec.compile_offset(model, **(compile_kwargs or {}))
         fixed = self._mask is None and self._offset_fn is None
-        self._colsq = np.sum(self._X**2, axis=0) if fixed else None
+        self._colsq = np.sum(self._X**2, axis=0) if fixed and self._X is not None else None
         self._col_var = {}  # data variance of a block of columns, for the annealing
         if init_z not in ("auto", "prior", "point"):
             raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")
@@ -354,6 +364,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         rng = self.rng
         sub = bool(ns) and self.n > ns
         rows = np.sort(rng.choice(self.n, size=ns, replace=False)) if sub else None
+        if not sub and not isinstance(X, np.ndarray):  # sharded data: the rows fetched
+            rows, sub = np.arange(self.n), True
         Xs = np.ascontiguousarray(X[rows]) if sub else X
         Ms = None if self._mask is None else (self._mask[rows] if sub else self._mask)
         trXs = kernels.block_sq_norms(Xs, noise)
@@ -667,19 +679,29 @@ class _LinearGaussianIBPStep(BlockedStep):
         pass
 
     @staticmethod
-    def competence(var, has_grad):
-        # IDEAL for the Z, A and imputed X of a model with the linear-Gaussian pattern; other
-        # IBP models go to IBPGibbs (any likelihood)
+    def _spec_of(var):
+        """The matched linear-Gaussian model (in the current model context) whose ``Z``,
+        ``A`` or imputed ``X`` is ``var``, or ``None``."""
         if var.owner is None or not isinstance(var.owner.op, (*BINARY_MATRIX_OPS, NormalRV)):
-            return Competence.INCOMPATIBLE
+            return None
         try:
             model = pm.modelcontext(None)
         except TypeError:
-            return Competence.INCOMPATIBLE
+            return None
         for spec in matched_models(model):
             if var is spec.z_rv or var in spec.a_rvs or var in spec.missing_rvs:
-                return Competence.IDEAL
-        return Competence.INCOMPATIBLE
+                return spec
+        return None
+
+    @staticmethod
+    def competence(var, has_grad):
+        # IDEAL for the Z, A and imputed X of a model with the linear-Gaussian pattern (data
+        # on the driver; sharded data go to DataParallelGibbs); other IBP models go to
+        # IBPGibbs (any likelihood)
+        spec = _LinearGaussianIBPStep._spec_of(var)
+        if spec is None or spec.sharded is not None:
+            return Competence.INCOMPATIBLE
+        return Competence.IDEAL
 
 
 class AcceleratedGibbs(_LinearGaussianIBPStep):

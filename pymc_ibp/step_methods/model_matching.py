@@ -41,6 +41,7 @@ from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
+from pymc_ibp.datasets.sharded import sharded_data_of
 from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_log_probs
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import DataError, ModelPatternError
@@ -137,10 +138,16 @@ class GaussianBlock:
     a_rv: object  # its feature matrix A (K_max x D_b)
     sigma_x: object  # symbolic noise scale, one per column (shape (D_b,)) or a scalar
     sigma_a: object  # symbolic prior scale of A, one per column or a scalar
-    X: np.ndarray  # N x D_b with NaN at missing entries
+    X: np.ndarray | None  # N x D_b with NaN at missing entries (None: sharded data)
     missing_rv: object = None  # X_unobserved free RV, or None
     missing_mask: np.ndarray | None = None  # N x D_b bool, True where missing
     offset: object = None  # symbolic terms added to Z @ A (broadcast to N x D_b), or None
+    sharded: object = None  # the pmi.ShardedData behind the observed data, or None
+
+    @property
+    def shape(self):
+        """``(N, D_b)``."""
+        return self.sharded.shape if self.sharded is not None else self.X.shape
 
     @property
     def like_rvs(self):
@@ -160,14 +167,30 @@ class LinearGaussianIBP:
     z_data: np.ndarray | None = None  # the known Z of an observed pmi.IBP / Bernoulli, or None
 
     @property
+    def sharded(self):
+        """The :class:`~pymc_ibp.ShardedData` of the (single) block, or ``None``: its data
+        stay on their shards (only :class:`~pymc_ibp.DataParallelGibbs` reads them)."""
+        return self.blocks[0].sharded
+
+    @property
+    def shape(self):
+        """``(N, D)`` of the stacked data."""
+        return self.blocks[0].shape[0], int(self.cols[-1])
+
+    @property
     def X(self):
         """All blocks' data side by side, ``N x D`` (NaN at missing entries)."""
+        if self.sharded is not None:
+            raise ModelPatternError(
+                f"The observed data of {self.blocks[0].obs_rv.name!r} is a {self.sharded!r}: "
+                "it stays on its shards, and only pmi.DataParallelGibbs (with the plugin's "
+                "alpha and scale steps) samples such a model.")
         return np.hstack([b.X for b in self.blocks])
 
     @property
     def cols(self):
         """Block boundaries in the stacked columns (length ``B + 1``)."""
-        return np.concatenate([[0], np.cumsum([b.X.shape[1] for b in self.blocks])]).astype(int)
+        return np.concatenate([[0], np.cumsum([b.shape[1] for b in self.blocks])]).astype(int)
 
     @property
     def missing_mask(self):
@@ -175,7 +198,7 @@ class LinearGaussianIBP:
         if all(b.missing_mask is None for b in self.blocks):
             return None
         return np.hstack([b.missing_mask if b.missing_mask is not None
-                          else np.zeros(b.X.shape, dtype=bool) for b in self.blocks])
+                          else np.zeros(b.shape, dtype=bool) for b in self.blocks])
 
     @property
     def a_rvs(self):
@@ -195,8 +218,8 @@ class LinearGaussianIBP:
 
     def column_scales(self):
         """Symbolic per-column ``(σx, σa)``, each of length ``D`` (the stacked columns)."""
-        sx = [pt.broadcast_to(b.sigma_x, (b.X.shape[1],)) for b in self.blocks]
-        sa = [pt.broadcast_to(b.sigma_a, (b.X.shape[1],)) for b in self.blocks]
+        sx = [pt.broadcast_to(b.sigma_x, (b.shape[1],)) for b in self.blocks]
+        sa = [pt.broadcast_to(b.sigma_a, (b.shape[1],)) for b in self.blocks]
         return pt.concatenate(sx), pt.concatenate(sa)
 
     def hyper_values(self, model, point=None):
@@ -217,9 +240,9 @@ class LinearGaussianIBP:
         """A point function giving the blocks' offsets as one ``N x D`` array, or ``None``."""
         if all(b.offset is None for b in self.blocks):
             return None
-        n = self.blocks[0].X.shape[0]
-        parts = [pt.zeros((n, b.X.shape[1])) if b.offset is None
-                 else pt.broadcast_to(b.offset, (n, b.X.shape[1])) for b in self.blocks]
+        n = self.blocks[0].shape[0]
+        parts = [pt.zeros((n, b.shape[1])) if b.offset is None
+                 else pt.broadcast_to(b.offset, (n, b.shape[1])) for b in self.blocks]
         [off] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1)])
         return model.compile_fn(off, inputs=model.value_vars, on_unused_input="ignore",
                                 point_fn=True, **compile_kwargs)
@@ -314,6 +337,11 @@ def _is_zero_constant(var):
 
 
 def _data_of(value_var):
+    if sharded_data_of(value_var) is not None:
+        raise ModelPatternError(
+            f"{value_var.name or 'The observed data'} is a {sharded_data_of(value_var)!r}: it "
+            "stays on its shards, and only pmi.DataParallelGibbs (with the plugin's alpha and "
+            "scale steps) samples a linear-Gaussian IBP model with sharded data.")
     if isinstance(value_var, Constant):
         return np.asarray(value_var.data, dtype=float)
     if hasattr(value_var, "get_value"):
@@ -445,6 +473,21 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
                 f"found {len(g['obs'])}."
             )
         obs_rv, obs_mask = g["obs"][0]
+        sharded = sharded_data_of(model.rvs_to_values[obs_rv])
+        if sharded is not None:  # the data stay on their shards: checked by the workers
+            if sharded.shape != (n, a_shape[1]):
+                raise ModelPatternError(
+                    f"Shape mismatch: observed {obs_rv.name!r} is a {sharded!r} but "
+                    f"{z_rv.name} @ A is {n} x {a_shape[1]}.")
+            if len(groups) > 1 or g["missing"]:
+                raise ModelPatternError(
+                    f"Sharded observed data ({obs_rv.name!r}) must be the only data matrix "
+                    f"explained by {z_rv.name!r}, without imputed entries.")
+            blocks.append(GaussianBlock(
+                obs_rv=obs_rv, a_rv=a_rv, sigma_x=g["sigma"],
+                sigma_a=_column_scale(a_sigma, f"The sigma of {a_rv.name!r}"), X=None,
+                offset=g["offset"], sharded=sharded))
+            continue
         X = _block_data(model, z_rv, obs_rv, obs_mask, (n, a_shape[1]))
         missing_rv = missing_mask = None
         if g["missing"]:
@@ -522,7 +565,7 @@ class NonNegativeFeatures:
     def compile(self, model, **compile_kwargs):
         """Point function giving ``(Z, prior scale K x D, σx per column, offset N x D)``."""
         b = self.block
-        n, d = b.X.shape
+        n, d = b.shape
         k = int(model.initial_point()[model.rvs_to_values[self.a_rv].name].shape[0])
         off = pt.zeros((n, d)) if b.offset is None else pt.broadcast_to(b.offset, (n, d))
         outs = model.replace_rvs_by_values([

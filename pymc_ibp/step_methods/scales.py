@@ -111,13 +111,14 @@ def _group_by_matrix(model, vars_):
     return list(groups.values())
 
 
-def data_start(X, role):
+def data_start(X, role, spread=None):
     """Data-driven starting value of a scale: the spread ``s`` (root mean square) of the
-    column-centred data ``X`` (NaN ignored) for ``sigma_a``, ``s/2`` for ``sigma_x``.  Used
-    when the user gave no initial value (PyMC's default start, the prior's support point, can
-    be far from the data's scale) by :class:`IBPScaleSlice` and
-    :func:`pymc_ibp.inference.fit_variational`."""
-    spread = float(np.sqrt(np.nanmean((X - np.nanmean(X, axis=0)) ** 2)))
+    column-centred data ``X`` (NaN ignored; or ``spread`` given, e.g. from the column sums of
+    sharded data) for ``sigma_a``, ``s/2`` for ``sigma_x``.  Used when the user gave no
+    initial value (PyMC's default start, the prior's support point, can be far from the
+    data's scale) by :class:`IBPScaleSlice` and :func:`pymc_ibp.inference.fit_variational`."""
+    if spread is None:
+        spread = float(np.sqrt(np.nanmean((X - np.nanmean(X, axis=0)) ** 2)))
     return spread / 2.0 if role == "sigma_x" else spread
 
 
@@ -183,9 +184,12 @@ class IBPScaleSlice(BlockedStep):
             # data-driven start (used when the user gave no initial value): the spread of the
             # column-centred data of its blocks, half of it for the noise
             cols = spec.cols
-            start = data_start(np.hstack([spec.blocks[i].X for i in blocks]), role)
+            # sharded data: the start from the shards' column sums (at the first step, when
+            # pmi.DataParallelGibbs has loaded them on its workers)
+            start_u = None if spec.sharded is not None else float(fwd_fn(max(data_start(
+                np.hstack([spec.blocks[i].X for i in blocks]), role), 1e-3)))
             self.entries.append(dict(
-                start_u=float(fwd_fn(max(start, 1e-3))), default_u=float(ip[value_var.name]),
+                start_u=start_u, fwd_fn=fwd_fn, default_u=float(ip[value_var.name]),
                 has_initval=model.rvs_to_initial_values.get(rv) is not None,
                 name=value_var.name, role=role, prior_fn=prior_fn, back_fn=back_fn,
                 z_name=model.rvs_to_values[spec.z_rv].name, spec=spec,
@@ -194,7 +198,8 @@ class IBPScaleSlice(BlockedStep):
                          (model.rvs_to_values[spec.blocks[i].missing_rv].name
                           if spec.blocks[i].missing_rv is not None else None),
                          spec.blocks[i].missing_mask) for i in blocks],
-                X=np.where(np.isnan(spec.X), 0.0, spec.X),
+                X=None if spec.sharded is not None else np.where(np.isnan(spec.X), 0.0, spec.X),
+                sharded=spec.sharded,
                 offset_fn=(spec.compile_offset(model, **(compile_kwargs or {}))
                            if role == "sigma_x" else None),
             ))
@@ -209,7 +214,10 @@ class IBPScaleSlice(BlockedStep):
 
     def _suff(self, e, point):
         """``(count, sum of squares)`` of the Gaussian terms the scale governs (over its
-        blocks)."""
+        blocks); ``None`` when it cannot be formed yet (sharded data before
+        :class:`~pymc_ibp.DataParallelGibbs` published the statistics of any ``Z``)."""
+        if e["sharded"] is not None and e["role"] == "sigma_x":
+            return self._sharded_suff(e, point)
         count, ss = 0, 0.0
         offset = None if e["offset_fn"] is None else np.asarray(e["offset_fn"](point))
         for c0, c1, a_name, miss_name, mask in e["blocks"]:
@@ -227,6 +235,22 @@ class IBPScaleSlice(BlockedStep):
             count, ss = count + R.size, ss + float(np.sum(R * R))
         return count, ss
 
+    @staticmethod
+    def _sharded_suff(e, point):
+        """``‖X - ZA‖²`` of sharded data from the statistics of ``Z`` that
+        :class:`~pymc_ibp.DataParallelGibbs` publishes, ``‖X‖² - 2 tr(Aᵀ ZᵀX) + tr(Aᵀ ZᵀZ A)``
+        (no pass over the data)."""
+        data = e["sharded"]
+        [(c0, c1, a_name, _, _)] = e["blocks"]
+        stats = data.statistics_at(e["spec"].z_value(point, e["z_name"]))
+        if stats is None:
+            return None
+        G, RX = stats
+        A = np.asarray(point[a_name], dtype=np.float64)
+        colsq = np.asarray(data.summary().colsq)[c0:c1]
+        ss = float(colsq.sum() - 2.0 * np.sum(A * RX[:, c0:c1]) + np.sum(A * (G @ A)))
+        return data.shape[0] * (c1 - c0), max(ss, 0.0)
+
     def _start(self, point):
         """Data-driven start of each scale the user gave no initial value for (PyMC's default
         start is the prior's support point, which can be far from the data's scale): the
@@ -234,7 +258,11 @@ class IBPScaleSlice(BlockedStep):
         self.started = True
         for e in self.entries:
             if not e["has_initval"] and float(point[e["name"]]) == e["default_u"]:
-                point[e["name"]] = np.asarray(e["start_u"], dtype=point[e["name"]].dtype)
+                start_u = e["start_u"]
+                if start_u is None:  # sharded data: the spread from the shards' column sums
+                    start = data_start(None, e["role"], e["sharded"].summary().spread)
+                    start_u = float(e["fwd_fn"](max(start, 1e-3)))
+                point[e["name"]] = np.asarray(start_u, dtype=point[e["name"]].dtype)
 
     def step(self, point):
         point = dict(point)
@@ -242,7 +270,10 @@ class IBPScaleSlice(BlockedStep):
             self._start(point)
         evals = 0
         for j, e in enumerate(self.entries):
-            count, ss = self._suff(e, point)
+            suff = self._suff(e, point)
+            if suff is None:  # nothing to condition on yet: this update is left out (identity)
+                continue
+            count, ss = suff
             name = e["name"]
             dtype = point[name].dtype
 

@@ -3,6 +3,7 @@ the other rows' statistics, and the feature token."""
 
 import numpy as np
 
+import pymc_ibp as pmi
 from pymc_ibp.distributed import shard_stats, shard_sweeps
 from pymc_ibp.step_methods import kernels
 from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior
@@ -128,3 +129,24 @@ def test_exact_parallel_mh_leaves_the_posterior_invariant():
     counts = np.bincount([idx[c] for c in codes(draws.astype(np.int64))], minlength=len(mats))
     res = chi2_pooled(counts, post * len(draws))
     assert res.pvalue > 1e-3, res
+
+
+def test_one_shard_draws_what_the_serial_sweep_draws():
+    """The synchronous mode with P = 1: the shard's inner sweeps (the other rows' statistics
+    zero, the IBP's N its own rows, births on) draw the same Z, bit for bit, as the serial
+    accelerated sweep given the same random generator.  Fails with N + 1 for the IBP's N."""
+    data = pmi.datasets.ibp_linear_gaussian(60, 5, alpha=2.0, sigma_x=0.5, sigma_a=1.0, seed=3)
+    X, k_max = data.X, 10
+    n, d = X.shape
+    Z0 = np.zeros((n, k_max), dtype=np.int8)
+    Z0[:, 0] = 1
+    nz = kernels.noise_blocks(np.array([0.25]), np.array([1.0]), d)
+    full = shard_stats(X, Z0)
+    shard = shard_sweeps(X, Z0, full.m, full.G, full.RX, nz, ALPHA, 1.0, n, 10, 123, True)
+    Z, m, rng = Z0.copy(), Z0.sum(axis=0).astype(np.int64), np.random.default_rng(123)
+    for _ in range(10):
+        kernels.accelerated_sweep(rng, Z, X, m, nz, ALPHA, 1.0, max(5, n // 10), False,
+                                  kernels.NO_LOGODDS, kernels.NO_MISS)
+    assert shard.flips > 0 and shard.births > 0
+    np.testing.assert_array_equal(shard.Z, Z)
+    np.testing.assert_array_equal(shard.m, m)

@@ -19,16 +19,6 @@ distributed = pytest.importorskip("distributed")
 X = pmi.datasets.block_images(90, seed=4).X
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0")
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
 def drive(step, model, iters, seed):
     step.setup_chain(np.random.default_rng(seed), tune=0, draws=iters)
     point = model.initial_point()
@@ -251,7 +241,7 @@ def test_async_births_wait_for_zombie_slots():
         _x=[(0, 5, "w0", "x0"), (5, 10, "w1", "x1")], _results=["r0", "r1"],
         mode=SimpleNamespace(alpha=1.0, beta=1.0), n=10, inner_sweeps=1, _token=0,
         # shard 1 runs with slot 1 in use in its view; globally slot 1 is free: a zombie
-        _inflight={1: _Flight(None, None, np.array([True, True, False]), False)})
+        _inflight={1: _Flight(None, None, None, np.array([True, True, False]), False)})
     step._submit = lambda client, p, fn, *args: client.submit(fn, *args)
     step._launch = DataParallelGibbs._launch.__get__(step)
     step._launch(FakeClient(), 0, None, 1)
