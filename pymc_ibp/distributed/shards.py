@@ -18,7 +18,8 @@ import numpy as np
 from pymc_ibp.step_methods import kernels
 
 __all__ = ["ExactProposal", "ShardReport", "ShardResult", "Stats", "add_stats", "exact_iteration",
-           "apply_changes", "exact_propose", "exact_reverse", "global_log_joint", "shard_report",
+           "apply_changes", "exact_propose", "exact_reverse", "global_log_joint",
+           "proposal_summary", "shard_report",
            "shard_stats", "shard_sweeps", "state_bytes", "stats_delta", "stats_of", "take_rows",
            "tree_sum", "z_changes"]
 
@@ -248,6 +249,14 @@ def exact_propose(X, source, m_global, G_global, RX_global, noise, alpha, beta, 
     Zp = Z.copy()
     Zp[rows] = new
     return ExactProposal(shard_stats(X, Zp), rows, _log_q(new, hat, eps, slots))
+
+
+def proposal_summary(proposal, source):
+    """What the driver gathers of a shard's :class:`ExactProposal` (runs on its worker): the
+    proposal without ``Z'_p`` (its statistics, rows and ``log Q``) and the entries of ``Z_p``
+    it changes (:func:`z_changes`)."""
+    return (proposal._replace(result=proposal.result._replace(Z=None)),
+            z_changes(proposal, source))
 
 
 def exact_reverse(X, source, proposal, m_new, G_new, RX_new, noise, alpha, beta, n_total, sweeps,

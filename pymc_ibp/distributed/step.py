@@ -42,14 +42,22 @@ import weakref
 from typing import NamedTuple
 
 import numpy as np
+import pymc as pm
 from pymc.step_methods.compound import Competence
 
-from pymc_ibp.datasets.sharded import ShardSummary, load_shard, summarise_shard
+from pymc_ibp.datasets.sharded import (
+    ShardSummary,
+    load_shard,
+    sharded_data_of,
+    summarise_shard,
+)
 from pymc_ibp.distributed.shards import (
     Stats,
     add_stats,
     apply_changes,
     exact_iteration,
+    exact_propose,
+    proposal_summary,
     shard_report,
     shard_stats,
     shard_sweeps,
@@ -144,9 +152,9 @@ class DataParallelGibbs(AcceleratedGibbs):
     After its sweeps each shard reports only the entries of its ``Z_p`` that changed (and,
     with fewer than ``tree_reduce_min`` shards, its statistics): the driver patches its copy
     of ``Z`` (the draw ``pm.sample`` records) in ``O(changes)``, never gathering a whole
-    ``Z_p`` (except the exact mode's proposals).  With sharded data it publishes the
-    statistics of each new ``Z`` on the :class:`~pymc_ibp.ShardedData`, from which
-    :class:`~pymc_ibp.IBPScaleSlice` forms ``‖X - ZA‖²``.
+    ``Z_p`` (the exact mode's proposals likewise stay on the workers).  With sharded data it
+    publishes the statistics of each new ``Z`` on the :class:`~pymc_ibp.ShardedData`, from
+    which :class:`~pymc_ibp.IBPScaleSlice` forms ``‖X - ZA‖²``.
 
     Besides the ``ibp_`` stats of :class:`~pymc_ibp.AcceleratedGibbs` it records
     ``ibp_shard_token`` (the shard that held the feature token) and ``ibp_exact_accepted``
@@ -614,9 +622,20 @@ class DataParallelGibbs(AcceleratedGibbs):
         P = len(self._x)
         token = self.sweeps % P
 
+        changes = []
+
         def run(fn, args_list):
             futs = [self._submit(client, p, fn, *args) for p, args in enumerate(args_list)]
-            return futs, self._gather(client, futs, fn.__name__.replace("_", " "))
+            what = fn.__name__.replace("_", " ")
+            if fn is not exact_propose:
+                return futs, self._gather(client, futs, what)
+            # the proposals stay on the workers: the driver gathers their statistics, rows,
+            # log Q and the entries of Z_p they change, never Z_p itself
+            summaries = self._gather(client, [
+                self._submit(client, p, proposal_summary, f, args_list[p][1])
+                for p, f in enumerate(futs)], what)
+            changes.extend(c for _, c in summaries)
+            return futs, [prop for prop, _ in summaries]
 
         xs = [xf for _, _, _, xf in self._x]
         accepted, sources, stats, _, fwd = exact_iteration(
@@ -625,9 +644,9 @@ class DataParallelGibbs(AcceleratedGibbs):
             token, self.exact_flip)
         flips = 0
         if accepted:
-            for (a, b, _, _), f in zip(self._x, fwd, strict=True):
-                flips += int(np.sum(Z[a:b] != f.result.Z))
-                Z[a:b] = f.result.Z
+            for (a, _, _, _), c in zip(self._x, changes, strict=True):
+                flips += int(c.size)
+                apply_changes(Z, a, c)
         self._results = sources
         self._global = add_stats(*[Stats(*s) for s in stats])
         self._accepted = int(accepted)
@@ -717,7 +736,15 @@ class DataParallelGibbs(AcceleratedGibbs):
     @staticmethod
     def competence(var, has_grad):
         # assigned automatically only to models whose observed data is a pmi.ShardedData (no
-        # other step can sample them); otherwise chosen by the user (step=...)
+        # other step can sample them); otherwise chosen by the user (step=...).  The cheap
+        # test first: matching the model costs a compiled initial point
+        try:
+            model = pm.modelcontext(None)
+        except TypeError:
+            return Competence.INCOMPATIBLE
+        if not any(sharded_data_of(model.rvs_to_values.get(rv)) is not None
+                   for rv in model.observed_RVs):
+            return Competence.INCOMPATIBLE
         spec = AcceleratedGibbs._spec_of(var)
         if spec is None or spec.sharded is None:
             return Competence.INCOMPATIBLE

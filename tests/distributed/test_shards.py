@@ -5,6 +5,7 @@ import numpy as np
 
 import pymc_ibp as pmi
 from pymc_ibp.distributed import shard_stats, shard_sweeps
+from pymc_ibp.distributed.shards import apply_changes, exact_propose, proposal_summary
 from pymc_ibp.step_methods import kernels
 from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior
 
@@ -150,3 +151,21 @@ def test_one_shard_draws_what_the_serial_sweep_draws():
     assert shard.flips > 0 and shard.births > 0
     np.testing.assert_array_equal(shard.Z, Z)
     np.testing.assert_array_equal(shard.m, m)
+
+
+def test_exact_proposals_reach_the_driver_as_changes():
+    """The exact mode's driver receives a proposal without its Z'_p, plus the entries of Z_p it
+    changes: patching Z with them gives Z'_p."""
+    data = pmi.datasets.block_images(40, seed=4)
+    X, k_max = data.X, 6
+    Z = np.zeros((40, k_max), dtype=np.int8)
+    Z[:, :4] = data.Z
+    cur = shard_stats(X, Z)
+    prop = exact_propose(X, cur, cur.m, cur.G, cur.RX, noise(X.shape[1]), ALPHA, 1.0, 40, 2, 5,
+                         6, True, 10, 0.2)
+    summary, changes = proposal_summary(prop, cur)
+    assert summary.result.Z is None and changes.size > 0
+    np.testing.assert_array_equal(summary.result.RX, prop.result.RX)
+    np.testing.assert_array_equal(summary.rows, prop.rows)
+    apply_changes(Z, 0, changes)
+    np.testing.assert_array_equal(Z, prop.result.Z)

@@ -125,6 +125,8 @@ def test_not_a_binary_matrix_is_an_error():
             pmi.IBPGibbs([x])
 
 
+@pytest.mark.slow  # 86 s; IBPGibbs's exactness with a Gaussian likelihood stays in the
+# default suite through the missing-entry enumeration tests below
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_ibpgibbs_with_exact_feature_draws_matches_collapsed_posterior():
     """IBPGibbs on Z alternating with the exact A | Z, X draw (AcceleratedGibbs given only A)
