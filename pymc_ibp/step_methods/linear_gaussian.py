@@ -444,10 +444,12 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _dissolve_combinations(self, Z, X, trXX, noise, ibp=None):
         """Greedy repair of *combination modes* (start search only, not a Markov move): a
         feature ``c`` whose posterior mean is close to that of another feature ``a``
-        (``‖μ_c - μ_a‖ < ‖μ_c‖/2``) or to the sum of two others ``a + b`` stands for them on its
-        rows (e.g. one feature for "glyph 0 + glyph 3" on the rows having both); a feature may
-        also just fit noise on a hundred rows.  ``c`` is emptied, its rows moved to ``a`` (and
-        ``b``) or to nothing, when that raises the collapsed log joint at ``noise``.  No
+        (``‖μ_c - μ_a‖ < ‖μ_c‖/2``), to the sum of two others ``a + b`` or to their difference
+        ``a - b`` stands for them on its rows (e.g. one feature for "glyph 0 + glyph 3" on the
+        rows having both; or, on the rows of ``a`` without ``b``, ``b`` switched on with
+        ``c ≈ a - b`` instead of ``a``); a feature may also just fit noise on a hundred rows.
+        ``c`` is emptied, its rows moved to ``a`` (and ``b``; with ``b`` switched off for a
+        difference) or to nothing, when that raises the collapsed log joint at ``noise``.  No
         single-row, pairwise or pattern-swap move makes these changes, which involve up to three
         features on many rows at once, and the data-driven deaths only remove features whose
         owners all fall in their row subset.  ``Z`` is changed in place."""
@@ -466,15 +468,23 @@ class _LinearGaussianIBPStep(BlockedStep):
                 one = ((mu[ci] - mu[o]) ** 2).sum(axis=1)
                 iu, ju = np.triu_indices(o.size, k=1)
                 two = ((mu[ci] - mu[o[iu]] - mu[o[ju]]) ** 2).sum(axis=1)
-                cands = [((o[i],), d) for i, d in enumerate(one)] + [
-                    ((o[i], o[j]), d) for i, j, d in zip(iu, ju, two, strict=True)]
+                # c ≈ a - b: on c's rows a on, b off (b over-used, a under-used there)
+                ia, ib = (x.ravel() for x in np.meshgrid(np.arange(o.size), np.arange(o.size)))
+                keep = ia != ib
+                ia, ib = ia[keep], ib[keep]
+                diff = ((mu[ci] - mu[o[ia]] + mu[o[ib]]) ** 2).sum(axis=1)
+                cands = ([(((o[i],), ()), d) for i, d in enumerate(one)]
+                         + [(((o[i], o[j]), ()), d) for i, j, d in zip(iu, ju, two, strict=True)]
+                         + [(((o[i],), (o[j],)), d) for i, j, d in zip(ia, ib, diff, strict=True)])
                 cands = sorted((c for c in cands if c[1] < 0.25 * norm), key=lambda c: c[1])
-                for cand in [()] + [c for c, _ in cands[:3]]:  # () deletes c
+                for on, off in [((), ())] + [c for c, _ in cands[:3]]:  # ((), ()) deletes c
                     Z2 = Z.copy()
                     rows = Z2[:, act[ci]] != 0
                     Z2[rows, act[ci]] = 0
-                    for j in cand:
+                    for j in on:
                         Z2[rows, act[j]] = 1
+                    for j in off:
+                        Z2[rows, act[j]] = 0
                     score = self._log_joint(Z2, X, trXX, noise, ibp)[0]
                     if score > best:
                         Z[:] = Z2
