@@ -397,10 +397,9 @@ def test_start_search_fills_missing_entries_from_the_features():
     assert gap > -100.0, gap
 
 
-def test_start_search_dissolves_combination_and_noise_features():
-    """The start search's greedy repair: a feature standing for "glyph 0 + glyph 1" on the rows
-    having both is moved back to the two glyph features, and a feature fitting noise on a
-    random third of the rows is deleted; each change raises the collapsed log joint."""
+def _repair_case():
+    """Block images (300 rows, four glyphs in slots 0-3 of K_max = 8) and a step for the start
+    search's greedy repair at the true noise."""
     data = pmi.datasets.block_images(300, noise=0.5, seed=6)
     model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
     with model:
@@ -410,6 +409,14 @@ def test_start_search_dissolves_combination_and_noise_features():
     trXX = kernels.block_sq_norms(data.X, noise)
     truth = np.zeros((300, 8), dtype=np.int8)
     truth[:, :4] = data.Z
+    return data, step, noise, trXX, truth
+
+
+def test_start_search_dissolves_combination_and_noise_features():
+    """The start search's greedy repair: a feature standing for "glyph 0 + glyph 1" on the rows
+    having both is moved back to the two glyph features, and a feature fitting noise on a
+    random third of the rows is deleted; each change raises the collapsed log joint."""
+    data, step, noise, trXX, truth = _repair_case()
     Z = truth.copy()
     both = (data.Z[:, 0] == 1) & (data.Z[:, 1] == 1)
     Z[both, 0] = Z[both, 1] = 0
@@ -426,15 +433,7 @@ def test_start_search_dissolves_difference_features():
     synthetic data, where it kept every chain 30-180 nats below the true Z): glyph 1's rows
     without glyph 0 explained by glyph 0 plus a feature c ≈ A_1 - A_0.  c is dissolved into
     "glyph 1 on, glyph 0 off" on its rows, which raises the collapsed log joint."""
-    data = pmi.datasets.block_images(300, noise=0.5, seed=6)
-    model = lg_model(data.X, 8, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
-    with model:
-        step = pmi.AcceleratedGibbs([model["Z"]])
-    step.rng = np.random.default_rng(0)
-    noise = kernels.noise_blocks(0.25, 1.0, 36)
-    trXX = kernels.block_sq_norms(data.X, noise)
-    truth = np.zeros((300, 8), dtype=np.int8)
-    truth[:, :4] = data.Z
+    data, step, noise, trXX, truth = _repair_case()
     Z = truth.copy()
     only1 = (data.Z[:, 1] == 1) & (data.Z[:, 0] == 0)
     Z[only1, 1], Z[only1, 0], Z[only1, 5] = 0, 1, 1  # c = slot 5 stands for A_1 - A_0
