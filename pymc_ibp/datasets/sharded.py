@@ -23,7 +23,7 @@ from pytensor.link.numba.dispatch.basic import generate_fallback_impl, numba_fun
 from pymc_ibp.exceptions import DataError, ModelPatternError
 
 __all__ = ["ShardSummary", "ShardedData", "ShardedDataNotGathered", "load_shard",
-           "sharded_data_of"]
+           "rows_by_shard", "sharded_data_of"]
 
 _IDS = itertools.count()
 
@@ -40,6 +40,12 @@ class ShardSummary(NamedTuple):
     n: int
     colsum: np.ndarray
     colsq: np.ndarray
+
+    @classmethod
+    def total(cls, parts):
+        """The summary of the union of the shards summarised by ``parts``."""
+        return cls(sum(s.n for s in parts), sum(s.colsum for s in parts),
+                   sum(s.colsq for s in parts))
 
     @property
     def spread(self):
@@ -232,8 +238,7 @@ class ShardedData:
                 parts = client.gather(futs)
             else:
                 parts = [summarise_shard(self.load(p)) for p in range(self.n_shards)]
-            self._summary = ShardSummary(sum(s.n for s in parts), sum(s.colsum for s in parts),
-                                         sum(s.colsq for s in parts))
+            self._summary = ShardSummary.total(parts)
         return self._summary
 
     def set_summary(self, summary):
@@ -271,12 +276,9 @@ class ShardedData:
 
     def take(self, rows):
         """The given rows (sorted global indices), loading only the shards that hold them."""
-        rows = np.asarray(rows, dtype=np.int64)
-        out = np.empty((rows.size, self.d))
-        shard = np.searchsorted(self.bounds, rows, side="right") - 1
-        for p in np.unique(shard):
-            sel = shard == p
-            out[sel] = self.load(int(p))[rows[sel] - self.bounds[p]]
+        out = np.empty((len(rows), self.d))
+        for p, sel, local in rows_by_shard(self.bounds, rows):
+            out[sel] = self.load(p)[local]
         return out
 
     # --- the model side -------------------------------------------------------------------
@@ -293,6 +295,14 @@ class ShardedData:
         state["_tensor"] = None
         state.pop("_published", None)
         return state
+
+
+def rows_by_shard(bounds, rows):
+    """``(shard, selection, local indices)`` for each shard holding some of ``rows`` (global
+    indices), shards of consecutive rows starting at ``bounds[p]``."""
+    rows = np.asarray(rows, dtype=np.int64)
+    shard = np.searchsorted(bounds, rows, side="right") - 1
+    return [(int(p), shard == p, rows[shard == p] - bounds[p]) for p in np.unique(shard)]
 
 
 def _summarise_source(source, rows, d, where):

@@ -48,6 +48,7 @@ from pymc.step_methods.compound import Competence
 from pymc_ibp.datasets.sharded import (
     ShardSummary,
     load_shard,
+    rows_by_shard,
     sharded_data_of,
     summarise_shard,
 )
@@ -340,8 +341,7 @@ class DataParallelGibbs(AcceleratedGibbs):
             parts = self._gather(client, [self._submit(client, p, summarise_shard, xf)
                                           for p, (_, _, _, xf) in enumerate(x)],
                                  "loading their data")
-            summary = ShardSummary(sum(s.n for s in parts), sum(s.colsum for s in parts),
-                                   sum(s.colsq for s in parts))
+            summary = ShardSummary.total(parts)
             data.set_summary(summary)
             self._colsq = np.asarray(summary.colsq, dtype=np.float64)
 
@@ -349,16 +349,14 @@ class DataParallelGibbs(AcceleratedGibbs):
         """Rows of the sharded data (sorted global indices), each shard sending its own."""
         def fetch(client):
             self._ensure_data(client, None)
-            idx = np.asarray(rows, dtype=np.int64)
-            starts = np.array([a for a, _, _, _ in self._x])
-            shard = np.searchsorted(starts, idx, side="right") - 1
-            owners = [int(p) for p in np.unique(shard)]
-            futs = [self._submit(client, p, take_rows, self._x[p][3],
-                                 idx[shard == p] - self._x[p][0]) for p in owners]
-            parts = self._gather(client, futs, "sending rows for the start search", owners)
-            out = np.empty((idx.size, self.d))
-            for p, part in zip(owners, parts, strict=True):
-                out[shard == p] = part
+            groups = rows_by_shard(self._sharded.bounds, rows)
+            futs = [self._submit(client, p, take_rows, self._x[p][3], local)
+                    for p, _, local in groups]
+            parts = self._gather(client, futs, "sending rows for the start search",
+                                 [p for p, _, _ in groups])
+            out = np.empty((len(rows), self.d))
+            for (_, sel, _), part in zip(groups, parts, strict=True):
+                out[sel] = part
             return out
 
         return self._run(fetch)

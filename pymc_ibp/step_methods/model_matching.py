@@ -337,9 +337,10 @@ def _is_zero_constant(var):
 
 
 def _data_of(value_var):
-    if sharded_data_of(value_var) is not None:
+    sharded = sharded_data_of(value_var)
+    if sharded is not None:
         raise ModelPatternError(
-            f"{value_var.name or 'The observed data'} is a {sharded_data_of(value_var)!r}: it "
+            f"{value_var.name or 'The observed data'} is a {sharded!r}: it "
             "stays on its shards, and only pmi.DataParallelGibbs (with the plugin's alpha and "
             "scale steps) samples a linear-Gaussian IBP model with sharded data.")
     if isinstance(value_var, Constant):
