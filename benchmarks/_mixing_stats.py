@@ -10,15 +10,20 @@ import math
 import numpy as np
 
 
-def collapsed_log_joint(Z, X, sigma_x, sigma_a, alpha, beta=1.0, prior=True):
+def collapsed_log_joint(Z, X, sigma_x, sigma_a, alpha, beta=1.0, prior=True, miss=None):
     """``log p(X | Z) + log P(Z)``: A integrated out (Griffiths & Ghahramani 2011, §5, with the
     trace of the exponent) and the truncated IBP
     pmf of :class:`pymc_ibp.IBP`; the same number as the ``ibp_log_joint`` stat.
-    ``prior=False``: the collapsed log-likelihood ``log p(X | Z)`` alone."""
+    ``prior=False``: the collapsed log-likelihood ``log p(X | Z)`` alone.  ``miss`` (an
+    ``N x D`` boolean mask): the likelihood of the other entries alone,
+    :func:`pymc_ibp.step_methods.kernels.observed_loglik`."""
     from pymc_ibp.step_methods import kernels
 
     sx2, sa2 = float(sigma_x) ** 2, float(sigma_a) ** 2
     joint, ll = kernels.log_joint_of(Z, X, sx2, sa2, alpha, beta)
+    if miss is not None:
+        obs = kernels.observed_loglik(Z, X, miss, kernels.noise_blocks(sx2, sa2, X.shape[1]))
+        joint, ll = joint - ll + obs, obs
     return float(joint if prior else ll)
 
 

@@ -21,10 +21,11 @@ step's default).  Data sets:
   as exchangeable rows: D = 64, noise 0.5, seven 8 x 8 glyphs each on in 27-78 of the 100 rows,
   one always beside another).
 
-Score.  Each chain's FINAL ``Z`` (its last draw) is scored by a criterion independent of the
+Score.  Every kept (post-tuning) draw of ``Z`` is scored by a criterion independent of the
 chain's own hyperparameter draws: the collapsed log joint ``log p(X | Z) + log P(Z)`` (A
 integrated out, truncated IBP pmf) at FIXED reference hyperparameters, computed by
-``pymc_ibp.step_methods.kernels.log_joint_of`` (through _mixing_stats.collapsed_log_joint).
+``pymc_ibp.step_methods.kernels.log_joint_of`` (through _mixing_stats.collapsed_log_joint);
+above N = 10^4 every 10th kept draw and the last.
 Reference values: ``block`` and ``glyphs``: sigma_x = 0.5 (the true noise), sigma_a = 1, alpha =
 1 (``glyphs``: 2); ``icml``:
 the data's true sigma_x = 0.2, sigma_a = 2, alpha = 2.  The TRUE ``Z`` (padded with empty
@@ -32,13 +33,21 @@ columns to K_max) is scored the same way.
 
 Reported per chain: the final K+; ``gap_to_truth`` = score(final Z) - score(true Z) in nats
 (negative: the chain ended in a worse structure; positive: in one the reference model prefers
-to the truth at this N); ``reached``: whether the chain is within ``threshold`` nats of
-``best`` = max(score(true Z), the best chain's score), with ``threshold = max(REACH_NATS,
-REACH_REL * |best|)`` (see the constants below); ``kmax_hit`` = the fraction of the kept
-(post-tuning) draws whose ``ibp_kmax_hit`` stat is set (every K_max slot in use at some point
-of that sweep).  Per configuration: chains that reached the structure out of C, the median
-gap, the wall time of the ``pm.sample`` call (model compilation and step construction included,
-after a warm-up run in the same process) and PyMC's own ``sampling_time``.
+to the truth at this N); ``best_draw_gap`` = the same for the chain's best-scoring kept draw;
+``reached``: whether some kept draw came within ``threshold`` nats of ``best`` = max(score(true
+Z), the best score of any chain's kept draw), with ``threshold = max(REACH_NATS, REACH_REL *
+|best|)`` (see the constants below) -- the chain found the structure within its tune + draws
+iterations; ``final_reached``: the same for the final draw alone; ``time_near``: the fraction
+of the kept draws within the threshold.  A chain at the structure does not stay within the
+threshold at every draw: the posterior (at the chain's own alpha and sigma_x) keeps
+switching small features on and off (one to nine rows on block images), and one such feature
+costs 20-100 nats at the reference hyperparameters, so ``final_reached`` undercounts by
+chance; a wrong structure (a missing, merged or split feature) costs hundreds to thousands of
+nats at every draw and is never ``reached``.  ``kmax_hit`` = the fraction of the kept draws
+whose ``ibp_kmax_hit`` stat is set (every K_max slot in use at some point of that sweep).
+Per configuration: chains that reached the structure out of C, the median gap, the wall time
+of the ``pm.sample`` call (model compilation and step construction included, after a warm-up
+run in the same process) and PyMC's own ``sampling_time``.
 
     python -m benchmarks.structure            # the default grid (make bench)
     python -m benchmarks.structure --large    # + block images N = 100000, 2 chains
@@ -64,7 +73,7 @@ from benchmarks.reproduce_icml import SYNTH_ALPHA, SYNTH_SIGMA_A, SYNTH_SIGMA_X,
 K_MAX = 20
 SX_INIT, SA_INIT = 0.5, 1.0  # the README's initial values of sigma_x and sigma_a
 
-# "Reached the structure": score(final Z) >= best - max(REACH_NATS, REACH_REL * |best|).
+# "Reached the structure": score(Z) >= best - max(REACH_NATS, REACH_REL * |best|).
 # The score is a sum over N x D entries (|score| ~ 0.8 N D nats on block images), so a fixed
 # tolerance would get ever stricter as N grows.  REACH_REL = 0.2% of |best| is ~60 nats at
 # N = 1000 block images and ~580 at N = 10^4: it absorbs a few misassigned rows (a glyph
@@ -130,16 +139,22 @@ def make_data(kind, n, k_max=K_MAX):
     return data
 
 
-class FinalZ:
-    """pm.sample callback keeping the last draw of ``Z`` of every chain (the Z trace itself is
-    not stored: at N = 10^5 it would take gigabytes)."""
+class DrawScores:
+    """pm.sample callback scoring the kept draws of ``Z`` as they are made (every ``stride``-th
+    one, and always the last) and keeping the last ``Z`` of every chain; the ``Z`` trace itself
+    is not stored (at N = 10^5 it would take gigabytes)."""
 
-    def __init__(self, last_idx):
-        self.last_idx = last_idx
-        self.Z = {}
+    def __init__(self, tune, draws, score_fn, stride=1):
+        self.tune, self.last_idx, self.stride = tune, tune + draws - 1, stride
+        self.score_fn = score_fn
+        self.Z, self.scores = {}, {}
 
     def __call__(self, trace, draw):
-        if draw.draw_idx == self.last_idx:
+        i = draw.draw_idx
+        if i < self.tune or ((i - self.tune) % self.stride and i != self.last_idx):
+            return
+        self.scores.setdefault(draw.chain, []).append(self.score_fn(draw.point["Z"]))
+        if i == self.last_idx:
             self.Z[draw.chain] = np.array(draw.point["Z"], copy=True)
 
 
@@ -168,9 +183,11 @@ def run(cfg: Config):
     data = make_data(cfg.data, cfg.n, cfg.k_max)
     X, ref = data.X, REFERENCE[cfg.data]
     true_score = score(pad(data.Z, cfg.k_max), X, ref)
-    final = FinalZ(cfg.tune + cfg.draws - 1)
+    # every kept draw scored (every 10th above N = 10^4: the score costs O(N K (K + D)))
+    scores = DrawScores(cfg.tune, cfg.draws, lambda Z: score(Z, X, ref),
+                        stride=1 if cfg.n <= 10_000 else 10)
     t = time.perf_counter()
-    idata = sample(X, cfg.chains, cfg.tune, cfg.draws, cfg.seed, callback=final,
+    idata = sample(X, cfg.chains, cfg.tune, cfg.draws, cfg.seed, callback=scores,
                    k_max=cfg.k_max)
     wall = time.perf_counter() - t
     secs = sampling_time(idata)
@@ -181,24 +198,33 @@ def run(cfg: Config):
                  tune=cfg.tune, draws=cfg.draws, seed=cfg.seed)
     rows = []
     for c in range(cfg.chains):
-        Z = final.Z[c]
-        s = score(Z, X, ref)
+        Z = scores.Z[c]
+        trace = np.asarray(scores.scores[c])
+        s = float(trace[-1])
         rows.append(dict(ident, chain=c, true_K=data.k,
                          K_plus_final=int((Z.sum(axis=0) > 0).sum()),
                          K_plus_mean=float(n_active[c].mean()),
-                         score=s, true_score=true_score, gap_to_truth=s - true_score,
+                         score=s, best_draw_score=float(trace.max()), trace=trace,
+                         true_score=true_score, gap_to_truth=s - true_score,
+                         best_draw_gap=float(trace.max()) - true_score,
                          kmax_hit=float(kmax_hit[c].mean()),
                          sigma_x_final=float(post["sigma_x"].values[c, -1]),
                          alpha_final=float(post["alpha"].values[c, -1])))
-    best = max(true_score, max(r["score"] for r in rows))
+    best = max(true_score, max(r["best_draw_score"] for r in rows))
     threshold = max(REACH_NATS, REACH_REL * abs(best))
     for r in rows:
+        trace = r.pop("trace")
         r["gap_to_best"] = r["score"] - best
-        r["reached"] = bool(r["score"] >= best - threshold)
+        r["reached"] = bool(r["best_draw_score"] >= best - threshold)
+        r["final_reached"] = bool(r["score"] >= best - threshold)
+        r["time_near"] = float((trace >= best - threshold).mean())
     gaps = [r["gap_to_truth"] for r in rows]
     n_reached = sum(r["reached"] for r in rows)
+    n_final = sum(r["final_reached"] for r in rows)
     summary = dict(
         ident, true_K=data.k, reached=f"{n_reached}/{cfg.chains}", n_reached=n_reached,
+        final_reached=f"{n_final}/{cfg.chains}",
+        time_near=float(np.mean([r["time_near"] for r in rows])),
         median_gap=float(np.median(gaps)), min_gap=float(np.min(gaps)),
         max_gap=float(np.max(gaps)),
         K_plus_final=" ".join(str(r["K_plus_final"]) for r in rows),
@@ -214,11 +240,12 @@ def run(cfg: Config):
 
 
 CHAIN_COLS = ["data", "N", "K_max", "tune", "draws", "chain", "true_K", "K_plus_final",
-              "K_plus_mean", "score", "gap_to_truth", "gap_to_best", "reached", "kmax_hit",
+              "K_plus_mean", "score", "gap_to_truth", "gap_to_best", "best_draw_gap", "reached",
+              "final_reached", "time_near", "kmax_hit",
               "sigma_x_final", "alpha_final"]
 CONFIG_COLS = ["data", "N", "D", "K_max", "chains", "tune", "draws", "true_K", "reached",
-               "median_gap", "min_gap", "max_gap", "K_plus_final", "kmax_hit", "true_score",
-               "threshold", "wall_s", "sampling_s", "s_per_it"]
+               "final_reached", "time_near", "median_gap", "min_gap", "max_gap", "K_plus_final",
+               "kmax_hit", "true_score", "threshold", "wall_s", "sampling_s", "s_per_it"]
 
 
 def main():
@@ -281,12 +308,19 @@ def main():
         "Data: block = block_images(N, noise=0.5, seed=1); "
         "icml = reproduce_icml.synthetic_data(N) (D = 10, alpha 2, sigma_x 0.2, sigma_a 2); "
         "glyphs = markov_glyphs(N, seed=3) (D = 64, 7 glyphs, noise 0.5).",
-        "score = collapsed log p(X | Z) + log P(Z) of a chain's FINAL Z (kernels.log_joint_of) at "
-        "fixed reference hyperparameters (block: sigma_x 0.5, sigma_a 1, alpha 1; icml: the "
+        "score = collapsed log p(X | Z) + log P(Z) of a kept draw's Z (kernels.log_joint_of) "
+        "at fixed reference hyperparameters (block: sigma_x 0.5, sigma_a 1, alpha 1; icml: the "
         "true 0.2, 2, 2; glyphs: 0.5, 1, 2), not the chain's own; true_score = the same for "
-        "the true Z padded to K_max. gap = score - true_score (nats; median/min/max over chains).",
-        f"reached: chains with score >= best - threshold, best = max(true_score, best chain), "
-        f"threshold = max({REACH_NATS:g}, {REACH_REL:g} |best|) nats.",
+        "the true Z padded to K_max. gap = score of the FINAL draw - true_score (nats; "
+        "median/min/max over chains); best_draw_gap = the same for the chain's best kept draw "
+        "(every kept draw scored; every 10th above N = 10^4).",
+        f"reached: chains with a kept draw scoring >= best - threshold, best = max(true_score, "
+        f"best kept draw of any chain), threshold = max({REACH_NATS:g}, {REACH_REL:g} |best|) "
+        "nats; final_reached: the same for the final draw; time_near: mean fraction of kept "
+        "draws within the threshold. A chain at the structure keeps switching small features "
+        "(1-9 rows) on and off, each costing 20-100 nats at the reference hyperparameters, so "
+        "final_reached undercounts by chance; a wrong structure costs hundreds of nats at "
+        "every draw.",
         "kmax_hit = fraction of the kept draws (tuning excluded) with the ibp_kmax_hit stat "
         "(every K_max slot in use); K_plus_final = final K+ of each chain.",
         "wall_s = the pm.sample call (model compilation and step construction included, after "

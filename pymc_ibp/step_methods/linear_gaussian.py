@@ -142,7 +142,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                  blocked=True, init_z="auto", split_merge=5,
                  split_merge_proposal="sequential", init_restarts=4, init_anneal=True,
                  birth_death=3, birth_rows=64, init_subsample=1000, init_sweeps=100,
-                 column_split_merge=0, pair_swaps=3, init_method="anneal"):
+                 column_split_merge=0, pair_swaps=3, init_method="anneal", tuning_repairs=True):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [spec.z_rv for spec in matched_models(model)]
@@ -233,6 +233,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.birth_rows = int(birth_rows)
         self.init_subsample = int(init_subsample or 0)
         self.init_sweeps = int(init_sweeps)
+        self.tuning_repairs = bool(tuning_repairs) and self.mode.counts
         # the start search's moves (IBP prior only): the chain's own, at least the defaults,
         # plus column split–merge proposals (whatever the chain itself uses)
         self._search_moves = (max(self.split_merge, 5), max(self.column_split_merge, 5),
@@ -326,13 +327,25 @@ class _LinearGaussianIBPStep(BlockedStep):
         """``G = Z_actᵀ Z_act`` and ``RX = Z_actᵀ X`` for the ``A`` draw and the log joint."""
         return kernels.suff_stats(Z, X, act)
 
-    def _log_joint(self, Z, X, trXX, noise, ibp=None):
+    def _log_joint(self, Z, X, trXX, noise, ibp=None, M=None):
         """``(log p(X | Z, σ) + log P(Z), log p(X | Z, σ))``, ``A`` integrated out; with
         ``ibp = (α, β)`` under the IBP prior at that mass whatever the model's prior (the
-        start search of a per-entry prior, whose features are not yet in their slots)."""
+        start search of a per-entry prior, whose features are not yet in their slots).  With
+        a mask ``M`` of missing entries the likelihood is that of the observed entries alone
+        (:func:`~pymc_ibp.step_methods.kernels.observed_loglik`): values imputed from one
+        ``Z`` would favour it over the others."""
         m = Z.sum(axis=0)
         act = np.flatnonzero(m > 0)
         G, RX = kernels.suff_stats(Z, X, act)
+        joint, ll = self._joint_from_stats(G, RX, Z, m, act, trXX, noise, ibp)
+        if M is None:
+            return joint, ll
+        obs = kernels.observed_loglik(Z, X, M, noise)
+        return joint - ll + obs, obs
+
+    def _joint_from_stats(self, G, RX, Z, m, act, trXX, noise, ibp=None):
+        """:meth:`_log_joint` (complete data) from the statistics ``G``, ``RX`` of the active
+        columns ``act``."""
         if ibp is not None and not self.mode.counts:
             return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, self.n,
                                                noise, ibp[0], ibp[1], self.k_max)
@@ -376,7 +389,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             # chain's initial σx can be far off and would favour too few or too many features)
             Zs, Xf, end_noise = self._anneal(Xs, noise, trXs, Ms)
             score = (self._log_joint(Zs, Xf, kernels.block_sq_norms(Xf, end_noise), end_noise,
-                                     ibp)[0] if restarts > 1 else 0.0)
+                                     ibp, Ms)[0] if restarts > 1 else 0.0)
             if best is None or score > best_score:
                 best, best_score = Zs, score
         if not self.mode.counts:  # the most used features in the first slots
@@ -388,9 +401,10 @@ class _LinearGaussianIBPStep(BlockedStep):
         return Z
 
     def _anneal(self, X, noise, trXX, M=None):
-        """``init_sweeps`` sweeps with split–merge and birth/death moves from a prior draw, the
-        noise variance falling geometrically from the data's variance to ``σx²`` over the first
-        60% of them and staying there (a simulated-annealing search for a starting point).
+        """Sweeps with split–merge and birth/death moves from a prior draw, the noise variance
+        falling geometrically from the data's variance to ``σx²`` over the first ``span`` of
+        them and staying there (a simulated-annealing search for a starting point; ``span``
+        and the number of sweeps from :meth:`_search_schedule`).
 
         With missing entries (mask ``M``) the search starts them at their column's observed
         mean and re-imputes them after every sweep as ``Z μ``, ``μ`` the feature posterior
@@ -403,12 +417,11 @@ class _LinearGaussianIBPStep(BlockedStep):
         nr = X.shape[0]
         n_sm, n_csm, n_bd, n_ps = self._search_moves
         Z = ibp_draw_core(rng, alpha, beta, nr, self.k_max)
-        sweeps = self.init_sweeps
-        span = max(1, int(math.ceil(0.6 * sweeps)))
         if M is not None:
             X = _column_mean_fill(X, M)
             trXX = kernels.block_sq_norms(X, noise)
         v0 = kernels.block_variances(X, noise.cols)
+        span, sweeps = self._search_schedule(v0, noise)
         target = noise
         for t in range(sweeps):
             m = Z.sum(axis=0).astype(np.int64)
@@ -427,12 +440,28 @@ class _LinearGaussianIBPStep(BlockedStep):
                                            self.birth_rows, trXX)
             kernels.pair_pattern_swaps(rng, Z, X, m, s2, alpha, beta, n_ps, trXX)
             if t >= span and (t - span) % 10 == 0 or t == sweeps - 1:
-                self._dissolve_combinations(Z, X, trXX, s2, (alpha, beta))
+                self._dissolve_combinations(Z, X, trXX, s2, (alpha, beta), M)
         if M is not None:
             _fill_from_z(Z, X, M, Z.sum(axis=0), target)
         if self._free_sx:
             target = noise._replace(sx2=self._residual_variance(Z, X, Z.sum(axis=0), target, v0))
         return Z, X, target
+
+    def _search_schedule(self, v0, noise):
+        """``(span, sweeps)`` of a start search: the noise variance falls from the data's
+        variance ``v0`` to ``σx²`` over ``span`` sweeps, then ``sweeps - span = 0.4 ·
+        init_sweeps`` sweeps follow at ``σx²``.  ``span = 0.6 · init_sweeps`` when
+        ``log(v0 / σx²) <= 1.5`` (e.g. block images at their noise) and proportionally more
+        for a larger ratio (at most ``5 · init_sweeps``): the same cooling rate per sweep
+        whatever the signal-to-noise ratio.  Measured: the accelerated-sampling paper's data
+        (``σx = 0.2``, ``log(v0 / σx²) = 4.5``) with 20% of the entries missing, 6 of 8
+        searches at N = 500 (each the best of 4) within 20 nats of the true ``Z``
+        (observed-data log joint) with this schedule (``span`` 179) against none of 8 with
+        ``span`` 60; with complete data 8/8 against 5/8."""
+        s = self.init_sweeps
+        efolds = float(np.max(np.log(np.maximum(v0, noise.sx2) / noise.sx2)))
+        span = int(math.ceil(0.6 * s * min(max(1.0, efolds / 1.5), 5.0 / 0.6)))
+        return max(1, span), span + int(math.ceil(0.4 * s))
 
     def _search_prior(self):
         """``(α, β)`` of the IBP prior the start search uses: the model's, or for a per-entry
@@ -441,8 +470,9 @@ class _LinearGaussianIBPStep(BlockedStep):
             return self.mode.alpha, self.mode.beta
         return self.mode.search_mass(), 1.0
 
-    def _dissolve_combinations(self, Z, X, trXX, noise, ibp=None):
-        """Greedy repair of *combination modes* (start search only, not a Markov move): a
+    def _dissolve_combinations(self, Z, X, trXX, noise, ibp=None, M=None):
+        """Greedy repair of *combination modes* (start search and tuning only, not a Markov
+        move): a
         feature ``c`` whose posterior mean is close to that of another feature ``a``
         (``‖μ_c - μ_a‖ < ‖μ_c‖/2``), to the sum of two others ``a + b`` or to their difference
         ``a - b`` stands for them on its rows (e.g. one feature for "glyph 0 + glyph 3" on the
@@ -452,8 +482,10 @@ class _LinearGaussianIBPStep(BlockedStep):
         difference) or to nothing, when that raises the collapsed log joint at ``noise``.  No
         single-row, pairwise or pattern-swap move makes these changes, which involve up to three
         features on many rows at once, and the data-driven deaths only remove features whose
-        owners all fall in their row subset.  ``Z`` is changed in place."""
-        best = self._log_joint(Z, X, trXX, noise, ibp)[0]
+        owners all fall in their row subset.  ``Z`` is changed in place.  Each candidate is
+        scored from the statistics updated on ``c``'s rows (complete data), so a repair costs
+        ``O(N K (K + D))`` once plus ``O(m_c K D)`` per candidate."""
+        best = self._log_joint(Z, X, trXX, noise, ibp, M)[0]
         for _ in range(self.k_max):
             m = Z.sum(axis=0)
             act = np.flatnonzero(m > 0)
@@ -485,7 +517,19 @@ class _LinearGaussianIBPStep(BlockedStep):
                         Z2[rows, act[j]] = 1
                     for j in off:
                         Z2[rows, act[j]] = 0
-                    score = self._log_joint(Z2, X, trXX, noise, ibp)[0]
+                    if M is None:  # the statistics updated on c's rows only: O(|rows| K D)
+                        zo = Z[rows][:, act].astype(np.float64)
+                        zn = Z2[rows][:, act].astype(np.float64)
+                        G2 = G - zo.T @ zo + zn.T @ zn
+                        RX2 = RX - (zo - zn).T @ X[rows]
+                        m2 = m.copy()
+                        m2[act] += (zn - zo).sum(axis=0).astype(m2.dtype)
+                        k2 = m2[act] > 0
+                        score = self._joint_from_stats(
+                            np.ascontiguousarray(G2[np.ix_(k2, k2)]),
+                            np.ascontiguousarray(RX2[k2]), Z2, m2, act[k2], trXX, noise, ibp)[0]
+                    else:
+                        score = self._log_joint(Z2, X, trXX, noise, ibp, M)[0]
                     if score > best:
                         Z[:] = Z2
                         best, improved = score, True
@@ -569,10 +613,23 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.candidates.append(Z)  # Z is the step's own copy of the point's value
         if s < R * L:
             return self._fresh_start(X, noise)
-        scores = [self._log_joint(c, X, trXX, noise)[0] for c in self.candidates]
+        scores = [self._log_joint(c, X, trXX, noise, M=self._mask)[0] for c in self.candidates]
         best = self.candidates[int(np.argmax(scores))]
         self.candidates = []
         return best
+
+    def _repairs_now(self, X):
+        """Whether this iteration ends with the greedy repair of :meth:`_dissolve_combinations`
+        on all rows: at the middle and the last tuning iteration (``tuning_repairs``, IBP
+        prior, data on the driver; at least 10 tuning iterations).  Tuning only, like the
+        restarts: it only chooses where the kept chain starts.  It catches what the start
+        search cannot see when it ran on a subset of the rows (``N > init_subsample``): a
+        feature the first full sweeps split between two slots (measured on block images,
+        N = 10⁴, the chain of seed 3: a 66-row copy of a glyph's feature, 495 nats below the
+        truth, dissolved by one repair to 53 nats below)."""
+        t, T = self.sweeps, self.n_tune
+        return (self.tuning_repairs and T >= 10 and t in (T // 2, T - 1)
+                and isinstance(X, np.ndarray))
 
     def _annealed(self, noise):
         """Noise variances for the Z moves.  Inside a multi-start segment (tuning only, with
@@ -632,6 +689,9 @@ class _LinearGaussianIBPStep(BlockedStep):
                 ps_acc = kernels.pair_pattern_swaps(
                     self.rng, Z, X, m, noise_z, self.mode.alpha, self.mode.beta,
                     self.pair_swaps, trXX)
+            if self._repairs_now(X):
+                self._dissolve_combinations(Z, X, trXX, noise, M=self._mask)
+                m[:] = Z.sum(axis=0)
         else:
             m = Z.sum(axis=0).astype(np.int64)
         # A | Z, X: active rows from the exact Gaussian conditional, empty slots from the prior
@@ -794,10 +854,15 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         ``init_restarts`` searches, each ``init_sweeps`` sweeps from its own prior draw of ``Z``
         with split–merge, column split–merge, birth/death and pair-swap moves (at least 5, 5,
         3 and 5 per sweep whatever the chain's own settings), the noise
-        variance the ``Z`` moves see falling geometrically from the data's variance to ``σx²``
-        over the first 60% of the sweeps, so that features appear largest first, and a greedy
-        repair of combination and noise features every 10 sweeps after that
-        (:meth:`_dissolve_combinations`).  It runs
+        variance the ``Z`` moves see falling geometrically from the data's variance ``v0`` to
+        ``σx²`` over the first 60% of the sweeps, so that features appear largest first (over
+        proportionally more sweeps when ``log(v0/σx²) > 1.5``, at most ``5 · init_sweeps``:
+        the same cooling rate at any signal-to-noise ratio, :meth:`_search_schedule`), a
+        greedy repair of combination and noise features every 10 sweeps after that
+        (:meth:`_dissolve_combinations`), ``0.4 · init_sweeps`` sweeps at ``σx²`` in all.
+        With missing entries every score of the search (repairs, the choice among restarts)
+        is that of the observed entries
+        (:func:`~pymc_ibp.step_methods.kernels.observed_loglik`).  It runs
         before the first iteration, so runs with ``tune=0`` start from it too, and only chooses
         where the chain starts: every iteration of ``pm.sample`` is the exact kernel.  Under a
         per-entry prior (``pmi.IBPStickBreaking``, ``pmi.DependentIBP``) the search uses the
@@ -837,6 +902,13 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         (N = 500, K_max = 40, ``tune=100``), final gaps to the true Z of 67-273 nats against
         370-1913.  Not the default: two short composition runs (two observed matrices with
         different noise, per-dimension noise) ended in poorer modes than with ``"anneal"``.
+    tuning_repairs : bool
+        Apply the start search's greedy repair (:meth:`_dissolve_combinations`) to all rows
+        at the middle and the last tuning iteration (default True; ``pmi.IBP`` prior, at least
+        10 tuning iterations).  Tuning only: it chooses where the kept chain starts, every
+        kept draw is the exact kernel.  It undoes what a search on a subset of the rows cannot
+        see: on block images at N = 10⁴ one chain of four kept a 66-row copy of a glyph's
+        feature after the first full sweeps (495 nats below the truth); the repair removed it.
     init_anneal : bool
         With ``init_sweeps=0``: within each multi-start segment, anneal the noise variance used
         by the ``Z`` moves from the data's variance down to the current ``σx²`` over the

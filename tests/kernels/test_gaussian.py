@@ -48,6 +48,30 @@ def test_collapsed_loglik_matches_direct_mvn(sx, sa):
     np.testing.assert_allclose(got, ref, rtol=1e-12)
     np.testing.assert_allclose(kernels.log_joint_of(Z, X, sx**2, sa**2, 1.0)[1], ref, rtol=1e-12)
 
+@pytest.mark.parametrize("sx,sa", [(0.6, 1.3), (COL_SX, COL_SA)], ids=["scalar", "blocks"])
+def test_observed_loglik_matches_direct_mvn(sx, sa):
+    """``log p(X_obs | Z)`` with missing entries: each column's observed rows are
+    ``N(0, σa² Z_o Z_oᵀ + σx² I)``; the values at the missing entries do not matter."""
+    rng = np.random.default_rng(2)
+    Z, X = rand_state(rng, 9, 3, 4)
+    miss = rng.random((9, 4)) < 0.3
+    miss[0] = True  # a row with nothing observed
+    sx, sa = np.broadcast_to(sx, (4,)), np.broadcast_to(sa, (4,))
+    noise = kernels.noise_blocks(sx**2, sa**2, 4)
+    got = kernels.observed_loglik(Z, X, miss, noise)
+    ref = 0.0
+    for j in range(4):
+        o = ~miss[:, j]
+        Zo = Z[o].astype(float)
+        ref += stats.multivariate_normal.logpdf(
+            X[o, j], np.zeros(o.sum()), sa[j] ** 2 * Zo @ Zo.T + sx[j] ** 2 * np.eye(o.sum()))
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    X2 = np.where(miss, rng.normal(size=X.shape) * 50, X)
+    np.testing.assert_allclose(kernels.observed_loglik(Z, X2, miss, noise), ref, rtol=1e-12)
+    np.testing.assert_allclose(kernels.observed_loglik(Z, X, np.zeros_like(miss), noise),
+                               kernels.log_joint_of(Z, X, sx**2, sa**2, 1.0)[1], rtol=1e-12)
+
+
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("blocks", [False, True])
 def test_accelerated_and_collapsed_conditionals_agree(seed, blocks):
