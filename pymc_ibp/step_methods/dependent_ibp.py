@@ -322,14 +322,17 @@ def match_dependent_ibp(model, rv):
 @dataclass_state
 class DependentIBPGibbsState(StepMethodState):
     """``rng``, the adapted stick step sizes (log scale), the adaptation count, whether the
-    chain is still tuning, whether it has had its first sweep and the kept ``h`` (empty unless
-    ``keep_h``)."""
+    chain is still tuning, whether it has had its first sweep, the kept ``h`` (empty unless
+    ``keep_h``), the chain's default start of ``Z`` (empty unless it started there) and whether
+    the sticks and processes have been fitted to the first ``Z`` that differs from it."""
 
     log_step: np.ndarray
     adapt_iter: int
     tune: bool
     started: bool
     h: np.ndarray
+    z_first: np.ndarray
+    fitted_start: bool
 
 
 class DependentIBPGibbs(BlockedStep):
@@ -363,6 +366,13 @@ class DependentIBPGibbs(BlockedStep):
         not written to the trace.
     stick_step : float, default 0.5
         Initial random-walk step in ``Φ⁻¹(b)`` (adapted per stick during tuning).
+    start_rounds : int, default 20
+        A chain that starts at PyMC's default ``Z`` and whose ``Z`` step then replaces it
+        during tuning (the start search of :class:`pymc_ibp.AcceleratedGibbs`) gets its sticks
+        set to that ``Z``'s feature frequencies (made decreasing) and this many rounds of the
+        exact ``h`` and ``g`` updates given it, once (:meth:`_fit_start`; tuning only, and
+        not when the sticks or processes were given as initial values).  0: the processes
+        are left where they are (the sticks are still set).
     """
 
     name = "ibp_dependent_gibbs"
@@ -377,7 +387,8 @@ class DependentIBPGibbs(BlockedStep):
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
-                 blocked=True, joint_moves=False, keep_h=False, stick_step=0.5):
+                 blocked=True, joint_moves=False, keep_h=False, stick_step=0.5,
+                 start_rounds=20):
         model = pm.modelcontext(model)
         value_vars = get_value_vars_from_user_vars(vars, model)
         rvs = [model.values_to_rvs[v] for v in value_vars]
@@ -394,13 +405,19 @@ class DependentIBPGibbs(BlockedStep):
                                     f"together; {missing} were not given.")
         self.update_g = bool(comps)
         self.vars = value_vars
-        ip = model.initial_point() if initial_point is None else initial_point
-        # whether Z was given (pm.sample's initvals: PyMC builds the steps at the first
-        # chain's initial point), so that its first sweep's joint moves are not left out
-        self._z_given = (z_rv not in model.observed_RVs and initial_point is not None
-                         and not np.array_equal(
-                             np.asarray(ip[model.rvs_to_values[z_rv].name]),
-                             np.asarray(model.initial_point()[model.rvs_to_values[z_rv].name])))
+        ip0 = model.initial_point()
+        ip = ip0 if initial_point is None else initial_point
+
+        def given(rvs):  # set by pm.sample's initvals (PyMC builds the steps at chain 0's point)
+            names = [model.rvs_to_values[rv].name for rv in rvs]
+            return initial_point is not None and any(
+                not np.array_equal(np.asarray(ip[v]), np.asarray(ip0[v])) for v in names)
+
+        # whether Z was given, so that its first sweep's joint moves are not left out
+        self._z_given = z_rv not in model.observed_RVs and given([z_rv])
+        # sticks or processes given by the user: kept as they are (no fitted start)
+        self._bg_given = given(([sticks_rv] if self.update_sticks else [])
+                               + [c.rv for c in comps])
         sticks, g_in, g_var, rho, index = z_rv.owner.inputs[2:]
         outs = [sticks, g_in, g_var, rho, index]
         self._comps = []
@@ -435,6 +452,11 @@ class DependentIBPGibbs(BlockedStep):
         self.adapt_iter = 0
         self.tune = True  # set by PyMC's stop_tuning()
         self.started = False  # whether this chain has had its first sweep
+        self.z_first = np.empty((0, 0), dtype=np.int8)
+        self.fitted_start = False
+        if start_rounds < 0:
+            raise ValueError(f"start_rounds must be >= 0; got {start_rounds!r}.")
+        self.start_rounds = int(start_rounds)
         self.rng = get_random_generator(rng)
 
     @interrupt_safe
@@ -453,9 +475,14 @@ class DependentIBPGibbs(BlockedStep):
         # its first joint moves out, so that the Z step's start search sees that start (the
         # joint moves would turn it into what looks like a user's Z); initialisation only
         first, self.started = not self.started, True
-        skip_joint = first and self._z_rows is not None and not self._z_given and \
-            self._is_default_z(
-            Z, b, g_flat, g_var, rho, index)
+        if first and self.z_name is not None and not self._z_given and self._is_default_z(
+                Z, b, g_flat, g_var, rho, index):
+            self.z_first = np.array(Z, dtype=np.int8)
+        skip_joint = first and self._z_rows is not None and self.z_first.size > 0
+        if (not first and self.tune and not self.fitted_start and self.z_first.size
+                and not self._bg_given and not np.array_equal(Z, self.z_first)):
+            b, g_flat, gp = self._fit_start(point, gp, np.asarray(Z), b, g_flat, g_var, rho,
+                                            index, n_loc, new)
         if self.update_sticks:
             n1 = np.zeros(g_flat.shape, dtype=np.int64)
             for k in range(self.k_max):
@@ -494,6 +521,36 @@ class DependentIBPGibbs(BlockedStep):
         if self.keep_h:
             self.h = h
         return new, [stats]
+
+    def _fit_start(self, point, gp, Z, b, g_flat, g_var, rho, index, n_loc, new):
+        """Initialisation (tuning only, once per chain): when the chain started at PyMC's
+        default ``Z`` and the ``Z`` step has since replaced it (e.g. by the start search of
+        :class:`pymc_ibp.AcceleratedGibbs`), set the sticks to that ``Z``'s feature frequencies
+        (clipped to [0.01, 0.99], made decreasing) and run ``start_rounds`` rounds of the
+        exact ``h | Z, b, g`` and ``g | h`` updates, so that the per-entry prior the next ``Z``
+        sweep sees agrees with the ``Z`` it starts from; the chain's sticks and processes are
+        otherwise still at their initial values, whose prior switches most features of the
+        searched ``Z`` off before they can adapt.  The chained start of the tracking example
+        (``examples/dependent_ibp_synthetic.py``: a plain IBP fit, then sticks and processes
+        set from its ``Z``) does the same by hand.  Returns the new
+        ``(b, g, gp)``; writes them into ``new``."""
+        self.fitted_start = True
+        if self.update_sticks:
+            freq = np.clip(np.asarray(Z, dtype=np.float64).mean(axis=0), 0.01, 0.99)
+            b = np.minimum.accumulate(freq) * 0.999 ** np.arange(self.k_max)
+            new[self.sticks_name] = np.asarray(self._sticks_fwd(b),
+                                               dtype=point[self.sticks_name].dtype)
+        if not self.update_g:
+            return b, g_flat, gp
+        thr = np.ascontiguousarray(dibp_threshold(b, g_var, rho))
+        gp = list(gp)
+        Zc = np.ascontiguousarray(Z)
+        for _ in range(self.start_rounds):
+            sums = draw_h_sums(self.rng, Zc, g_flat, thr, rho, index, np.empty((0, 0)), False)
+            g_flat = self._draw_g(point, gp, sums, n_loc, rho, new)
+            for i, c in enumerate(self._comps):
+                gp[3 * i] = new[c["name"]]
+        return b, np.ascontiguousarray(g_flat), gp
 
     @staticmethod
     def _is_default_z(Z, b, g_flat, g_var, rho, index):
@@ -639,6 +696,8 @@ class DependentIBPGibbs(BlockedStep):
         self.adapt_iter = 0
         self.tune = True
         self.started = False
+        self.z_first = np.empty((0, 0), dtype=np.int8)
+        self.fitted_start = False
 
     def reset_tuning(self):
         pass
