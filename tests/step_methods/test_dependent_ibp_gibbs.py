@@ -299,19 +299,25 @@ def test_models_the_step_cannot_handle_are_explained():
             pmi.DependentIBPGibbs([g])
 
 
+def _twelve_row_model():
+    """A linear-Gaussian dependent IBP: 12 rows at covariate values 0-11, K = 3, D = 3."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 3))
+    with pm.Model(coords={"obs": range(12), "feature": range(3)}) as model:
+        mod = pmi.dependent_ibp("Z", np.arange(12.0), alpha=2.0, dims=("obs", "feature"))
+        A = pm.Normal("A", 0, 1, shape=(3, 3))
+        pm.Normal("X", mod.Z @ A, 0.5, observed=X)
+    return model, mod, A, rng
+
+
 def test_first_sweep_leaves_a_default_z_to_the_start_search():
     """With the joint moves on, the first sweep of a chain whose Z is PyMC's default start
     leaves Z alone, so that the Z step (AcceleratedGibbs) still sees a prior start and runs
     its start search (the joint moves used to turn the default into what looked like a
     user's Z: tracking chains then started from one feature); later sweeps, and a first sweep
     from a user's Z, run them."""
-    rng = np.random.default_rng(0)
-    t = np.arange(12.0)
-    X = rng.normal(size=(12, 3))
-    with pm.Model(coords={"obs": range(12), "feature": range(3)}) as model:
-        mod = pmi.dependent_ibp("Z", t, alpha=2.0, dims=("obs", "feature"))
-        A = pm.Normal("A", 0, 1, shape=(3, 3))
-        pm.Normal("X", mod.Z @ A, 0.5, observed=X)
+    model, mod, A, rng = _twelve_row_model()
+    with model:
         step = pmi.DependentIBPGibbs([mod.sticks, mod.g], joint_moves=True)
         zstep = pmi.AcceleratedGibbs([mod.Z, A])
     point = model.initial_point()
@@ -338,13 +344,7 @@ def test_sticks_and_processes_start_from_the_searched_z():
     tuning."""
     from pymc_ibp.distributions.dependent import dibp_u
 
-    rng = np.random.default_rng(0)
-    t = np.arange(12.0)
-    X = rng.normal(size=(12, 3))
-    with pm.Model(coords={"obs": range(12), "feature": range(3)}) as model:
-        mod = pmi.dependent_ibp("Z", t, alpha=2.0, dims=("obs", "feature"))
-        A = pm.Normal("A", 0, 1, shape=(3, 3))
-        pm.Normal("X", mod.Z @ A, 0.5, observed=X)
+    model, mod, _, _ = _twelve_row_model()
     Zs = np.zeros((12, 3), dtype=np.int8)
     Zs[:10, 0], Zs[3:9, 1], Zs[8:, 2] = 1, 1, 1  # frequencies 0.83, 0.5, 0.33
     ip = model.initial_point()
