@@ -430,6 +430,44 @@ def test_start_search_at_high_signal_to_noise_with_missing_entries():
     assert np.median(gaps) > -150.0, gaps
 
 
+def test_start_search_estimates_a_free_sigma_a():
+    """With sigma_a free and started far off (HalfNormal(2): 2.0, four times the glyphs'
+    scale), the search re-estimates it from the features' posterior after every sweep (an EM
+    update, as sigma_x from the residuals): the default best-of-4 search on the tracking glyphs
+    reaches the true Z's collapsed log joint; with sigma_a held at 2.0 it merges glyphs."""
+    data = pmi.datasets.markov_glyphs(seed=3)
+    on = data.Z.sum(axis=0) > 0
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 2.0, shape=(100, 12))
+        sigma_a = pm.HalfNormal("sigma_a", 2.0)
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        A = pm.Normal("A", 0.0, sigma_a, shape=(12, 64))
+        pm.Normal("X", Z @ A, sigma_x, observed=data.X)
+        step = pmi.AcceleratedGibbs([Z, A])
+    assert step._free_sx
+    point = model.initial_point()
+    noise = step._hyper(point)
+    assert np.allclose(noise.sa2, 4.0)
+    truth = np.zeros((100, 12), dtype=np.int8)
+    truth[:, :on.sum()] = data.Z[:, on]
+    ref = kernels.noise_blocks(0.25, 1.0, 64)
+    trXX = kernels.block_sq_norms(data.X, ref)
+    best = step._log_joint(truth, data.X, trXX, ref)[0]
+    # the EM update itself: mean of E||a_k||^2 / D under the posterior given Z
+    m = truth.sum(axis=0)
+    act = np.flatnonzero(m)
+    G, RX = kernels.suff_stats(truth, data.X, act)
+    Sig, mu = kernels.posterior_from_stats(G, RX, ref)
+    want = ((mu**2).sum() + 64 * np.trace(Sig[0])) / (act.size * 64)
+    np.testing.assert_allclose(step._feature_variance(truth, data.X, m, ref), [want])
+    gaps = []
+    for seed in range(2):  # the default search: the best of 4
+        step.setup_chain(np.random.default_rng(seed), tune=0, draws=1)
+        Zs = step._fresh_start(data.X, noise, restarts=4)
+        gaps.append(step._log_joint(Zs, data.X, trXX, ref)[0] - best)
+    assert min(gaps) > -20.0, gaps
+
+
 def _repair_case():
     """Block images (300 rows, four glyphs in slots 0-3 of K_max = 8) and a step for the start
     search's greedy repair at the true noise."""
