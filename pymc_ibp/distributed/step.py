@@ -414,8 +414,12 @@ class DataParallelGibbs(AcceleratedGibbs):
                                                      "here (restart it from the last draw)"))
         try:
             return client.gather(futures)
-        except Exception as err:  # a worker lost between wait and gather
-            raise _ShardsLost(f"DataParallelGibbs: gathering {what} failed: {err!r}") from err
+        except Exception as err:  # a worker lost between wait and gather: name its shards
+            lost = ([shards[i] for i, f in enumerate(futures) if f.status != "finished"]
+                    or self._orphaned(client) or shards)
+            raise _ShardsLost(self._describe(sorted(set(lost)), f"lost their worker while "
+                                                                f"{what} were gathered "
+                                                                f"({err!r})")) from err
 
     def _orphaned(self, client):
         """The shards whose worker is no longer in the cluster."""

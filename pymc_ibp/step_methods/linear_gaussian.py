@@ -461,7 +461,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         posterior given ``Z`` (``‖μ_k‖² + d_b Σ_kk``; an EM update of a Normal(0, σa²) prior's
         variance): the start search's estimate of a free ``σa²``, as
         :meth:`_residual_variance` is of a free ``σx²`` (a far-off initial ``σa`` otherwise
-        shapes the start: at twice the glyphs' scale, searches on the dependent IBP's
+        shapes the start: at four times the glyphs' scale, searches on the dependent IBP's
         tracking data merged glyphs, 360 nats below the truth).  Unchanged without active
         features."""
         act = np.flatnonzero(np.asarray(m) > 0)

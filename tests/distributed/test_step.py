@@ -295,3 +295,30 @@ def test_shard_diagnostics_group(client):
     assert np.all(ds["worker_rss"].values > 50e6)
     assert np.all(ds["seconds"].values > 0)
     np.testing.assert_array_equal(ds["token"].values.sum(axis=2), 1)
+
+
+def test_a_worker_lost_between_wait_and_gather_is_named():
+    """Futures that finished but whose results went with their worker before the gather (a
+    race seen on a loaded machine): the loss names the shard whose worker left, as the other
+    losses do (it used to say only "gathering ... failed: FutureCancelledError()")."""
+    from pymc_ibp.distributed.step import _ShardsLost
+
+    class Finished:
+        status = "finished"
+
+        def done(self):
+            return True
+
+    class Client:
+        def gather(self, futures):
+            raise RuntimeError("FutureCancelledError()")
+
+        def scheduler_info(self):
+            return {"workers": {"tcp://a": {}}}
+
+    step = object.__new__(DataParallelGibbs)  # only _gather and what it reads
+    step.timeout = 5.0
+    step._x = [(0, 45, "tcp://a", None), (45, 90, "tcp://b", None)]
+    with pytest.raises(_ShardsLost, match=r"shard 1 \(rows 45-89, worker tcp://b\) lost their "
+                                          r"worker while their sweeps were gathered"):
+        step._gather(Client(), [Finished(), Finished()], "their sweeps")
