@@ -165,9 +165,9 @@ def ibp_start(data, k, args, rho):
     sticks from the feature frequencies (made decreasing), and processes ``g`` placed
     1.5 ``ρ`` on the side of the threshold that each ``z`` asks for."""
     import pymc as pm
-    from scipy import special
 
     import pymc_ibp as pmi
+    from pymc_ibp.distributions.dependent import dibp_threshold, sticks_from_z
 
     n = data.X.shape[0]
     with pm.Model(coords={"obs": range(n), "feature": range(k), "dim": range(64)}):
@@ -185,11 +185,9 @@ def ibp_start(data, k, args, rho):
         A0 = ib.posterior["A"].values[c, -1]
         order = np.argsort(-Z0.sum(axis=0), kind="stable")
         Z0, A0 = Z0[:, order], A0[order]
-        freq = np.clip(Z0.mean(axis=0), 0.01, 0.99)
-        # strictly decreasing, as the sticks are (b_k = v_1 ... v_k with v in (0, 1))
-        b0 = np.minimum.accumulate(freq) * 0.999 ** np.arange(k)
-        thr = np.sqrt(1.0 + 1e-6 + rho**2) * special.ndtri(b0)
-        g0 = thr[:, None] + 1.5 * rho * (1.0 - 2.0 * Z0.T)
+        b0 = sticks_from_z(Z0)
+        thr = dibp_threshold(b0, 1.0 + 1e-6, rho)  # K x 1: the GPs' unit variance + jitter
+        g0 = thr + 1.5 * rho * (1.0 - 2.0 * Z0.T)
         inits.append({"Z": Z0, "A": A0, "Z_sticks": b0, "Z_g": g0[:, None, :]})
     return inits
 

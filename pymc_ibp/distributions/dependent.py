@@ -66,7 +66,7 @@ from pymc_ibp.distributions.normal_math import ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreaking
 from pymc_ibp.exceptions import DataError
 
-__all__ = ["DependentIBP", "DependentIBPModel", "DependentIBPRV", "dependent_ibp",
+__all__ = ["DependentIBP", "DependentIBPModel", "DependentIBPRV", "dependent_ibp", "sticks_from_z",
            "dibp_logodds_numeric", "dibp_threshold", "dibp_u"]
 
 _SQRT2 = math.sqrt(2.0)
@@ -85,6 +85,15 @@ def dibp_threshold(sticks, g_var, rho):
     from scipy.special import ndtri as sp_ndtri
 
     return np.sqrt(np.asarray(g_var) + rho**2) * sp_ndtri(np.asarray(sticks))[..., :, None]
+
+
+def sticks_from_z(Z):
+    """Sticks that agree with a binary ``N x K`` matrix ``Z`` whose features are in decreasing
+    order of use (a start for the sticks given a ``Z``): each column's frequency, clipped to
+    [0.01, 0.99] and made strictly decreasing, as sticks ``b_k = v_1 ... v_k`` with ``v`` in
+    (0, 1) are (running minimum, times ``0.999^k``)."""
+    freq = np.clip(np.asarray(Z, dtype=np.float64).mean(axis=0), 0.01, 0.99)
+    return np.minimum.accumulate(freq) * 0.999 ** np.arange(freq.shape[0])
 
 
 def dibp_u(sticks, g, g_var, rho):

@@ -88,7 +88,7 @@ from scipy.special import expit as sp_expit
 from scipy.special import log_ndtr as sp_log_ndtr
 
 from pymc_ibp._numba_utils import interrupt_safe
-from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_threshold
+from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_threshold, sticks_from_z
 from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
@@ -536,8 +536,7 @@ class DependentIBPGibbs(BlockedStep):
         ``(b, g, gp)``; writes them into ``new``."""
         self.fitted_start = True
         if self.update_sticks:
-            freq = np.clip(np.asarray(Z, dtype=np.float64).mean(axis=0), 0.01, 0.99)
-            b = np.minimum.accumulate(freq) * 0.999 ** np.arange(self.k_max)
+            b = sticks_from_z(Z)
             new[self.sticks_name] = np.asarray(self._sticks_fwd(b),
                                                dtype=point[self.sticks_name].dtype)
         if not self.update_g:

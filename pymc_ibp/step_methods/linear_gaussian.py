@@ -67,6 +67,18 @@ class LinearGaussianIBPState(StepMethodState):
     candidates: list
 
 
+# The start search's cooling schedule (AcceleratedGibbs._search_schedule; measurements there):
+#: fraction of ``init_sweeps`` over which the noise variance cools, up to this many e-folds
+SEARCH_COOL_FRACTION = 0.6
+#: e-folds of ``v0 / σx²`` cooled over ``SEARCH_COOL_FRACTION · init_sweeps`` sweeps; a larger
+#: ratio cools over proportionally more sweeps (the same rate per sweep)
+SEARCH_COOL_EFOLDS = 1.5
+#: the longest cooling, in units of ``init_sweeps``
+SEARCH_COOL_MAX = 5.0
+#: sweeps at ``σx²`` after the cooling, in units of ``init_sweeps``
+SEARCH_SETTLE_FRACTION = 0.4
+
+
 def _group_by_matrix(model, vars_):
     """Split the value variables ``vars_`` by the feature matrix they belong to (its ``Z``,
     ``A`` and imputed entries); variables of no matched model form a last group."""
@@ -243,7 +255,10 @@ class _LinearGaussianIBPStep(BlockedStep):
                 or self.pair_swaps < 0):
             raise ValueError("birth_death, column_split_merge and pair_swaps must be >= 0 and "
                              "birth_rows >= 1.")
-        self._stat_names = per_matrix_stats(self, model, spec.z_rv.name)
+        # drawing A only (Z by another step, e.g. IBPGibbs, which records the Z move's stats):
+        # the collapsed log joint alone
+        self._stat_names = per_matrix_stats(self, model, spec.z_rv.name,
+                                            only=None if self.update_z else ("ibp_log_joint",))
         # PyMC's default start of Z at the model's initial point: with a per-entry prior it is
         # the support point at the initial probabilities, which another step (e.g. the
         # dependent IBP's sticks and processes) may have moved before Z's first update.  The
@@ -379,7 +394,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         rng = self.rng
         sub = bool(ns) and self.n > ns
         rows = np.sort(rng.choice(self.n, size=ns, replace=False)) if sub else None
-        if not sub and not isinstance(X, np.ndarray):  # sharded data: the rows fetched
+        if not sub and self._sharded is not None:  # sharded data: the rows fetched
             rows, sub = np.arange(self.n), True
         Xs = np.ascontiguousarray(X[rows]) if sub else X
         Ms = None if self._mask is None else (self._mask[rows] if sub else self._mask)
@@ -490,8 +505,10 @@ class _LinearGaussianIBPStep(BlockedStep):
         ``span`` 60; with complete data 8/8 against 5/8."""
         s = self.init_sweeps
         efolds = float(np.max(np.log(np.maximum(v0, noise.sx2) / noise.sx2)))
-        span = int(math.ceil(0.6 * s * min(max(1.0, efolds / 1.5), 5.0 / 0.6)))
-        return max(1, span), span + int(math.ceil(0.4 * s))
+        stretch = min(max(1.0, efolds / SEARCH_COOL_EFOLDS),
+                      SEARCH_COOL_MAX / SEARCH_COOL_FRACTION)
+        span = int(math.ceil(SEARCH_COOL_FRACTION * s * stretch))
+        return max(1, span), span + int(math.ceil(SEARCH_SETTLE_FRACTION * s))
 
     def _search_prior(self):
         """``(α, β)`` of the IBP prior the start search uses: the model's, or for a per-entry
@@ -648,7 +665,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.candidates = []
         return best
 
-    def _repairs_now(self, X):
+    def _repairs_now(self):
         """Whether this iteration ends with the greedy repair of :meth:`_dissolve_combinations`
         on all rows: at the middle and the last tuning iteration (``tuning_repairs``, IBP
         prior, data on the driver; at least 10 tuning iterations).  Tuning only, like the
@@ -659,7 +676,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         truth, dissolved by one repair to 53 nats below)."""
         t, T = self.sweeps, self.n_tune
         return (self.tuning_repairs and T >= 10 and t in (T // 2, T - 1)
-                and isinstance(X, np.ndarray))
+                and self._sharded is None)
 
     def _annealed(self, noise):
         """Noise variances for the Z moves.  Inside a multi-start segment (tuning only, with
@@ -719,7 +736,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                 ps_acc = kernels.pair_pattern_swaps(
                     self.rng, Z, X, m, noise_z, self.mode.alpha, self.mode.beta,
                     self.pair_swaps, trXX)
-            if self._repairs_now(X):
+            if self._repairs_now():
                 self._dissolve_combinations(Z, X, trXX, noise, M=self._mask)
                 m[:] = Z.sum(axis=0)
         else:
@@ -769,7 +786,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             "ibp_pair_swap_accepted": int(ps_acc),
             **self._extra_stats(),
         }
-        return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
+        return new, [{self._stat_names[k]: v for k, v in stats_.items() if k in self._stat_names}]
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)

@@ -22,11 +22,16 @@ def sampled_matrices(model):
     return [rv for rv in model.free_RVs if match_prior(model, rv) is not None]
 
 
-def per_matrix_stats(step, model, z_label):
+def per_matrix_stats(step, model, z_label, only=None):
     """Rename ``step``'s stats to ``<stat>__<z_label>`` when ``model`` samples several feature
     matrices (instance attributes, read by PyMC when it builds the trace); returns the map
-    from plain to recorded names, to apply to each ``step()``'s stats dict."""
+    from plain to recorded names, to apply to each ``step()``'s stats dict.  ``only``: the
+    plain names this instance records (default all of its class's), e.g. to leave the stats
+    of a ``Z`` move to the step that makes it: two steps recording one name would make PyMC
+    stack them into a non-scalar stat."""
     plain = dict(type(step).stats_dtypes_shapes)
+    if only is not None:
+        plain = {k: v for k, v in plain.items() if k in only}
     several = len(sampled_matrices(model)) > 1
     names = {k: (f"{k}{SEP}{z_label}" if several else k) for k in plain}
     step.stats_dtypes_shapes = {names[k]: v for k, v in plain.items()}

@@ -119,6 +119,22 @@ def bernoulli_column_gibbs(rng, Z, k, ll1, ll0, prior_lo):
     return flips
 
 
+def _linear_gaussian_starter(model, z_rv, initial_point, init_z, compile_kwargs):
+    """An :class:`~pymc_ibp.AcceleratedGibbs` for ``Z`` that IBPGibbs calls once, for its start
+    search, when the model is linear-Gaussian (data on the driver); else ``None``."""
+    from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
+    from pymc_ibp.step_methods.model_matching import find_linear_gaussian
+
+    try:
+        spec = find_linear_gaussian(model, z_rv)
+    except ModelPatternError:
+        return None
+    if spec.sharded is not None:
+        return None
+    return AcceleratedGibbs([z_rv], model=model, initial_point=initial_point, init_z=init_z,
+                            compile_kwargs=compile_kwargs)
+
+
 def _entry_mask(child, z_rv, model):
     """The constant boolean mask through which ``child`` sees an array indexed by the rows of ``Z``.
 
@@ -269,9 +285,11 @@ def _format_position(pos):
 
 @dataclass_state
 class IBPGibbsState(StepMethodState):
-    """``rng`` and whether the truncation warning was given in this chain."""
+    """``rng``, whether the truncation warning was given in this chain and whether the chain
+    has made its first move (the start search, if any, comes before it)."""
 
     warned: bool
+    started: bool
 
 
 class IBPGibbs(BlockedStep):
@@ -348,6 +366,20 @@ class IBPGibbs(BlockedStep):
         Whether to look for that parameter matrix (``None``, the default: look, and leave
         the moves off if there is none); ``True`` raises :class:`ModelPatternError` saying
         what is missing; ``False`` turns the moves off.
+    init_z : {"auto", "point", "prior"}
+        Where a chain starts (the initialisation policy of
+        :class:`pymc_ibp.AcceleratedGibbs`).  ``"auto"`` (default): at the ``Z`` the user gave
+        (``pm.sample(initvals={"Z": ...})`` or ``initval=``); otherwise, when the model is
+        linear-Gaussian (the pattern of :class:`pymc_ibp.AcceleratedGibbs`: ``X ~ Normal(Z @
+        A, σx)`` with ``A ~ Normal(0, σa)``, NaN entries allowed, no offset) and ``Z`` has the
+        :class:`pymc_ibp.IBP` prior, at the best of the accelerated step's annealed start
+        searches (``init_restarts = 4`` searches of ``init_sweeps = 100`` collapsed sweeps),
+        with ``A`` (and imputed entries) drawn from their exact conditional given the found
+        ``Z``; this first iteration makes no other move.  Any other model starts at PyMC's
+        initial point (all zeros for :class:`pymc_ibp.IBP`).  ``"point"``: always at the
+        initial point.  ``"prior"``: the search whatever the initial point (linear-Gaussian
+        models).  The search only chooses the chain's first state, so every later draw is
+        from the exact kernel.
 
     Raises
     ------
@@ -419,7 +451,7 @@ class IBPGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, split_merge=5, combination_moves=5, factorise=None,
                  block_moves=None, turn_on_moves=1, feature_moves=3, feature_rows=10,
-                 feature_params=None, _explain=True):
+                 feature_params=None, init_z="auto", _explain=True):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
@@ -513,6 +545,10 @@ class IBPGibbs(BlockedStep):
                                        point_fn=True, **(compile_kwargs or {}))
         if _explain:  # False when another step borrows the row likelihood
             _explain_fallback(model, z_rv)
+        if init_z not in ("auto", "point", "prior"):
+            raise ValueError(f"init_z must be 'auto', 'point' or 'prior'; got {init_z!r}.")
+        self._starter = (_linear_gaussian_starter(model, z_rv, ip, init_z, compile_kwargs)
+                         if self.is_ibp and not self.joint and init_z != "point" else None)
         row_moves = self.is_ibp and not self.joint  # the moves score rows separately
         self.split_merge = int(split_merge) if row_moves else 0
         if self.split_merge < 0:
@@ -550,7 +586,7 @@ class IBPGibbs(BlockedStep):
             self.feature_moves = 0
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
-        self.warned = False
+        self.warned = self.started = False
 
     def _setup_block_moves(self, model, children, ip, compile_kwargs, required):
         """``(name, p)`` for the block moves when exactly one child of ``Z`` is a free
@@ -829,6 +865,12 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
 
     @interrupt_safe  # the column kernels take the step's Generator (see _numba_utils)
     def step(self, point):
+        if not self.started:
+            self.started = True
+            if self._starter is not None:
+                start = self._search_start(point)
+                if start is not None:
+                    return start
         Z = np.array(point[self.z_name], copy=True)  # the value's dtype: the logp's input
         hyper = self._hyper(point)
         flips = 0
@@ -908,6 +950,28 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
                          "ibp_turn_on_accepted": int(turn_acc),
                          "ibp_feature_move_accepted": int(fm_acc),
                          "ibp_kmax_hit": bool(hit)}
+        return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
+
+    def _search_start(self, point):
+        """The chain's first iteration when the initialisation policy (``init_z``) calls for
+        the linear-Gaussian start search: ``Z`` from the best of the accelerated step's
+        annealed searches, ``A`` and the imputed entries from their exact conditional given
+        it (one call of that step, which makes no other move right after its search).
+        ``None`` when the chain starts at its initial point instead."""
+        starter = self._starter
+        if not starter._will_search(np.asarray(point[self.z_name], dtype=np.int8)):
+            return None
+        starter.rng = self.rng  # the chain's own stream: the same draws under any cores
+        starter._reset_chain(0)
+        new, _ = starter.step(point)
+        Z = np.asarray(new[self.z_name], dtype=point[self.z_name].dtype)
+        new[self.z_name] = Z
+        n_active = int((Z.sum(axis=0) > 0).sum())
+        stats_ = {"ibp_n_active": n_active, "ibp_flips": 0,
+                  "ibp_log_lik": float(np.sum(self._row_ll(new))),
+                  "ibp_split_merge_accepted": 0, "ibp_combination_accepted": 0,
+                  "ibp_block_accepted": 0, "ibp_turn_on_accepted": 0,
+                  "ibp_feature_move_accepted": 0, "ibp_kmax_hit": n_active == self.k_max}
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
 
     def _joint_sweep(self, Z, trial, ibp, prior_lo):
@@ -1157,7 +1221,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)
-        self.warned = False
+        self.warned = self.started = False
 
     def reset_tuning(self):
         pass

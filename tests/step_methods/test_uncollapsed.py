@@ -167,6 +167,47 @@ def test_explicit_ibpgibbs_in_a_linear_gaussian_model():
     assert idata["posterior"]["A"].shape == (1, 10, 8, 36)
 
 
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_linear_gaussian_chains_start_from_the_start_search(monkeypatch):
+    """In a linear-Gaussian model (with NaN entries) a chain from PyMC's default start begins
+    at the accelerated step's start search: its first draw has the four glyph features, with A
+    drawn given them and no sweep (no flips).  init_z="point" starts at the all-zero Z; a
+    user's Z (initvals) is kept and no search runs."""
+    from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
+
+    data = pmi.datasets.block_images(80, noise=0.3, seed=2)
+    X = data.X.copy()
+    X[3, 5] = X[40, 0] = np.nan
+    searches = []
+    fresh = AcceleratedGibbs._fresh_start
+    monkeypatch.setattr(AcceleratedGibbs, "_fresh_start",
+                        lambda self, *a, **k: searches.append(1) or fresh(self, *a, **k))
+    common = dict(draws=1, tune=0, chains=1, random_seed=4, progressbar=False,
+                  compute_convergence_checks=False)
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(80, 8))
+        A = pm.Normal("A", 0.0, 1.0, shape=(8, 36))
+        pm.Normal("X", mu=Z @ A, sigma=0.3, observed=X)
+        auto = pm.sample(step=[pmi.IBPGibbs([Z])], **common)
+        assert len(searches) == 1
+        point = pm.sample(step=[pmi.IBPGibbs([Z], init_z="point")], **common)
+        Z0 = np.zeros((80, 8), dtype="int8")
+        Z0[:, 2] = data.Z[:, 0]
+        pm.sample(step=[pmi.IBPGibbs([Z])], initvals={"Z": Z0}, **common)
+        assert len(searches) == 1
+    z = auto["posterior"]["Z"].values[0, 0]
+    a = auto["posterior"]["A"].values[0, 0]
+    used = np.flatnonzero(z.sum(axis=0))
+    assert len(used) == 4
+    match = [int(np.flatnonzero((data.Z == z[:, [k]]).all(axis=0))[0]) for k in used]
+    assert sorted(match) == [0, 1, 2, 3]
+    assert np.abs(a[used] - data.A[match]).mean() < 0.1
+    # scalar stats: the A step (pm.sample's, drawing A only) records none of Z's
+    assert auto["sample_stats"]["ibp_flips"].dims == ("chain", "draw")
+    assert int(auto["sample_stats"]["ibp_flips"].values[0, 0]) == 0
+    assert int(point["sample_stats"]["ibp_n_active"].values[0, 0]) <= 1
+
+
 # ---------------------------------------------------------------------------------------------
 # missing data: NaN in the observed array (PyMC's X_observed + imputed X_unobserved)
 # ---------------------------------------------------------------------------------------------
