@@ -1,19 +1,21 @@
-"""Mixing of pmi.IBPGibbs (uncollapsed, any likelihood) with and without its mode-crossing moves.
+"""Mixing of pmi.IBPGibbs (uncollapsed, any likelihood): where the chains start, and its
+mode-crossing moves.
 
 Model: the digits example (``examples/digits.py``): ``N`` binarised scikit-learn digits (64
 pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 32`` (``--k-max``),
 ``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``, ``X ~ Bernoulli(logit_p = Z @ A + b)``; ``Z`` by
-``pmi.IBPGibbs`` (``split_merge`` = 0 or the default 5 split–merge proposals per sweep;
-``combination_moves`` = 0 or the default 5 dissolve / compose proposals; ``feature_moves`` = 0 or
-the default 3 birth / death proposals of a feature with its row of ``A``, for features of one
-row or of up to ``feature_rows`` = 10 rows), everything else by
-NUTS.  Every chain
-starts from its own random ``Z`` (half of the slots in use, 30 % of the rows each).
+``pmi.IBPGibbs``, everything else by the steps pm.sample assigns (NUTS for A and b,
+IBPAlphaGibbs for alpha).  Settings: ``start`` = ``default`` (PyMC's initial point, as a user's
+chain starts: Z all zeros, A = 0) or ``random`` (every chain from its own random Z: half of
+the slots in use, 30 % of the rows each); ``moves`` = ``none`` (``split_merge``,
+``combination_moves`` and ``feature_moves`` all 0) or ``default`` (5 split–merge, 5 dissolve /
+compose and 3 feature birth / death proposals per sweep, the step's defaults).
 
-Reported per setting: R-hat and bulk ESS (ArviZ) of K+ (``ibp_n_active``) and of the log
-likelihood (``ibp_log_lik``) over the kept draws, the accepted split–merge and
-dissolve / compose and feature birth / death proposals per iteration, and the wall time of
-``pm.sample`` (``cores=2``: two chains at a time).
+Reported per setting: R-hat and bulk ESS (ArviZ) of K+ (``ibp_n_active``), of the log
+likelihood (``ibp_log_lik``) and of the log joint (``ibp_model_logp``: the model's log density
+at every draw) over the kept draws; the spread of the chains' mean log joints (max - min, nats);
+the accepted proposals of each kind per iteration; the wall time of ``pm.sample``
+(``cores=2``: two chains at a time).
 
     python -m benchmarks.ibpgibbs_mixing [--quick]
 """
@@ -29,14 +31,15 @@ from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._mixing_stats import ess_bulk, rhat
 
-COLS = ["split_merge", "combination_moves", "feature_moves", "feature_rows", "N", "K_max",
-        "chains", "tune", "draws", "K_plus_mean", "K_plus_rhat", "K_plus_ess", "log_lik_rhat",
-        "log_lik_ess", "sm_accepted_per_it", "cm_accepted_per_it", "fm_accepted_per_it",
-        "wall_s"]
+COLS = ["start", "moves", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
+        "K_plus_rhat", "K_plus_ess", "log_lik_rhat", "log_lik_ess", "log_joint_mean",
+        "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "sm_accepted_per_it",
+        "cm_accepted_per_it", "fm_accepted_per_it", "wall_s"]
+MOVES = {"none": dict(split_merge=0, combination_moves=0, feature_moves=0),
+         "default": {}}
 
 
-def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_moves,
-        feature_rows, seed):
+def run(n, k_max, chains, tune, draws, start, moves, seed):
     import pymc as pm
     from sklearn.datasets import load_digits
 
@@ -47,11 +50,13 @@ def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_m
     rows = rng.choice(len(digits.data), size=n, replace=False)
     X = (digits.data[rows] > 7).astype("int64")
     d = X.shape[1]
-    starts = []
-    for _ in range(chains):
-        z0 = np.zeros((n, k_max), dtype="int64")
-        z0[:, : k_max // 2] = rng.random((n, k_max // 2)) < 0.3
-        starts.append({"Z": z0})
+    starts = None
+    if start == "random":
+        starts = []
+        for _ in range(chains):
+            z0 = np.zeros((n, k_max), dtype="int64")
+            z0[:, : k_max // 2] = rng.random((n, k_max // 2)) < 0.3
+            starts.append({"Z": z0})
     with pm.Model():
         alpha = pm.Gamma("alpha", 2.0, 1.0)
         Z = pmi.IBP("Z", alpha, shape=(n, k_max))
@@ -60,10 +65,7 @@ def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_m
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
         t = time.perf_counter()
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2,
-                          step=[pmi.IBPGibbs([Z], split_merge=split_merge,
-                                             combination_moves=combination_moves,
-                                             feature_moves=feature_moves,
-                                             feature_rows=feature_rows)],
+                          step=[pmi.IBPGibbs([Z], **MOVES[moves])],
                           initvals=starts,
                           random_seed=seed, compute_convergence_checks=False,
                           progressbar=False, var_names=["alpha"])
@@ -71,13 +73,15 @@ def run(n, k_max, chains, tune, draws, split_merge, combination_moves, feature_m
     ss = idata["sample_stats"]
     kp = ss["ibp_n_active"].values
     ll = ss["ibp_log_lik"].values
+    lj = ss["ibp_model_logp"].values
     return {
-        "split_merge": split_merge, "combination_moves": combination_moves,
-        "feature_moves": feature_moves, "feature_rows": feature_rows, "N": n,
-        "K_max": k_max, "chains": chains, "tune": tune,
-        "draws": draws,
+        "start": start, "moves": moves, "N": n, "K_max": k_max, "chains": chains,
+        "tune": tune, "draws": draws,
         "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp), "K_plus_ess": ess_bulk(kp),
         "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
+        "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
+        "log_joint_ess": ess_bulk(lj),
+        "log_joint_chain_spread": float(np.ptp(lj.mean(axis=1))),
         "sm_accepted_per_it": float(ss["ibp_split_merge_accepted"].values.mean()),
         "cm_accepted_per_it": float(ss["ibp_combination_accepted"].values.mean()),
         "fm_accepted_per_it": float(ss["ibp_feature_move_accepted"].values.mean()),
@@ -97,15 +101,20 @@ def main():
     else:
         cfg = dict(n=300, k_max=args.k_max, chains=4, tune=150, draws=300, seed=2026)
     rows = []
-    for sm, cm, fm, fr in ((0, 0, 0, 1), (5, 5, 0, 1), (5, 5, 3, 1), (5, 5, 3, 10)):
-        rows.append(run(split_merge=sm, combination_moves=cm, feature_moves=fm,
-                        feature_rows=fr, **cfg))
-        print_table(rows[-1:], COLS)
+    for start in ("default", "random"):
+        for moves in ("none", "default"):
+            rows.append(run(start=start, moves=moves, **cfg))
+            print_table(rows[-1:], COLS)
     print()
     print_table(rows, COLS)
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b; Z by "
-        "pmi.IBPGibbs, alpha / A / b by NUTS; cores=2; each chain from its own random Z.",
+        "pmi.IBPGibbs, A / b by NUTS, alpha by IBPAlphaGibbs; cores=2.  start = default: "
+        "PyMC's initial point (Z = 0, A = 0); random: each chain from its own random Z (16 of "
+        "the slots, 30 % of the rows each).  moves = none: split_merge = combination_moves = "
+        "feature_moves = 0; default: the step's defaults (5, 5, 3).",
+        "log_joint = ibp_model_logp (the model's log density at the draw, no Jacobians); "
+        "log_joint_chain_spread = max - min of the chains' mean log joints (nats).",
         "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; sm_accepted_per_it = "
         "accepted split–merge moves per iteration (kept draws); cm_accepted_per_it = accepted "
         "dissolve / compose moves per iteration; fm_accepted_per_it = accepted birth / death "

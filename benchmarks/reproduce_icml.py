@@ -129,8 +129,8 @@ def run_sampler(sampler, X, mask, alpha, sigma_x, sigma_a, chains, tune, draws, 
     with model:
         # A and the held-out entries: the step pm.sample assigns (for IBPGibbs, the accelerated
         # step's exact draw of A | Z and the imputed X | Z, A)
-        step = {"collapsed": [pmi.CollapsedGibbs([model["Z"]])],
-                "ibpgibbs+conjA": [pmi.IBPGibbs([model["Z"]])]}.get(sampler)
+        step = ([pmi.CollapsedGibbs([model["Z"]])] if sampler == "collapsed" else
+                [pmi.IBPGibbs([model["Z"]])] if sampler == "ibpgibbs+conjA" else None)
         idata = pm.sample(step=step, **kw)
     trace_stat = "ibp_log_lik" if sampler == "ibpgibbs+conjA" else "ibp_log_joint"
     secs = sampling_time(idata)

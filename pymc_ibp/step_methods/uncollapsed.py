@@ -421,6 +421,13 @@ class IBPGibbs(BlockedStep):
     ``X_unobserved`` the imputed values would lag behind ``Z`` and have the wrong distribution.
     ``ibp_log_lik`` includes the imputed entries.
 
+    **Sample stats.**  ``ibp_n_active`` (K+), ``ibp_flips``, ``ibp_log_lik`` (the summed
+    log-likelihood of the variables below ``Z``), ``ibp_model_logp`` (the model's log joint
+    density, every free variable and the data, no Jacobian terms, at the point the step
+    returns: the quantity whose R-hat and ESS say whether chains agree, since a chain can
+    trade likelihood for prior probability of ``Z``), ``ibp_kmax_hit`` and the accepted
+    proposals of each kind of move.
+
     References
     ----------
     T. L. Griffiths and Z. Ghahramani (2011). The Indian buffet process: an introduction and
@@ -440,6 +447,7 @@ class IBPGibbs(BlockedStep):
         "ibp_n_active": (np.int64, []),
         "ibp_flips": (np.int64, []),
         "ibp_log_lik": (np.float64, []),
+        "ibp_model_logp": (np.float64, []),
         "ibp_kmax_hit": (bool, []),
         "ibp_split_merge_accepted": (np.int64, []),
         "ibp_combination_accepted": (np.int64, []),
@@ -543,8 +551,14 @@ class IBPGibbs(BlockedStep):
             hyper = model.replace_rvs_by_values([prior.log_p1 - prior.log_p0])
         self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                        point_fn=True, **(compile_kwargs or {}))
+        self._model_logp = None
         if _explain:  # False when another step borrows the row likelihood
             _explain_fallback(model, z_rv)
+            # the log joint density of the model (no Jacobians) at the point step() returns
+            self._model_logp = model.compile_fn(model.logp(jacobian=False),
+                                                inputs=model.value_vars,
+                                                on_unused_input="ignore", point_fn=True,
+                                                **(compile_kwargs or {}))
         if init_z not in ("auto", "point", "prior"):
             raise ValueError(f"init_z must be 'auto', 'point' or 'prior'; got {init_z!r}.")
         self._starter = (_linear_gaussian_starter(model, z_rv, ip, init_z, compile_kwargs)
@@ -950,7 +964,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
                          "ibp_turn_on_accepted": int(turn_acc),
                          "ibp_feature_move_accepted": int(fm_acc),
                          "ibp_kmax_hit": bool(hit)}
-        return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
+        return new, self._stats(stats_, new)
 
     def _search_start(self, point):
         """The chain's first iteration when the initialisation policy (``init_z``) calls for
@@ -972,7 +986,13 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
                   "ibp_split_merge_accepted": 0, "ibp_combination_accepted": 0,
                   "ibp_block_accepted": 0, "ibp_turn_on_accepted": 0,
                   "ibp_feature_move_accepted": 0, "ibp_kmax_hit": n_active == self.k_max}
-        return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
+        return new, self._stats(stats_, new)
+
+    def _stats(self, stats_, new):
+        """The recorded stats of one iteration, with the model's log density at ``new``."""
+        stats_["ibp_model_logp"] = (float(self._model_logp(new)) if self._model_logp is not None
+                                    else np.nan)
+        return [{self._stat_names[k]: v for k, v in stats_.items()}]
 
     def _joint_sweep(self, Z, trial, ibp, prior_lo):
         """Entry-wise Gibbs sweep (in place) for a likelihood that does not factorise over the

@@ -62,6 +62,22 @@ def test_ibp_bernoulli_likelihood_exact_posterior():
     assert res.pvalue > 1e-3, res
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 may fill up
+def test_model_logp_stat_is_the_log_joint_at_the_returned_point():
+    """ibp_model_logp: the model's log density (no Jacobians) at the point step() returns."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(N, K))
+        pm.Bernoulli("X", logit_p=Z @ A_FIXED + B_FIXED, observed=X_BIN)
+        step = pmi.IBPGibbs([Z])
+        logp = model.compile_logp(jacobian=False)
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=5)
+    point = model.initial_point()
+    for _ in range(5):
+        point, [stats] = step.step(point)
+        assert stats["ibp_model_logp"] == pytest.approx(float(logp(point)), rel=1e-12)
+
+
 def test_bernoulli_matrix_exact_posterior():
     """An explicit Bernoulli Z with per-column p (as under IBPStickBreaking)."""
     p = np.array([0.6, 0.3, 0.1])
