@@ -554,11 +554,16 @@ class IBPGibbs(BlockedStep):
         self._model_logp = None
         if _explain:  # False when another step borrows the row likelihood
             _explain_fallback(model, z_rv)
-            # the log joint density of the model (no Jacobians) at the point step() returns
-            self._model_logp = model.compile_fn(model.logp(jacobian=False),
-                                                inputs=model.value_vars,
-                                                on_unused_input="ignore", point_fn=True,
-                                                **(compile_kwargs or {}))
+            # the log joint density of the model (no Jacobians) at the point step() returns;
+            # NaN for a model with a variable that has no logp (e.g. pm.Simulator)
+            try:
+                logp = model.logp(jacobian=False)
+            except NotImplementedError:
+                logp = None
+            if logp is not None:
+                self._model_logp = model.compile_fn(logp, inputs=model.value_vars,
+                                                    on_unused_input="ignore", point_fn=True,
+                                                    **(compile_kwargs or {}))
         if init_z not in ("auto", "point", "prior"):
             raise ValueError(f"init_z must be 'auto', 'point' or 'prior'; got {init_z!r}.")
         self._starter = (_linear_gaussian_starter(model, z_rv, ip, init_z, compile_kwargs)

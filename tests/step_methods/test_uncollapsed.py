@@ -188,7 +188,7 @@ def test_linear_gaussian_chains_start_from_the_start_search(monkeypatch):
     """In a linear-Gaussian model (with NaN entries) a chain from PyMC's default start begins
     at the accelerated step's start search: its first draw has the four glyph features, with A
     drawn given them and no sweep (no flips).  init_z="point" starts at the all-zero Z; a
-    user's Z (initvals) is kept and no search runs."""
+    user's Z (initvals) is kept and no search runs, unless init_z="prior"."""
     from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
 
     data = pmi.datasets.block_images(80, noise=0.3, seed=2)
@@ -211,6 +211,10 @@ def test_linear_gaussian_chains_start_from_the_start_search(monkeypatch):
         Z0[:, 2] = data.Z[:, 0]
         pm.sample(step=[pmi.IBPGibbs([Z])], initvals={"Z": Z0}, **common)
         assert len(searches) == 1
+        pm.sample(step=[pmi.IBPGibbs([Z], init_z="prior")], initvals={"Z": Z0}, **common)
+        assert len(searches) == 2  # "prior": the search whatever the initial Z
+        with pytest.raises(ValueError, match="init_z"):
+            pmi.IBPGibbs([Z], init_z="nope")
     z = auto["posterior"]["Z"].values[0, 0]
     a = auto["posterior"]["A"].values[0, 0]
     used = np.flatnonzero(z.sum(axis=0))
