@@ -7,8 +7,6 @@ benchmarks (:func:`sample_block_model`).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 
@@ -44,19 +42,13 @@ def timing_data(kind, n, k_max, seed=0):
 
 
 def ibp_model(X, k_max, *, alpha=None, sigma_x=None, sigma_a=None, sx_init=None, sa_init=None,
-              z_init=None, a_init=None, mask=None):
+              z_init=None, a_init=None):
     """The linear-Gaussian IBP model of the README.
 
     ``alpha``/``sigma_x``/``sigma_a``: a float fixes the value (a constant in the model);
     ``None`` makes it free (``alpha ~ Gamma(1, 1)``, ``sigma_a ~ HalfNormal(2)``,
     ``sigma_x ~ HalfNormal(1)``) with initial values ``sx_init``/``sa_init``.
-
-    ``mask`` (bool N x D, True = held out) builds the *masked* likelihood
-    ``X ~ Normal(M * (Z @ A), sigma_x)`` observed at ``M * X`` (``M = ~mask``): the held-out
-    entries contribute a constant, i.e. they are marginalised out.  This is the form
-    :class:`pymc_ibp.IBPGibbs` accepts (it rejects PyMC's NaN imputation, whose flattened
-    ``X_observed``/``X_unobserved`` logp does not have one term per row); the linear-Gaussian
-    samplers need NaN imputation instead (``X`` with NaN, ``mask=None``).
+    NaN entries of ``X`` are imputed by PyMC (every sampler, IBPGibbs included).
     """
     import pymc as pm
 
@@ -73,11 +65,7 @@ def ibp_model(X, k_max, *, alpha=None, sigma_x=None, sigma_a=None, sx_init=None,
         A = pm.Normal("A", 0.0, sa, shape=(k_max, d), **akw)
         sx = (pm.HalfNormal("sigma_x", 1.0, initval=sx_init) if sigma_x is None
               else float(sigma_x))
-        if mask is None:
-            pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
-        else:
-            keep = (~np.asarray(mask)).astype(float)
-            pm.Normal("X", mu=keep * (Z @ A), sigma=sx, observed=np.where(mask, 0.0, X))
+        pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
     return model
 
 
@@ -113,15 +101,13 @@ def _make_conjugate_a_class():
         The A update of the uncollapsed / semi-collapsed Gibbs sampler of Doshi-Velez (2009, §3.1,
         §4.4):
         active rows from ``N(mu, Sigma)`` (one Cholesky, ``O(NKD + K^2 D + K^3)``), empty slots
-        from the prior.  With a held-out ``mask`` (the masked model of :func:`ibp_model`) each
-        column ``d`` has its own posterior over its observed rows (``O(N K^2 D)``).
-        Benchmark helper, never auto-assigned.
+        from the prior.  Benchmark helper, never auto-assigned.
         """
 
         name = "conjugate_a"
         stats_dtypes_shapes = {}
 
-        def __init__(self, vars, *, X, mask=None, z_name="Z", model=None, rng=None,
+        def __init__(self, vars, *, X, z_name="Z", model=None, rng=None,
                      initial_point=None, compile_kwargs=None, blocked=True):
             model = pm.modelcontext(model)
             [a_val] = get_value_vars_from_user_vars(vars, model)
@@ -133,37 +119,16 @@ def _make_conjugate_a_class():
             self._hyper = model.compile_fn([h.squeeze() if h.ndim else h for h in hyper],
                                            inputs=model.value_vars, on_unused_input="ignore",
                                            point_fn=True)
-            self.X = np.where(np.isnan(X), 0.0, X) if mask is None else np.where(mask, 0.0, X)
-            self.keep = None if mask is None else (~np.asarray(mask)).astype(float)
+            self.X = np.where(np.isnan(X), 0.0, X)
             self.rng = get_random_generator(rng)
 
         def step(self, point):
             sa, sx = (float(np.asarray(h).ravel()[0]) for h in self._hyper(point))
             Z = np.asarray(point[self.z_name], dtype=np.int64)
-            if self.keep is None:
-                A = kernels.draw_features(self.rng, Z, self.X, sx * sx, sa * sa)
-            else:
-                A = self._draw_masked(Z, sx * sx, sa * sa)
+            A = kernels.draw_features(self.rng, Z, self.X, sx * sx, sa * sa)
             new = dict(point)
             new[self.a_name] = A
             return new, [{}]
-
-        def _draw_masked(self, Z, sx2, sa2):
-            k_max = Z.shape[1]
-            d = self.X.shape[1]
-            A = self.rng.normal(0.0, math.sqrt(sa2), size=(k_max, d))
-            act = np.flatnonzero(Z.sum(axis=0) > 0)
-            if act.size:
-                Za = Z[:, act].astype(float)
-                P = np.einsum("nk,nd,nl->dkl", Za, self.keep, Za) / sx2
-                P += np.eye(act.size) / sa2
-                b = (Za.T @ (self.keep * self.X)).T / sx2  # d x k
-                L = np.linalg.cholesky(P)
-                y = np.linalg.solve(L, b[..., None])  # L y = b
-                eps = self.rng.standard_normal(y.shape)
-                Lt = np.swapaxes(L, -1, -2)
-                A[act] = np.linalg.solve(Lt, y + eps)[..., 0].T
-            return A
 
         @staticmethod
         def competence(var, has_grad):

@@ -378,8 +378,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         chooses where the kept chain starts).  With the IBP prior and ``init_sweeps > 0``: the
         best (highest collapsed log joint at the current hyperparameters, a free ``σx`` or
         ``σa`` at each search's own final estimate of it) of ``restarts`` annealed searches,
-        each
-        ``init_sweeps`` sweeps (with the split–merge and birth/death moves) from its own prior
+        each ``init_sweeps`` sweeps (with the split–merge and birth/death moves) from its own prior
         draw, on all rows, or for a large data set
         (``N > init_subsample``) on one random subset of ``init_subsample`` rows, the other
         rows starting with no features (the next full sweep assigns them).  A prior draw

@@ -54,18 +54,22 @@ __all__ = ["IBPGibbs"]
 _log = logging.getLogger("pymc")
 
 
-def _explain_fallback(model, z_rv):
-    """Log one line saying why the fast linear-Gaussian step does not apply to ``z_rv``."""
+def _linear_gaussian_spec(model, z_rv, explain):
+    """The linear-Gaussian model of ``z_rv`` (the AcceleratedGibbs pattern), or ``None``; with
+    ``explain``, log one line saying why the fast linear-Gaussian step does (not) apply."""
     from pymc_ibp.step_methods.model_matching import find_linear_gaussian
 
     try:
-        find_linear_gaussian(model, z_rv)
+        spec = find_linear_gaussian(model, z_rv)
     except ModelPatternError as err:
-        reason = str(err).split(" Needed pattern:")[0]
-        _log.info(f"IBPGibbs for {z_rv.name!r} (uncollapsed; AcceleratedGibbs does not apply: "
-                  f"{reason})")
-    else:
+        if explain:
+            reason = str(err).split(" Needed pattern:")[0]
+            _log.info(f"IBPGibbs for {z_rv.name!r} (uncollapsed; AcceleratedGibbs does not "
+                      f"apply: {reason})")
+        return None
+    if explain:
         _log.info(f"IBPGibbs for {z_rv.name!r} (chosen explicitly; AcceleratedGibbs would apply)")
+    return spec
 
 
 @numba.njit(cache=True)
@@ -119,17 +123,12 @@ def bernoulli_column_gibbs(rng, Z, k, ll1, ll0, prior_lo):
     return flips
 
 
-def _linear_gaussian_starter(model, z_rv, initial_point, init_z, compile_kwargs):
+def _linear_gaussian_starter(model, z_rv, spec, initial_point, init_z, compile_kwargs):
     """An :class:`~pymc_ibp.AcceleratedGibbs` for ``Z`` that IBPGibbs calls once, for its start
-    search, when the model is linear-Gaussian (data on the driver); else ``None``."""
+    search, when the model is linear-Gaussian (``spec``, data on the driver); else ``None``."""
     from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
-    from pymc_ibp.step_methods.model_matching import find_linear_gaussian
 
-    try:
-        spec = find_linear_gaussian(model, z_rv)
-    except ModelPatternError:
-        return None
-    if spec.sharded is not None:
+    if spec is None or spec.sharded is not None:
         return None
     return AcceleratedGibbs([z_rv], model=model, initial_point=initial_point, init_z=init_z,
                             compile_kwargs=compile_kwargs)
@@ -552,8 +551,13 @@ class IBPGibbs(BlockedStep):
         self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                        point_fn=True, **(compile_kwargs or {}))
         self._model_logp = None
+        if init_z not in ("auto", "point", "prior"):
+            raise ValueError(f"init_z must be 'auto', 'point' or 'prior'; got {init_z!r}.")
+        starts = self.is_ibp and not self.joint and init_z != "point"
+        # one match of the linear-Gaussian pattern, for the log line and the start search
+        spec = (_linear_gaussian_spec(model, z_rv, explain=_explain) if _explain or starts
+                else None)
         if _explain:  # False when another step borrows the row likelihood
-            _explain_fallback(model, z_rv)
             # the log joint density of the model (no Jacobians) at the point step() returns;
             # NaN for a model with a variable that has no logp (e.g. pm.Simulator)
             try:
@@ -564,10 +568,8 @@ class IBPGibbs(BlockedStep):
                 self._model_logp = model.compile_fn(logp, inputs=model.value_vars,
                                                     on_unused_input="ignore", point_fn=True,
                                                     **(compile_kwargs or {}))
-        if init_z not in ("auto", "point", "prior"):
-            raise ValueError(f"init_z must be 'auto', 'point' or 'prior'; got {init_z!r}.")
-        self._starter = (_linear_gaussian_starter(model, z_rv, ip, init_z, compile_kwargs)
-                         if self.is_ibp and not self.joint and init_z != "point" else None)
+        self._starter = (_linear_gaussian_starter(model, z_rv, spec, ip, init_z, compile_kwargs)
+                         if starts else None)
         row_moves = self.is_ibp and not self.joint  # the moves score rows separately
         self.split_merge = int(split_merge) if row_moves else 0
         if self.split_merge < 0:
