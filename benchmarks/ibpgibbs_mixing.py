@@ -6,10 +6,14 @@ pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 32`` (``
 ``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``, ``X ~ Bernoulli(logit_p = Z @ A + b)``; ``Z`` by
 ``pmi.IBPGibbs``, everything else by the steps pm.sample assigns (NUTS for A and b,
 IBPAlphaGibbs for alpha).  Settings: ``start`` = ``default`` (PyMC's initial point, as a user's
-chain starts: Z all zeros, A = 0) or ``random`` (every chain from its own random Z: half of
+chain starts: Z all zeros, A = 0), ``surrogate`` (the initial point with
+``IBPGibbs(init_z="surrogate")``: Z from a linear-Gaussian surrogate of the data, A set given
+it) or ``random`` (every chain from its own random Z: half of
 the slots in use, 30 % of the rows each); ``moves`` = ``none`` (``split_merge``,
-``combination_moves`` and ``feature_moves`` all 0) or ``default`` (5 split–merge, 5 dissolve /
-compose and 3 feature birth / death proposals per sweep, the step's defaults).
+``combination_moves``, ``feature_moves`` and ``feature_split_merge`` all 0), ``no_fsm`` (the
+defaults but ``feature_split_merge = 0``: the moves of earlier versions) or ``default`` (5
+split–merge, 5 dissolve / compose, 3 feature birth / death and 3 feature split / merge
+proposals per sweep, the step's defaults).
 
 Reported per setting: R-hat and bulk ESS (ArviZ) of K+ (``ibp_n_active``), of the log
 likelihood (``ibp_log_lik``) and of the log joint (``ibp_model_logp``: the model's log density
@@ -34,8 +38,10 @@ from benchmarks._mixing_stats import ess_bulk, rhat
 COLS = ["start", "moves", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
         "K_plus_rhat", "K_plus_ess", "log_lik_rhat", "log_lik_ess", "log_joint_mean",
         "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "sm_accepted_per_it",
-        "cm_accepted_per_it", "fm_accepted_per_it", "wall_s"]
-MOVES = {"none": dict(split_merge=0, combination_moves=0, feature_moves=0),
+        "cm_accepted_per_it", "fm_accepted_per_it", "fsm_accepted_per_it", "wall_s"]
+MOVES = {"none": dict(split_merge=0, combination_moves=0, feature_moves=0,
+                      feature_split_merge=0),
+         "no_fsm": dict(feature_split_merge=0),
          "default": {}}
 
 
@@ -51,6 +57,7 @@ def run(n, k_max, chains, tune, draws, start, moves, seed):
     X = (digits.data[rows] > 7).astype("int64")
     d = X.shape[1]
     starts = None
+    start_kw = {"init_z": "surrogate"} if start == "surrogate" else {}
     if start == "random":
         starts = []
         for _ in range(chains):
@@ -65,7 +72,7 @@ def run(n, k_max, chains, tune, draws, start, moves, seed):
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
         t = time.perf_counter()
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2,
-                          step=[pmi.IBPGibbs([Z], **MOVES[moves])],
+                          step=[pmi.IBPGibbs([Z], **MOVES[moves], **start_kw)],
                           initvals=starts,
                           random_seed=seed, compute_convergence_checks=False,
                           progressbar=False, var_names=["alpha"])
@@ -85,6 +92,7 @@ def run(n, k_max, chains, tune, draws, start, moves, seed):
         "sm_accepted_per_it": float(ss["ibp_split_merge_accepted"].values.mean()),
         "cm_accepted_per_it": float(ss["ibp_combination_accepted"].values.mean()),
         "fm_accepted_per_it": float(ss["ibp_feature_move_accepted"].values.mean()),
+        "fsm_accepted_per_it": float(ss["ibp_feature_split_merge_accepted"].values.mean()),
         "wall_s": wall,
     }
 
@@ -93,6 +101,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N = 100, 2 chains x (20 + 20)")
     ap.add_argument("--k-max", type=int, default=32, help="feature slots (default 32)")
+    ap.add_argument("--starts", nargs="+", default=["default", "random"],
+                    choices=["default", "surrogate", "random"],
+                    help="starts to run (default: default and random)")
+    ap.add_argument("--moves", nargs="+", default=list(MOVES), choices=list(MOVES),
+                    help="move settings to run (default: all)")
     args = ap.parse_args()
     quiet()
     info = machine_info()
@@ -101,8 +114,8 @@ def main():
     else:
         cfg = dict(n=300, k_max=args.k_max, chains=4, tune=150, draws=300, seed=2026)
     rows = []
-    for start in ("default", "random"):
-        for moves in ("none", "default"):
+    for start in args.starts:
+        for moves in args.moves:
             rows.append(run(start=start, moves=moves, **cfg))
             print_table(rows[-1:], COLS)
     print()
@@ -110,17 +123,21 @@ def main():
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b; Z by "
         "pmi.IBPGibbs, A / b by NUTS, alpha by IBPAlphaGibbs; cores=2.  start = default: "
-        "PyMC's initial point (Z = 0, A = 0); random: each chain from its own random Z (16 of "
+        "PyMC's initial point (Z = 0, A = 0); surrogate: the initial point with "
+        "IBPGibbs(init_z='surrogate'); random: each chain from its own random Z (16 of "
         "the slots, 30 % of the rows each).  moves = none: split_merge = combination_moves = "
-        "feature_moves = 0; default: the step's defaults (5, 5, 3).",
+        "feature_moves = feature_split_merge = 0; no_fsm: the defaults but "
+        "feature_split_merge = 0; default: the step's defaults (5, 5, 3, 3).",
         "log_joint = ibp_model_logp (the model's log density at the draw, no Jacobians); "
         "log_joint_chain_spread = max - min of the chains' mean log joints (nats).",
         "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; sm_accepted_per_it = "
         "accepted split–merge moves per iteration (kept draws); cm_accepted_per_it = accepted "
         "dissolve / compose moves per iteration; fm_accepted_per_it = accepted birth / death "
-        "moves of a feature with its parameters per iteration.",
+        "moves of a feature with its parameters per iteration; fsm_accepted_per_it = accepted "
+        "split / merge moves of a feature with its parameters per iteration.",
         "Command: python -m benchmarks.ibpgibbs_mixing"
-        + (" --quick" if args.quick else f" --k-max {args.k_max}"),
+        + (" --quick" if args.quick else f" --k-max {args.k_max}")
+        + f" --starts {' '.join(args.starts)} --moves {' '.join(args.moves)}",
     ]
     write_results("ibpgibbs_mixing_quick" if args.quick else "ibpgibbs_mixing", rows, COLS,
                   "IBPGibbs mixing with and without its mode-crossing moves (digits)", notes, info)

@@ -27,7 +27,8 @@ SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "co
            "warm_start", "meibp_study"]
 # run only when named with --only
 LONG = ["mixing_long", "vi_vs_gibbs", "large_n", "data_parallel", "data_parallel_modes",
-        "data_parallel_scaling", "data_parallel_sharded", "ibpgibbs_mixing", "dibp_speed",
+        "data_parallel_scaling", "data_parallel_sharded", "ibpgibbs_mixing", "ibpgibbs_split",
+        "dibp_speed",
         "dibp_heldout", "correlated_heldout"]
 
 

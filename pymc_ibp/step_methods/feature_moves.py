@@ -1,4 +1,5 @@
-r"""Birth and death of a feature together with its parameters, for :class:`pymc_ibp.IBPGibbs`.
+r"""Moves that change a feature together with its parameters, for :class:`pymc_ibp.IBPGibbs`:
+birth / death (below) and split / merge (:meth:`FeatureParameterMoves.split_merge`).
 
 The single-entry updates of :class:`pymc_ibp.IBPGibbs` create a feature in an empty slot with
 whatever parameters that slot currently holds: under the posterior those are a draw from
@@ -39,10 +40,19 @@ Metropolis–Hastings move on ``(Z, A)`` given everything else (Green 1995), exa
 the quality of the Laplace approximation; a good approximation only makes it accepted more
 often.
 
+The split / merge move uses the same Laplace approximations: a feature is split in two, two of
+its rows seeding the two new features and its other rows allocated by their likelihood under
+the seeds, with both rows of ``A`` drawn given their new rows; or two features are merged,
+the union's parameters drawn given all its rows and the emptied slot's from ``q_0``.
+
 References
 ----------
 P. J. Green (1995). Reversible jump Markov chain Monte Carlo computation and Bayesian model
 determination. *Biometrika* 82(4), 711-732.
+
+S. Jain and R. M. Neal (2004). A split-merge Markov chain Monte Carlo procedure for the
+Dirichlet process mixture model. *Journal of Computational and Graphical Statistics* 13(1),
+158-182.
 
 E. Meeds, Z. Ghahramani, R. M. Neal and S. T. Roweis (2007). Modeling dyadic data with binary
 latent factors. *NIPS 19*, 977-984 (Metropolis–Hastings moves on a feature and its
@@ -60,7 +70,7 @@ from scipy import special
 
 from pymc_ibp.exceptions import ModelPatternError
 
-__all__ = ["FeatureBirthDeath"]
+__all__ = ["FeatureParameterMoves"]
 
 _DIRECTION = "__ibp_feature_direction"
 _NEWTON_STEPS = 4
@@ -72,9 +82,10 @@ def _rows_sum(term):
     return term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term
 
 
-class FeatureBirthDeath:
+class FeatureParameterMoves:
     """The parameter matrix ``A`` of the features of ``Z`` and the compiled pieces of the
-    birth / death move (see the module docstring).  Build with :meth:`find`."""
+    moves that change a feature together with its parameters: birth / death
+    (:meth:`birth_death`) and split / merge (:meth:`split_merge`).  Build with :meth:`find`."""
 
     def __init__(self, step, model, a_rv, row_ll, compile_kwargs, max_rows=1):
         self.step = step
@@ -139,7 +150,7 @@ class FeatureBirthDeath:
             reason = ("several candidates: " + ", ".join(m.a_name for m in found)) if found \
                 else ("; ".join(why) or "no free continuous variable with K_max rows")
             raise ModelPatternError(
-                f"IBPGibbs(feature_moves>0) needs one parameter matrix A of {z_rv.name!r}: a "
+                f"IBPGibbs(feature_params=True) needs one parameter matrix A of {z_rv.name!r}: a "
                 f"free continuous variable with K_max = {k_max} rows whose row k reaches the "
                 f"likelihood only through column k of {z_rv.name!r} (e.g. mu = Z @ A) and whose "
                 f"prior factorises over its rows ({reason}).")
@@ -202,13 +213,13 @@ class FeatureBirthDeath:
         return float(np.sum(0.5 * np.log(prec / (2.0 * math.pi)) - 0.5 * prec * (x - mean) ** 2))
 
     # ---- the move ----------------------------------------------------------------------
-    def move(self, Z, trial, alpha, beta):
+    def birth_death(self, Z, trial, alpha, beta):
         """One birth or death proposal; returns ``(accepted, Z)``.  On acceptance
         ``trial[A]`` holds the new parameters (a new array).  Where the Laplace approximation
         cannot be formed (a non-finite gradient) the proposal is a null move: it depends only
         on what the move leaves unchanged, so the reverse proposal fails as well."""
         try:
-            return self._move(Z, trial, alpha, beta)
+            return self._birth_death(Z, trial, alpha, beta)
         except FloatingPointError:
             return 0, Z
 
@@ -241,7 +252,7 @@ class FeatureBirthDeath:
         terms[anchor] = 0.0
         return float(terms.sum())
 
-    def _move(self, Z, trial, alpha, beta):
+    def _birth_death(self, Z, trial, alpha, beta):
         rng = self.step.rng
         n = Z.shape[0]
         m = Z.sum(axis=0).astype(np.int64)
@@ -322,6 +333,179 @@ class FeatureBirthDeath:
                 + self._log_q(a_old, mean0, prec0) - self._log_q(a_new, *q1)
                 + math.log(n_empty) + math.log(n) - log_group
                 - math.log(n_small) - math.log(size))
+
+    # ---- split / merge with parameters -----------------------------------------------------
+    def split_merge(self, Z, trial, alpha, beta):
+        r"""One split or merge proposal of a feature together with its parameters; returns
+        ``(accepted, Z)`` (on acceptance ``trial[A]`` holds the new parameters, a new array).
+
+        *Split* (probability ½): an active column ``c`` (uniformly, among the ``K_+``), an
+        empty slot ``t`` (among the ``E``) and an ordered pair of distinct owners ``(a, b)`` of
+        ``c`` (among the ``m_c (m_c - 1)``; a feature with one row gives a null move).  The
+        *seeds* ``s_c, s_t`` are Laplace means of a feature fitted to row ``a`` alone and to
+        row ``b`` alone.  Row ``a`` keeps ``c`` only, row ``b`` takes ``t`` only, and every
+        other owner of ``c`` independently takes ``c`` only, ``t`` only or both with
+        probability proportional to its likelihood with ``A_c = s_c``, ``A_t = s_t``.  Then
+        ``A_c' \sim q_c``, the Laplace approximation of ``p(A_c \mid \cdot)`` at the split
+        ``Z'`` with ``A_t = s_t``, and ``A_t' \sim q_t``, that of ``p(A_t \mid \cdot)`` at
+        ``Z'`` with ``A_c = A_c'``.  *Merge* (the reverse): an ordered pair ``(c, t)`` of
+        active columns (among ``K_+ (K_+ - 1)``), a row ``a`` owning ``c`` but not ``t`` and
+        a row ``b`` owning ``t`` but not ``c``, uniformly (none: a null move, as no split
+        leads to such a pair); column ``c`` becomes the union, ``t`` is emptied,
+        ``A_c' \sim q_u`` (the Laplace approximation at the union) and ``A_t' \sim q_0``
+        (that of the prior).  A split ``(Z, A) \to (Z', A')`` is accepted with
+
+        .. math:: \min\Big\{1, \frac{P(Z')\,p(X\mid Z', A')\,p(A_c')\,p(A_t')}
+            {P(Z)\,p(X\mid Z, A)\,p(A_c)\,p(A_t)}\,
+            \frac{E\,m_c(m_c-1)\,q_u(A_c)\,q_0(A_t)}
+            {(K_+ + 1)\,n_{c\setminus t}\,n_{t\setminus c}\,P(\text{allocation})\,
+            q_c(A_c')\,q_t(A_t')}\Big\}
+
+        (``K_+``, ``E`` and ``m_c`` before the split, ``n_{c \ t}`` and ``n_{t \ c}`` the rows
+        owning one of the two columns only after it), a merge with the reciprocal.  The seeds
+        and allocation probabilities depend only on what a merge keeps (the other columns of
+        ``Z`` and rows of ``A``, the union and the anchors), so both directions compute the
+        same proposal densities and the move is a reversible Metropolis–Hastings move on
+        ``(Z, A)`` (Green 1995; the two anchor rows follow the split–merge sampler of
+        Jain & Neal 2004), exact whatever the quality of the Laplace approximations.  Unlike
+        the split–merge of ``Z`` alone, the new feature comes with parameters fitted to its
+        rows, so a feature that stands for two can split into two that fit.
+        """
+        try:
+            return self._split_merge(Z, trial, alpha, beta)
+        except FloatingPointError:  # the same fits fail in both directions: a null move
+            return 0, Z
+
+    def _split_merge(self, Z, trial, alpha, beta):
+        rng = self.step.rng
+        n, k_max = Z.shape
+        m = Z.sum(axis=0).astype(np.int64)
+        act = np.flatnonzero(m > 0)
+        kp = act.size
+        a_cur = np.array(trial[self.a_name], dtype=float)
+        if rng.random() < 0.5:  # ---- split
+            if kp == 0 or kp == k_max:
+                return 0, Z
+            c = int(act[int(rng.random() * kp)])
+            empty = np.flatnonzero(m == 0)
+            t = int(empty[int(rng.random() * empty.size)])
+            rows = np.flatnonzero(Z[:, c])
+            if rows.size < 2:
+                return 0, Z  # no merge leads to a feature with one row alone
+            i = int(rng.random() * rows.size)
+            j = int(rng.random() * (rows.size - 1))
+            j += j >= i
+            a, b = int(rows[i]), int(rows[j])
+            seeds, logp = self._allocation(trial, Z, c, t, a, b)
+            cum = np.cumsum(np.exp(logp[:, rows]), axis=0)
+            opt = np.zeros(n, dtype=np.int64)
+            opt[rows] = np.minimum((rng.random(rows.size)[None, :] > cum).sum(axis=0), 2)
+            opt[a], opt[b] = 0, 1
+            split = Z.copy()
+            split[rows, c] = (opt[rows] != 1).astype(Z.dtype)
+            split[rows, t] = (opt[rows] != 0).astype(Z.dtype)
+            mean_c, prec_c = self.laplace(self._rows(trial, {t: seeds[1]}), split, c)
+            new_c = mean_c + rng.standard_normal(mean_c.shape) / np.sqrt(prec_c)
+            mean_t, prec_t = self.laplace(self._rows(trial, {c: new_c}), split, t)
+            new_t = mean_t + rng.standard_normal(mean_t.shape) / np.sqrt(prec_t)
+            log_r = self._split_log_ratio(
+                trial, Z, split, c, t, a, b, seeds, logp, (a_cur[c], a_cur[t]),
+                (new_c, new_t), ((mean_c, prec_c), (mean_t, prec_t)), alpha, beta)
+            if math.log(rng.random()) < log_r:
+                trial[self.a_name] = self._rows(trial, {c: new_c, t: new_t})[self.a_name]
+                return 1, split
+            return 0, Z
+        if kp < 2:  # ---- merge
+            return 0, Z
+        i = int(rng.random() * kp)
+        j = int(rng.random() * (kp - 1))
+        j += j >= i
+        c, t = int(act[i]), int(act[j])
+        only_c = np.flatnonzero((Z[:, c] == 1) & (Z[:, t] == 0))
+        only_t = np.flatnonzero((Z[:, t] == 1) & (Z[:, c] == 0))
+        if only_c.size == 0 or only_t.size == 0:
+            return 0, Z  # no split leads here
+        a = int(only_c[int(rng.random() * only_c.size)])
+        b = int(only_t[int(rng.random() * only_t.size)])
+        merged = Z.copy()
+        merged[:, c] = Z[:, c] | Z[:, t]
+        merged[:, t] = 0
+        seeds, logp = self._allocation(trial, merged, c, t, a, b)
+        mean_c, prec_c = self.laplace(self._rows(trial, {t: seeds[1]}), Z, c)
+        mean_t, prec_t = self.laplace(self._rows(trial, {c: a_cur[c]}), Z, t)
+        mean_u, prec_u = self.laplace(trial, merged, c)
+        new_c = mean_u + rng.standard_normal(mean_u.shape) / np.sqrt(prec_u)
+        mean0, prec0 = self._prior_laplace(trial, merged, t)
+        new_t = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
+        log_r = self._split_log_ratio(
+            trial, merged, Z, c, t, a, b, seeds, logp, (new_c, new_t), (a_cur[c], a_cur[t]),
+            ((mean_c, prec_c), (mean_t, prec_t)), alpha, beta,
+            reverse=((mean_u, prec_u), (mean0, prec0)))
+        if math.log(rng.random()) < -log_r:
+            trial[self.a_name] = self._rows(trial, {c: new_c, t: new_t})[self.a_name]
+            return 1, merged
+        return 0, Z
+
+    def _allocation(self, trial, merged, c, t, a, b):
+        """The seeds ``(s_c, s_t)`` (Laplace means of a feature fitted to row ``a`` alone and
+        to row ``b`` alone, at the merged ``Z`` without column ``c``) and the log-probabilities
+        (3 x N) of options ``c`` only, ``t`` only, both for every owner of the union, with
+        ``A_c = s_c`` and ``A_t = s_t``.  Depend only on what a split or merge of ``c, t``
+        leaves unchanged."""
+        alone = merged.copy()
+        alone[:, c] = 0
+        alone[a, c] = 1
+        s_c, _ = self.laplace(trial, alone, c)
+        alone[a, c] = 0
+        alone[b, t] = 1
+        s_t, _ = self.laplace(trial, alone, t)
+        ll = self.step._split_option_ll(self._rows(trial, {c: s_c, t: s_t}), merged, c, t,
+                                        merged[:, c] == 1)
+        if not np.all(np.isfinite(ll[:, merged[:, c] == 1])):
+            raise FloatingPointError("non-finite likelihood of a split allocation")
+        return (s_c, s_t), ll - np.logaddexp.reduce(ll, axis=0)
+
+    def _split_log_ratio(self, trial, merged, split, c, t, a, b, seeds, logp, a_merged,
+                         a_split, fits, alpha, beta, reverse=None):
+        """Log acceptance ratio of the split ``(merged, A_c, A_t = a_merged) -> (split,
+        a_split)`` of the union in column ``c`` into ``c`` and ``t``.  ``fits``: ``q_c`` and
+        ``q_t`` at ``split``; ``reverse``: ``q_u`` and ``q_0`` at ``merged`` (computed when
+        ``None``)."""
+        step = self.step
+        n, k_max = merged.shape
+        m = merged.sum(axis=0)
+        kp = int((m > 0).sum())
+        rows = np.flatnonzero(merged[:, c])
+        free = rows[(rows != a) & (rows != b)]
+        opt = np.where(split[free, t] == 0, 0, np.where(split[free, c] == 0, 1, 2))
+        log_alloc = float(np.sum(logp[opt, free]))
+        n_c = int(np.sum((split[:, c] == 1) & (split[:, t] == 0)))
+        n_t = int(np.sum((split[:, t] == 1) & (split[:, c] == 0)))
+        if reverse is None:
+            reverse = (self.laplace(trial, merged, c), self._prior_laplace(trial, merged, t))
+        (mean_u, prec_u), (mean0, prec0) = reverse
+        (mean_c, prec_c), (mean_t, prec_t) = fits
+        before = self._rows(trial, {c: a_merged[0], t: a_merged[1]})
+        after = self._rows(trial, {c: a_split[0], t: a_split[1]})
+        ll0 = float(np.sum(step._rows_ll(dict(before), merged)))
+        ll1 = float(np.sum(step._rows_ll(dict(after), split)))
+        p0 = np.asarray(self._prior(before))
+        p1 = np.asarray(self._prior(after))
+        return (step._log_prior(split, alpha, beta) - step._log_prior(merged, alpha, beta)
+                + ll1 - ll0 + float(p1[c] + p1[t] - p0[c] - p0[t])
+                + math.log(k_max - kp) + math.log(rows.size) + math.log(rows.size - 1)
+                - math.log(kp + 1) - math.log(n_c) - math.log(n_t)
+                + self._log_q(a_merged[0], mean_u, prec_u)
+                + self._log_q(a_merged[1], mean0, prec0)
+                - log_alloc - self._log_q(a_split[0], mean_c, prec_c)
+                - self._log_q(a_split[1], mean_t, prec_t))
+
+    def _rows(self, trial, rows):
+        """``trial`` with the given rows of ``A`` replaced (a new dict and array)."""
+        a = np.array(trial[self.a_name], copy=True)
+        for k, row in rows.items():
+            a[k] = row
+        return {**trial, self.a_name: a}
 
     def _with_row(self, trial, k, row):
         a = np.array(trial[self.a_name], copy=True)

@@ -40,7 +40,7 @@ from pymc_ibp.distributions.ibp_math import (
 )
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
-from pymc_ibp.step_methods.feature_moves import FeatureBirthDeath
+from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     IBPPrior,
@@ -132,6 +132,47 @@ def _linear_gaussian_starter(model, z_rv, spec, initial_point, init_z, compile_k
         return None
     return AcceleratedGibbs([z_rv], model=model, initial_point=initial_point, init_z=init_z,
                             compile_kwargs=compile_kwargs)
+
+
+#: the linear-Gaussian surrogate of ``init_z="surrogate"``: noise and feature scales as
+#: multiples of the standard deviation of the observed entries
+SURROGATE_SIGMA_X = 1.0
+SURROGATE_SIGMA_A = 2.0
+#: accelerated sweeps on the surrogate after its start search
+SURROGATE_SWEEPS = 50
+
+
+def _surrogate_starter(model, z_rv, children, alpha, beta, compile_kwargs):
+    """``(step, point)``: an :class:`~pymc_ibp.AcceleratedGibbs` on a linear-Gaussian surrogate
+    of the model (``X ~ Normal(Z' @ A', SURROGATE_SIGMA_X s)``, ``A' ~ Normal(0,
+    SURROGATE_SIGMA_A s)``, ``Z' ~ IBP(alpha, beta)``, ``s`` the standard deviation of the
+    observed entries) and that model's initial point, for ``init_z="surrogate"``."""
+    from pymc_ibp.distributions.ibp import IBP
+    from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
+    from pymc_ibp.step_methods.model_matching import _data_of
+
+    observed = [c for c in children if c in set(model.observed_RVs)]
+    data = None
+    if len(children) == 1 and len(observed) == 1:
+        try:
+            data = _data_of(model.rvs_to_values[observed[0]])
+        except ModelPatternError:
+            data = None
+    n, k_max = (int(d) for d in model.initial_point()[model.rvs_to_values[z_rv].name].shape)
+    if data is None or data.ndim != 2 or data.shape[0] != n or not np.all(np.isfinite(data)):
+        raise ModelPatternError(
+            f"IBPGibbs(init_z='surrogate') needs the likelihood of {z_rv.name!r} to be one "
+            f"observed N x D matrix (N = {n} rows, one per row of {z_rv.name!r}) without "
+            f"missing entries; found {[c.name for c in children]} below {z_rv.name!r}.")
+    scale = float(np.std(data)) or 1.0
+    with pm.Model(model=None) as surrogate:  # a model of its own, not a child of the user's
+        zs = IBP("Z", alpha, beta, shape=(n, k_max))
+        a_s = pm.Normal("A", 0.0, SURROGATE_SIGMA_A * scale, shape=(k_max, data.shape[1]))
+        pm.Normal("X", mu=zs @ a_s, sigma=SURROGATE_SIGMA_X * scale, observed=data)
+    point = surrogate.initial_point()
+    step = AcceleratedGibbs([zs], model=surrogate, initial_point=point, init_z="prior",
+                            compile_kwargs=compile_kwargs)
+    return step, point
 
 
 def _entry_mask(child, z_rv, model):
@@ -361,11 +402,20 @@ class IBPGibbs(BlockedStep):
     feature_rows : int
         The largest number of rows of a feature that these moves create or remove (default
         10; 1: single-row features only).
+    feature_split_merge : int
+        Split / merge Metropolis–Hastings proposals of a feature *together with its
+        parameters* after each sweep (default 3, 0 disables them; same conditions as
+        ``feature_moves``): a feature split into two, two rows of it seeding the two new
+        features, its other rows allocated by their likelihood under the seeds, and both rows
+        of ``A`` drawn from Laplace approximations given their new rows; or two features
+        merged into one with parameters fitted to the union.  See
+        :meth:`pymc_ibp.step_methods.feature_moves.FeatureParameterMoves.split_merge`.  Stat
+        ``ibp_feature_split_merge_accepted``.
     feature_params : bool, optional
         Whether to look for that parameter matrix (``None``, the default: look, and leave
         the moves off if there is none); ``True`` raises :class:`ModelPatternError` saying
         what is missing; ``False`` turns the moves off.
-    init_z : {"auto", "point", "prior"}
+    init_z : {"auto", "point", "prior", "surrogate"}
         Where a chain starts (the initialisation policy of
         :class:`pymc_ibp.AcceleratedGibbs`).  ``"auto"`` (default): at the ``Z`` the user gave
         (``pm.sample(initvals={"Z": ...})`` or ``initval=``); otherwise, when the model is
@@ -377,8 +427,16 @@ class IBPGibbs(BlockedStep):
         ``Z``; this first iteration makes no other move.  Any other model starts at PyMC's
         initial point (all zeros for :class:`pymc_ibp.IBP`).  ``"point"``: always at the
         initial point.  ``"prior"``: the search whatever the initial point (linear-Gaussian
-        models).  The search only chooses the chain's first state, so every later draw is
-        from the exact kernel.
+        models).  ``"surrogate"`` (any likelihood with one observed ``N x D`` matrix, no
+        missing entries, and the parameter matrix ``A`` of the feature moves): the same search
+        on a linear-Gaussian surrogate of the data (``X ~ Normal(Z @ A', s)``, ``A' ~
+        Normal(0, 2 s)``, ``s`` the standard deviation of the observed entries, ``Z`` under
+        the IBP with the initial ``α, β``) followed by 50 accelerated sweeps on it, then the
+        active rows of ``A`` set to their Laplace means given the ``Z`` found; every other
+        variable keeps its initial value.  For binary or count data whose features add up
+        (e.g. ``Bernoulli(logit_p = Z @ A + b)``) it finds structure that chains started from
+        an empty ``Z`` do not (``benchmarks/ibpgibbs_split.py``).  A search only chooses the
+        chain's first state, so every later draw is from the exact kernel.
 
     Raises
     ------
@@ -453,12 +511,13 @@ class IBPGibbs(BlockedStep):
         "ibp_block_accepted": (np.int64, []),
         "ibp_turn_on_accepted": (np.int64, []),
         "ibp_feature_move_accepted": (np.int64, []),
+        "ibp_feature_split_merge_accepted": (np.int64, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, split_merge=5, combination_moves=5, factorise=None,
                  block_moves=None, turn_on_moves=1, feature_moves=3, feature_rows=10,
-                 feature_params=None, init_z="auto", _explain=True):
+                 feature_split_merge=3, feature_params=None, init_z="auto", _explain=True):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
@@ -551,9 +610,10 @@ class IBPGibbs(BlockedStep):
         self._hyper = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                        point_fn=True, **(compile_kwargs or {}))
         self._model_logp = None
-        if init_z not in ("auto", "point", "prior"):
-            raise ValueError(f"init_z must be 'auto', 'point' or 'prior'; got {init_z!r}.")
-        starts = self.is_ibp and not self.joint and init_z != "point"
+        if init_z not in ("auto", "point", "prior", "surrogate"):
+            raise ValueError(f"init_z must be 'auto', 'point', 'prior' or 'surrogate'; got "
+                             f"{init_z!r}.")
+        starts = self.is_ibp and not self.joint and init_z not in ("point", "surrogate")
         # one match of the linear-Gaussian pattern, for the log line and the start search
         spec = (_linear_gaussian_spec(model, z_rv, explain=_explain) if _explain or starts
                 else None)
@@ -591,20 +651,35 @@ class IBPGibbs(BlockedStep):
         self.feature_moves = int(feature_moves) if row_moves else 0
         if self.feature_moves < 0:
             raise ValueError(f"feature_moves must be >= 0; got {feature_moves!r}.")
+        self.feature_split_merge = int(feature_split_merge) if row_moves else 0
+        if self.feature_split_merge < 0:
+            raise ValueError(f"feature_split_merge must be >= 0; got {feature_split_merge!r}.")
         if int(feature_rows) < 1:
             raise ValueError(f"feature_rows must be >= 1; got {feature_rows!r}.")
         self._features = None
-        if (self.feature_moves or feature_params) and feature_params is not False:
+        if ((self.feature_moves or self.feature_split_merge or feature_params)
+                and feature_params is not False):
             if not row_moves:
                 raise ModelPatternError(
                     f"IBPGibbs(feature_params=True) needs {z_rv.name!r} to be a pmi.IBP whose "
                     "likelihood factorises over its rows.")
-            self._features = FeatureBirthDeath.find(self, model, z_rv, children,
+            self._features = FeatureParameterMoves.find(self, model, z_rv, children,
                                                     self._row_ll_graph, ip, compile_kwargs,
                                                     required=bool(feature_params),
                                                     max_rows=feature_rows)
         if self._features is None:
-            self.feature_moves = 0
+            self.feature_moves = self.feature_split_merge = 0
+        self._surrogate = None
+        if init_z == "surrogate":
+            if not row_moves or self._features is None:
+                raise ModelPatternError(
+                    f"IBPGibbs(init_z='surrogate') needs {z_rv.name!r} to be a pmi.IBP whose "
+                    "likelihood factorises over its rows, and one parameter matrix A of it (a "
+                    "free continuous variable with K_max rows, row k reaching the likelihood "
+                    f"only through column k of {z_rv.name!r}, e.g. mu = Z @ A).")
+            alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
+            self._surrogate = _surrogate_starter(model, z_rv, children, alpha0, beta0,
+                                                 compile_kwargs)
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = self.started = False
@@ -888,6 +963,8 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
     def step(self, point):
         if not self.started:
             self.started = True
+            if self._surrogate is not None:
+                return self._surrogate_start(point)
             if self._starter is not None:
                 start = self._search_start(point)
                 if start is not None:
@@ -935,13 +1012,16 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
                 block_acc += self.block_move(Z, trial, alpha, beta, k)
             for _ in range(self.turn_on_moves):
                 turn_acc += self.turn_on_move(Z, trial, alpha, beta)
-        fm_acc = 0
-        if self.feature_moves:
+        fm_acc = fsm_acc = 0
+        if self._features is not None:
             self._features.new_sweep()
         for _ in range(self.feature_moves):
-            accepted, Z = self._features.move(Z, trial, alpha, beta)
+            accepted, Z = self._features.birth_death(Z, trial, alpha, beta)
             fm_acc += accepted
-        if sm_acc or cm_acc or block_acc or turn_acc or fm_acc:
+        for _ in range(self.feature_split_merge):
+            accepted, Z = self._features.split_merge(Z, trial, alpha, beta)
+            fsm_acc += accepted
+        if sm_acc or cm_acc or block_acc or turn_acc or fm_acc or fsm_acc:
             trial[self.z_name] = Z
             loglik = float(np.sum(self._row_ll(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
@@ -961,7 +1041,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         if block_acc or turn_acc:
             y_name = self._block[0]
             new[y_name] = np.asarray(trial[y_name], dtype=point[y_name].dtype)
-        if fm_acc:
+        if fm_acc or fsm_acc:
             a_name = self._features.a_name
             new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
@@ -970,6 +1050,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
                          "ibp_block_accepted": int(block_acc),
                          "ibp_turn_on_accepted": int(turn_acc),
                          "ibp_feature_move_accepted": int(fm_acc),
+                         "ibp_feature_split_merge_accepted": int(fsm_acc),
                          "ibp_kmax_hit": bool(hit)}
         return new, self._stats(stats_, new)
 
@@ -987,13 +1068,46 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         new, _ = starter.step(point)
         Z = np.asarray(new[self.z_name], dtype=point[self.z_name].dtype)
         new[self.z_name] = Z
+        return new, self._start_stats(new)
+
+    def _surrogate_start(self, point):
+        """The chain's first iteration under ``init_z="surrogate"``: ``Z`` from the best of the
+        accelerated step's annealed searches on the linear-Gaussian surrogate of the data
+        (:func:`_surrogate_starter`), then the active rows of ``A`` set to their Laplace means
+        given it (two passes over the columns); every other variable keeps its value."""
+        starter, s_point = self._surrogate
+        starter.rng = self.rng  # the chain's own stream: the same draws under any cores
+        starter._reset_chain(0)
+        found, _ = starter.step(s_point)
+        for _ in range(SURROGATE_SWEEPS):
+            found, _ = starter.step(found)
+        Z = np.asarray(found["Z"], dtype=point[self.z_name].dtype)
+        features = self._features
+        trial = {**point, self.z_name: Z}
+        for _ in range(2):
+            for k in np.flatnonzero(Z.sum(axis=0)):
+                try:
+                    mean, _ = features.laplace(trial, Z, int(k))
+                except FloatingPointError:
+                    continue
+                trial = features._rows(trial, {int(k): mean})
+        new = dict(point)
+        new[self.z_name] = Z
+        a_name = features.a_name
+        new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
+        return new, self._start_stats(new)
+
+    def _start_stats(self, new):
+        """The stats of a chain's first iteration when it is a start search (no moves)."""
+        Z = new[self.z_name]
         n_active = int((Z.sum(axis=0) > 0).sum())
         stats_ = {"ibp_n_active": n_active, "ibp_flips": 0,
                   "ibp_log_lik": float(np.sum(self._row_ll(new))),
                   "ibp_split_merge_accepted": 0, "ibp_combination_accepted": 0,
                   "ibp_block_accepted": 0, "ibp_turn_on_accepted": 0,
-                  "ibp_feature_move_accepted": 0, "ibp_kmax_hit": n_active == self.k_max}
-        return new, self._stats(stats_, new)
+                  "ibp_feature_move_accepted": 0, "ibp_feature_split_merge_accepted": 0,
+                  "ibp_kmax_hit": n_active == self.k_max}
+        return self._stats(stats_, new)
 
     def _stats(self, stats_, new):
         """The recorded stats of one iteration, with the model's log density at ``new``."""

@@ -228,6 +228,51 @@ def test_linear_gaussian_chains_start_from_the_start_search(monkeypatch):
     assert int(point["sample_stats"]["ibp_n_active"].values[0, 0]) <= 1
 
 
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_surrogate_start_finds_the_features_of_binary_data():
+    """init_z="surrogate" on binary block images generated from a Bernoulli model: the chain's
+    first draw has the four glyph features (found on the linear-Gaussian surrogate) and the
+    rows of A given them (higher log-odds on each glyph's pixels), with no sweep; by default
+    the first iteration is a sweep.  Models without the pattern are told what it needs."""
+    data = pmi.datasets.block_images(150, noise=0.5, seed=3)
+    rng = np.random.default_rng(0)
+    logit = 4.0 * data.Z @ data.A - 2.0
+    X = (rng.random(logit.shape) < 1.0 / (1.0 + np.exp(-logit))).astype("int64")
+    common = dict(draws=1, tune=0, chains=1, random_seed=4, progressbar=False,
+                  compute_convergence_checks=False)
+    with pm.Model():
+        Z = pmi.IBP("Z", 2.0, shape=(150, 10))
+        A = pm.Normal("A", 0.0, 3.0, shape=(10, 36))
+        b = pm.Normal("b", -2.0, 2.0, shape=36)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+        sur = pm.sample(step=[pmi.IBPGibbs([Z], init_z="surrogate")], **common)
+        auto = pm.sample(step=[pmi.IBPGibbs([Z])], **common)
+    z = sur["posterior"]["Z"].values[0, 0]
+    a = sur["posterior"]["A"].values[0, 0]
+    for g in range(4):
+        agree = [np.mean(z[:, k] == data.Z[:, g]) for k in range(10)]
+        k = int(np.argmax(agree))
+        assert agree[k] > 0.9, (g, agree)
+        on = data.A[g] > 0.5
+        assert a[k][on].mean() > a[k][~on].mean() + 2.0, (g, a[k])
+    assert int(sur["sample_stats"]["ibp_flips"].values[0, 0]) == 0
+    assert int(auto["sample_stats"]["ibp_flips"].values[0, 0]) > 0  # the default: a sweep
+    with pm.Model():  # no parameter matrix of Z: nothing to set from the surrogate's Z
+        Z = pmi.IBP("Z", 2.0, shape=(150, 10))
+        w = pm.Normal("w", 0.0, 1.0)
+        pm.Poisson("X", mu=pm.math.exp(w * Z.sum(axis=1)), observed=X.sum(axis=1))
+        with pytest.raises(pmi.ModelPatternError, match="one parameter matrix A"):
+            pmi.IBPGibbs([Z], init_z="surrogate")
+    Xm = X.astype(float)
+    Xm[2, 3] = np.nan
+    with pm.Model():  # missing entries: the surrogate needs the whole matrix
+        Z = pmi.IBP("Z", 2.0, shape=(150, 10))
+        A = pm.Normal("A", 0.0, 3.0, shape=(10, 36))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=Xm)
+        with pytest.raises(pmi.ModelPatternError, match="without missing entries"):
+            pmi.IBPGibbs([Z], init_z="surrogate")
+
+
 # ---------------------------------------------------------------------------------------------
 # missing data: NaN in the observed array (PyMC's X_observed + imputed X_unobserved)
 # ---------------------------------------------------------------------------------------------
@@ -435,6 +480,35 @@ def _a_given_z(rng, Z, X, sx, sa):
     return mean + np.linalg.solve(L.T, eps), mean, L
 
 
+def push_exact_joint_draws(move, model, step, k_max, X, alpha, sx, sa, n, seed, moves=2):
+    """Push ``n`` exact draws of (Z, A) from p(Z, A | X) (linear-Gaussian model; Z from the
+    enumerated collapsed posterior, A from its Gaussian conditional) through ``moves``
+    applications of ``move`` (one of IBPGibbs's moves on a feature and its parameters).
+    Returns the accepted count, the χ² test of Z against the posterior and the KS test of A
+    whitened by its exact conditional given the new Z."""
+    from tests._helpers import exact_posterior
+
+    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(mats), size=n, p=post)
+    out = np.empty(n, dtype=np.int64)
+    white = []
+    accepted = 0
+    for j, i in enumerate(idx):
+        Zn = mats[i].astype(np.int8)
+        trial = model.initial_point()
+        trial["A"] = _a_given_z(rng, Zn.astype(float), X, sx, sa)[0]
+        for _ in range(moves):
+            acc, Zn = move(Zn, trial, alpha, 1.0)
+            accepted += acc
+        out[j] = codes(Zn[None])[0]
+        _, mean, L = _a_given_z(rng, Zn.astype(float), X, sx, sa)
+        white.append((L.T @ (trial["A"] - mean)).ravel())
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    return accepted, chi2_pooled(counts, post * n), stats.kstest(np.concatenate(white), "norm")
+
+
 @pytest.mark.parametrize("k_max,rows", [pytest.param(2, 1, marks=pytest.mark.slow),
                                          pytest.param(3, 1, marks=pytest.mark.slow), (3, 3)])
 def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max, rows):
@@ -444,39 +518,45 @@ def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max, rows):
     from a Laplace approximation, or the reverse)
     still follow it: χ² for Z, and A whitened by its exact conditional given the new Z is
     standard normal (KS)."""
-    from tests._helpers import ENUM_X, exact_posterior
+    from tests._helpers import ENUM_X
 
     alpha, sx, sa = 2.0, 0.5, 1.0
-    X = ENUM_X
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(3, k_max))
+        A = pm.Normal("A", 0.0, sa, shape=(k_max, 2))
+        pm.Normal("X", mu=Z @ A, sigma=sx, observed=ENUM_X)
+        step = pmi.IBPGibbs([Z], feature_params=True, feature_rows=rows)
+    assert step._features.a_name == "A"
+    n = 6000
+    accepted, res, ks = push_exact_joint_draws(step._features.birth_death, model, step, k_max,
+                                               ENUM_X, alpha, sx, sa, n, seed=11)
+    print(k_max, rows, accepted / (2 * n), res.pvalue, ks.pvalue)
+    assert accepted > 0.1 * 2 * n, accepted
+    assert res.pvalue > 1e-3, res
+    assert ks.pvalue > 1e-3, ks
+
+
+@pytest.mark.parametrize("k_max", [3, pytest.param(4, marks=pytest.mark.slow)])
+def test_feature_split_merge_leaves_the_joint_posterior_invariant(k_max):
+    """Exact draws of (Z, A) from p(Z, A | X) pushed through four split / merge proposals of a
+    feature with its parameters (two anchor rows seed the split features, the other rows
+    allocated by their likelihood under the seeds, both rows of A drawn from Laplace
+    approximations; or the union with parameters fitted to it) still follow it: χ² for Z, KS
+    for A whitened by its exact conditional given the new Z.  The data has two rows that
+    share a pattern and one that holds the sum of two, so both splits and merges are
+    accepted."""
+    alpha, sx, sa = 2.0, 0.5, 1.0
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     with pm.Model() as model:
         Z = pmi.IBP("Z", alpha, shape=(3, k_max))
         A = pm.Normal("A", 0.0, sa, shape=(k_max, 2))
         pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
-        step = pmi.IBPGibbs([Z], feature_params=True, feature_rows=rows)
-    assert step._features.a_name == "A"
-    mats, post = exact_posterior(X, k_max, alpha, sx, sa)
-    step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
-    rng = np.random.default_rng(11)
-    n = 6000
-    idx = rng.choice(len(mats), size=n, p=post)
-    out = np.empty(n, dtype=np.int64)
-    white = []
-    accepted = 0
-    for j, i in enumerate(idx):
-        Zn = mats[i].astype(np.int8)
-        trial = model.initial_point()
-        trial["A"] = _a_given_z(rng, Zn.astype(float), X, sx, sa)[0]
-        for _ in range(2):
-            acc, Zn = step._features.move(Zn, trial, alpha, 1.0)
-            accepted += acc
-        out[j] = codes(Zn[None])[0]
-        _, mean, L = _a_given_z(rng, Zn.astype(float), X, sx, sa)
-        white.append((L.T @ (trial["A"] - mean)).ravel())
-    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
-    res = chi2_pooled(counts, post * n)
-    ks = stats.kstest(np.concatenate(white), "norm")
-    print(k_max, rows, accepted / (2 * n), res.pvalue, ks.pvalue)
-    assert accepted > 0.1 * 2 * n, accepted
+        step = pmi.IBPGibbs([Z], feature_params=True)
+    n, moves = 3000, 4
+    accepted, res, ks = push_exact_joint_draws(step._features.split_merge, model, step, k_max,
+                                               X, alpha, sx, sa, n, seed=11, moves=moves)
+    print(k_max, accepted / (moves * n), res.pvalue, ks.pvalue)
+    assert accepted > 0.05 * moves * n, accepted
     assert res.pvalue > 1e-3, res
     assert ks.pvalue > 1e-3, ks
 
@@ -518,3 +598,4 @@ def test_parallel_chains_reproducible_beside_nuts():
         np.testing.assert_array_equal(seq["posterior"][name].values,
                                       par["posterior"][name].values)
     assert int(seq["sample_stats"]["ibp_feature_move_accepted"].sum()) > 0
+    assert int(seq["sample_stats"]["ibp_feature_split_merge_accepted"].sum()) > 0
