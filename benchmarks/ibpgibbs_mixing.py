@@ -5,10 +5,10 @@ Model: the digits example (``examples/digits.py``): ``N`` binarised scikit-learn
 pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 32`` (``--k-max``),
 ``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``, ``X ~ Bernoulli(logit_p = Z @ A + b)``; ``Z`` by
 ``pmi.IBPGibbs``, everything else by the steps pm.sample assigns (NUTS for A and b,
-IBPAlphaGibbs for alpha).  Settings: ``start`` = ``default`` (PyMC's initial point, as a user's
-chain starts: Z all zeros, A = 0), ``surrogate`` (the initial point with
-``IBPGibbs(init_z="surrogate")``: Z from a linear-Gaussian surrogate of the data, A set given
-it) or ``random`` (every chain from its own random Z: half of
+IBPAlphaGibbs for alpha).  Settings: ``start`` = ``point`` (PyMC's initial point, Z all
+zeros, A = 0, ``init_z="point"``), ``surrogate`` (the initial point with
+``init_z="surrogate"``, the step's default for this model: Z from a linear-Gaussian surrogate
+of the data, A set given it) or ``random`` (every chain from its own random Z: half of
 the slots in use, 30 % of the rows each); ``moves`` = ``none`` (``split_merge``,
 ``combination_moves``, ``feature_moves`` and ``feature_split_merge`` all 0), ``no_fsm`` (the
 defaults but ``feature_split_merge = 0``: the moves of earlier versions) or ``default`` (5
@@ -57,7 +57,7 @@ def run(n, k_max, chains, tune, draws, start, moves, seed):
     X = (digits.data[rows] > 7).astype("int64")
     d = X.shape[1]
     starts = None
-    start_kw = {"init_z": "surrogate"} if start == "surrogate" else {}
+    start_kw = {"init_z": {"surrogate": "surrogate", "point": "point"}.get(start, "auto")}
     if start == "random":
         starts = []
         for _ in range(chains):
@@ -101,9 +101,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N = 100, 2 chains x (20 + 20)")
     ap.add_argument("--k-max", type=int, default=32, help="feature slots (default 32)")
-    ap.add_argument("--starts", nargs="+", default=["default", "random"],
-                    choices=["default", "surrogate", "random"],
-                    help="starts to run (default: default and random)")
+    ap.add_argument("--starts", nargs="+", default=["point", "surrogate", "random"],
+                    choices=["point", "surrogate", "random"],
+                    help="starts to run (default: all)")
     ap.add_argument("--moves", nargs="+", default=list(MOVES), choices=list(MOVES),
                     help="move settings to run (default: all)")
     args = ap.parse_args()
@@ -122,12 +122,12 @@ def main():
     print_table(rows, COLS)
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b; Z by "
-        "pmi.IBPGibbs, A / b by NUTS, alpha by IBPAlphaGibbs; cores=2.  start = default: "
-        "PyMC's initial point (Z = 0, A = 0); surrogate: the initial point with "
-        "IBPGibbs(init_z='surrogate'); random: each chain from its own random Z (16 of "
-        "the slots, 30 % of the rows each).  moves = none: split_merge = combination_moves = "
-        "feature_moves = feature_split_merge = 0; no_fsm: the defaults but "
-        "feature_split_merge = 0; default: the step's defaults (5, 5, 3, 3).",
+        "pmi.IBPGibbs, A / b by NUTS, alpha by IBPAlphaGibbs; cores=2.  start = point: "
+        "PyMC's initial point (Z = 0, A = 0), init_z='point'; surrogate: the initial point "
+        "with init_z='surrogate' (the step's default for this model); random: each chain "
+        "from its own random Z (16 of the slots, 30 % of the rows each).  moves = none: "
+        "split_merge = combination_moves = feature_moves = feature_split_merge = 0; no_fsm: "
+        "the defaults but feature_split_merge = 0; default: the step's defaults (5, 5, 3, 3).",
         "log_joint = ibp_model_logp (the model's log density at the draw, no Jacobians); "
         "log_joint_chain_spread = max - min of the chains' mean log joints (nats).",
         "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; sm_accepted_per_it = "

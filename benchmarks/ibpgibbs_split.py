@@ -11,9 +11,10 @@ Z @ A + b)`` with the four 6 x 6 glyphs of ``pmi.datasets.block_images`` (``A = 
 ``Z ~ pmi.IBP(2)`` with ``K_max = 20``, ``A ~ Normal(0, 3)``, ``b ~ Normal(-2, 2)``; ``Z`` by
 ``pmi.IBPGibbs``, ``A`` and ``b`` by NUTS.  Starts: ``truth`` (every chain at the true ``Z``,
 ``A`` and ``b``: the reference), ``merged`` (at the true ``Z`` with glyphs 0 and 1 in one
-column, ``A = 0``), ``default`` (PyMC's initial point, ``Z = 0``) or ``surrogate`` (PyMC's
-initial point and ``IBPGibbs(init_z="surrogate")``: the chain's first iteration finds ``Z`` on
-a linear-Gaussian surrogate of the data and sets A given it).  Moves: ``no_fsm`` (the
+column, ``A = 0``), ``point`` (PyMC's initial point, ``Z = 0``, ``init_z="point"``) or
+``surrogate`` (PyMC's initial point and the step's default start for this model,
+``init_z="surrogate"``: the chain's first iteration finds ``Z`` on a linear-Gaussian surrogate
+of the data and sets A given it).  Moves: ``no_fsm`` (the
 step's defaults but ``feature_split_merge = 0``) or ``default`` (with 3 split / merge
 proposals of a feature with its parameters per sweep).
 
@@ -64,7 +65,7 @@ def run(start, moves, x, z_true, a_true, seed=7):
 
     n, d = x.shape
     initvals = None
-    start_kw = {"init_z": "surrogate"} if start == "surrogate" else {}
+    start_kw = {"init_z": {"surrogate": "surrogate", "point": "point"}.get(start, "auto")}
     if start == "merged":
         z0 = np.zeros((n, K_MAX), dtype="int64")
         z0[:, 0] = z_true[:, 0] | z_true[:, 1]
@@ -119,7 +120,7 @@ def main():
     info = machine_info()
     x, z_true, a_true = data()
     rows = []
-    for start in ("truth", "merged", "default", "surrogate"):
+    for start in ("truth", "merged", "point", "surrogate"):
         for moves in MOVES:
             rows.append(run(start, moves, x, z_true, a_true))
             print_table(rows[-1:], COLS)
@@ -133,9 +134,9 @@ def main():
         "K_max = 20, A ~ Normal(0, 3), b ~ Normal(-2, 2); Z by pmi.IBPGibbs, A and b by NUTS; "
         "4 chains x (50 + 100), cores=2, random_seed=7.",
         "start = truth: the true Z, A and b (the reference); merged: the true Z with glyphs 0 and "
-        "1 in one column, A = 0; default: PyMC's initial point (Z = 0); surrogate: PyMC's "
-        "initial point with IBPGibbs(init_z='surrogate').  moves = no_fsm: the "
-        "step's defaults but feature_split_merge = 0; "
+        "1 in one column, A = 0; point: PyMC's initial point (Z = 0), init_z='point'; "
+        "surrogate: PyMC's initial point with init_z='surrogate' (the default for this "
+        "model).  moves = no_fsm: the step's defaults but feature_split_merge = 0; "
         "default: with 3 split / merge proposals of a feature with its parameters per sweep.",
         "score = model log density (no Jacobians) without the empty slots' rows of A, averaged "
         "over a chain's last 50 draws; score_mean / chain_min / chain_max = mean / min / max "

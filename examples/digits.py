@@ -10,7 +10,8 @@ Bernoulli likelihood on the logit scale:
 
 This is not linear-Gaussian, so `pmi.AcceleratedGibbs` does not apply: pm.sample gives Z to
 `pmi.IBPGibbs` (uncollapsed Gibbs for any likelihood, with births, split-merge and feature
-moves); NUTS samples A and b.
+moves, each chain started from features found on a linear-Gaussian surrogate of the data);
+NUTS samples A and b.
 
 Output (in --out, default digits_output/): features.png, the posterior-mean features
 (relabelled across draws) as 8x8 log-odds images, and the mean image.
@@ -59,10 +60,11 @@ def main():
     X = (digits.data[rows] > 7).astype("int64")  # (N, 64) binary pixels
     n, d = X.shape
 
-    # every chain starts at PyMC's initial point (Z = 0, A = 0): IBPGibbs's feature birth
-    # moves (a new feature with parameters fitted to a group of rows) build the features up.
-    # Measured (benchmarks/ibpgibbs_mixing.py): a log joint about 200 nats higher after 450
-    # iterations than chains started from a random dense Z, which take longer to thin it out
+    # no initial Z is given, so each chain's first IBPGibbs iteration finds Z on a
+    # linear-Gaussian surrogate of the pixels and sets A given it (init_z="surrogate", the
+    # step's default for a model like this); from there the exact moves take over.  Do not
+    # start from a random dense Z: such chains take hundreds of iterations to thin it out
+    # (benchmarks/ibpgibbs_mixing.py)
 
     coords = {"obs": range(n), "feature": range(args.k_max), "dim": range(d)}
     with pm.Model(coords=coords):

@@ -425,10 +425,13 @@ class IBPGibbs(BlockedStep):
         searches (``init_restarts = 4`` searches of ``init_sweeps = 100`` collapsed sweeps),
         with ``A`` (and imputed entries) drawn from their exact conditional given the found
         ``Z``; this first iteration makes no other move.  Any other model starts at PyMC's
-        initial point (all zeros for :class:`pymc_ibp.IBP`).  ``"point"``: always at the
+        initial point (all zeros for :class:`pymc_ibp.IBP`), except those that the
+        ``"surrogate"`` start below applies to, which start there.  ``"point"``: always at the
         initial point.  ``"prior"``: the search whatever the initial point (linear-Gaussian
         models).  ``"surrogate"`` (any likelihood with one observed ``N x D`` matrix, no
-        missing entries, and the parameter matrix ``A`` of the feature moves): the same search
+        missing entries, and the parameter matrix ``A`` of the feature moves; the default for
+        such models when not linear-Gaussian and ``Z`` is not given; asked for explicitly,
+        it runs whatever the initial ``Z``): the same search
         on a linear-Gaussian surrogate of the data (``X ~ Normal(Z @ A', s)``, ``A' ~
         Normal(0, 2 s)``, ``s`` the standard deviation of the observed entries, ``Z`` under
         the IBP with the initial ``α, β``) followed by 50 accelerated sweeps on it, then the
@@ -669,17 +672,31 @@ class IBPGibbs(BlockedStep):
                                                     max_rows=feature_rows)
         if self._features is None:
             self.feature_moves = self.feature_split_merge = 0
+        # the surrogate start: asked for, or by default where the accelerated step's own
+        # search does not apply (not linear-Gaussian) and the pattern holds
+        self.init_z = init_z
         self._surrogate = None
-        if init_z == "surrogate":
-            if not row_moves or self._features is None:
-                raise ModelPatternError(
-                    f"IBPGibbs(init_z='surrogate') needs {z_rv.name!r} to be a pmi.IBP whose "
-                    "likelihood factorises over its rows, and one parameter matrix A of it (a "
-                    "free continuous variable with K_max rows, row k reaching the likelihood "
-                    f"only through column k of {z_rv.name!r}, e.g. mu = Z @ A).")
-            alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
-            self._surrogate = _surrogate_starter(model, z_rv, children, alpha0, beta0,
-                                                 compile_kwargs)
+        auto = (init_z == "auto" and _explain and spec is None and row_moves
+                and self._features is not None)
+        if init_z == "surrogate" or auto:
+            try:
+                if not row_moves or self._features is None:
+                    raise ModelPatternError(
+                        f"IBPGibbs(init_z='surrogate') needs {z_rv.name!r} to be a pmi.IBP "
+                        "whose likelihood factorises over its rows, and one parameter matrix A "
+                        "of it (a free continuous variable with K_max rows, row k reaching the "
+                        f"likelihood only through column k of {z_rv.name!r}, e.g. mu = Z @ A).")
+                alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
+                self._surrogate = _surrogate_starter(model, z_rv, children, alpha0, beta0,
+                                                     compile_kwargs)
+            except ModelPatternError:
+                if not auto:
+                    raise
+        # whether the user gave Z (initval= on the variable, or pm.sample's initvals, which
+        # reach the step's initial point): "auto" then starts there
+        self._z_given = model.rvs_to_initial_values.get(z_rv) is not None or (
+            initial_point is not None and not np.array_equal(
+                np.asarray(ip[self.z_name]), np.asarray(model.initial_point()[self.z_name])))
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = self.started = False
@@ -963,7 +980,8 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
     def step(self, point):
         if not self.started:
             self.started = True
-            if self._surrogate is not None:
+            if self._surrogate is not None and (self.init_z == "surrogate" or (
+                    not self._z_given and not np.any(point[self.z_name]))):
                 return self._surrogate_start(point)
             if self._starter is not None:
                 start = self._search_start(point)

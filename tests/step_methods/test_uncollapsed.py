@@ -229,24 +229,39 @@ def test_linear_gaussian_chains_start_from_the_start_search(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
-def test_surrogate_start_finds_the_features_of_binary_data():
-    """init_z="surrogate" on binary block images generated from a Bernoulli model: the chain's
+def test_surrogate_start_finds_the_features_of_binary_data(monkeypatch):
+    """A chain from PyMC's default start on binary block images generated from a Bernoulli
+    model begins at the surrogate start (init_z="auto"; the model is not linear-Gaussian): its
     first draw has the four glyph features (found on the linear-Gaussian surrogate) and the
-    rows of A given them (higher log-odds on each glyph's pixels), with no sweep; by default
-    the first iteration is a sweep.  Models without the pattern are told what it needs."""
+    rows of A given them (higher log-odds on each glyph's pixels), with no sweep.
+    init_z="point" sweeps from the initial point; a user's Z is kept unless
+    init_z="surrogate".  Models without the pattern are told what it needs."""
+    from pymc_ibp.step_methods.uncollapsed import IBPGibbs
+
     data = pmi.datasets.block_images(150, noise=0.5, seed=3)
     rng = np.random.default_rng(0)
     logit = 4.0 * data.Z @ data.A - 2.0
     X = (rng.random(logit.shape) < 1.0 / (1.0 + np.exp(-logit))).astype("int64")
     common = dict(draws=1, tune=0, chains=1, random_seed=4, progressbar=False,
                   compute_convergence_checks=False)
+    starts = []
+    start = IBPGibbs._surrogate_start
+    monkeypatch.setattr(IBPGibbs, "_surrogate_start",
+                        lambda self, p: starts.append(1) or start(self, p))
     with pm.Model():
         Z = pmi.IBP("Z", 2.0, shape=(150, 10))
         A = pm.Normal("A", 0.0, 3.0, shape=(10, 36))
         b = pm.Normal("b", -2.0, 2.0, shape=36)
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
-        sur = pm.sample(step=[pmi.IBPGibbs([Z], init_z="surrogate")], **common)
-        auto = pm.sample(step=[pmi.IBPGibbs([Z])], **common)
+        sur = pm.sample(**common)  # pm.sample's own choice of steps
+        assert len(starts) == 1
+        point = pm.sample(step=[pmi.IBPGibbs([Z], init_z="point")], **common)
+        Z0 = np.zeros((150, 10), dtype="int64")
+        Z0[:, 0] = 1
+        pm.sample(initvals={"Z": Z0}, **common)
+        assert len(starts) == 1  # a user's Z is kept
+        pm.sample(step=[pmi.IBPGibbs([Z], init_z="surrogate")], initvals={"Z": Z0}, **common)
+        assert len(starts) == 2
     z = sur["posterior"]["Z"].values[0, 0]
     a = sur["posterior"]["A"].values[0, 0]
     for g in range(4):
@@ -256,7 +271,7 @@ def test_surrogate_start_finds_the_features_of_binary_data():
         on = data.A[g] > 0.5
         assert a[k][on].mean() > a[k][~on].mean() + 2.0, (g, a[k])
     assert int(sur["sample_stats"]["ibp_flips"].values[0, 0]) == 0
-    assert int(auto["sample_stats"]["ibp_flips"].values[0, 0]) > 0  # the default: a sweep
+    assert int(point["sample_stats"]["ibp_flips"].values[0, 0]) > 0  # a sweep
     with pm.Model():  # no parameter matrix of Z: nothing to set from the surrogate's Z
         Z = pmi.IBP("Z", 2.0, shape=(150, 10))
         w = pm.Normal("w", 0.0, 1.0)
