@@ -78,6 +78,13 @@ _MAX_STEP = 4.0  # largest Newton step, in prior standard deviations of the curr
 _MIN_PRECISION = 1e-8
 
 
+def ordered_pair(rng, n):
+    """Two distinct indices below ``n``, the ordered pair uniform among the ``n (n - 1)``."""
+    i = int(rng.random() * n)
+    j = int(rng.random() * (n - 1))
+    return i, j + (j >= i)
+
+
 def _rows_sum(term):
     return term.sum(axis=tuple(range(1, term.ndim))) if term.ndim > 1 else term
 
@@ -392,9 +399,7 @@ class FeatureParameterMoves:
             rows = np.flatnonzero(Z[:, c])
             if rows.size < 2:
                 return 0, Z  # no merge leads to a feature with one row alone
-            i = int(rng.random() * rows.size)
-            j = int(rng.random() * (rows.size - 1))
-            j += j >= i
+            i, j = ordered_pair(rng, rows.size)
             a, b = int(rows[i]), int(rows[j])
             seeds, logp = self._allocation(trial, Z, c, t, a, b)
             cum = np.cumsum(np.exp(logp[:, rows]), axis=0)
@@ -417,9 +422,7 @@ class FeatureParameterMoves:
             return 0, Z
         if kp < 2:  # ---- merge
             return 0, Z
-        i = int(rng.random() * kp)
-        j = int(rng.random() * (kp - 1))
-        j += j >= i
+        i, j = ordered_pair(rng, kp)
         c, t = int(act[i]), int(act[j])
         only_c = np.flatnonzero((Z[:, c] == 1) & (Z[:, t] == 0))
         only_t = np.flatnonzero((Z[:, t] == 1) & (Z[:, c] == 0))

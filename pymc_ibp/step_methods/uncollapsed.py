@@ -40,7 +40,7 @@ from pymc_ibp.distributions.ibp_math import (
 )
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
-from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves
+from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves, ordered_pair
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     IBPPrior,
@@ -142,7 +142,7 @@ SURROGATE_SIGMA_A = 2.0
 SURROGATE_SWEEPS = 50
 
 
-def _surrogate_starter(model, z_rv, children, alpha, beta, compile_kwargs):
+def _surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs):
     """``(step, point)``: an :class:`~pymc_ibp.AcceleratedGibbs` on a linear-Gaussian surrogate
     of the model (``X ~ Normal(Z' @ A', SURROGATE_SIGMA_X s)``, ``A' ~ Normal(0,
     SURROGATE_SIGMA_A s)``, ``Z' ~ IBP(alpha, beta)``, ``s`` the standard deviation of the
@@ -158,7 +158,7 @@ def _surrogate_starter(model, z_rv, children, alpha, beta, compile_kwargs):
             data = _data_of(model.rvs_to_values[observed[0]])
         except ModelPatternError:
             data = None
-    n, k_max = (int(d) for d in model.initial_point()[model.rvs_to_values[z_rv].name].shape)
+    n, k_max = shape
     if data is None or data.ndim != 2 or data.shape[0] != n or not np.all(np.isfinite(data)):
         raise ModelPatternError(
             f"IBPGibbs(init_z='surrogate') needs the likelihood of {z_rv.name!r} to be one "
@@ -687,16 +687,19 @@ class IBPGibbs(BlockedStep):
                         "of it (a free continuous variable with K_max rows, row k reaching the "
                         f"likelihood only through column k of {z_rv.name!r}, e.g. mu = Z @ A).")
                 alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
-                self._surrogate = _surrogate_starter(model, z_rv, children, alpha0, beta0,
+                self._surrogate = _surrogate_starter(model, z_rv, children,
+                                                     (self.n, self.k_max), alpha0, beta0,
                                                      compile_kwargs)
             except ModelPatternError:
                 if not auto:
                     raise
         # whether the user gave Z (initval= on the variable, or pm.sample's initvals, which
         # reach the step's initial point): "auto" then starts there
-        self._z_given = model.rvs_to_initial_values.get(z_rv) is not None or (
-            initial_point is not None and not np.array_equal(
-                np.asarray(ip[self.z_name]), np.asarray(model.initial_point()[self.z_name])))
+        self._z_given = self._surrogate is not None and (
+            model.rvs_to_initial_values.get(z_rv) is not None or (
+                initial_point is not None and not np.array_equal(
+                    np.asarray(ip[self.z_name]),
+                    np.asarray(model.initial_point()[self.z_name]))))
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = self.started = False
@@ -1230,9 +1233,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             return 0, Z
         if kp < 2:  # ---- merge
             return 0, Z
-        i1 = int(rng.random() * kp)
-        i2 = int(rng.random() * (kp - 1))
-        i2 += i2 >= i1
+        i1, i2 = ordered_pair(rng, kp)
         keep, rem = act[i1], act[i2]
         merged = Z.copy()
         merged[:, keep] = Z[:, keep] | Z[:, rem]
