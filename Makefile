@@ -6,6 +6,10 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.pymc_ibp-installed
 OUT     ?= demo_output
 PYTEST_ARGS ?=
+# the tests run on two processes (pytest-xdist, work stealing: the long statistical tests do not
+# queue behind each other); PYTEST_WORKERS=0 runs them in this process, e.g. to debug one
+PYTEST_WORKERS ?= 2
+PYTEST  := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 .PHONY: demo test test-slow test-all lint bench bench-quick bench-long docs clean venv
 
@@ -30,17 +34,17 @@ demo: $(STAMP) $(NUMBA_STAMP)
 	$(PY) examples/block_images.py --out $(OUT)
 
 test: $(STAMP) $(NUMBA_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # ruff (configured in pyproject.toml: line length 100, pycodestyle, pyflakes, isort, pyupgrade, bugbear)
 lint: $(STAMP)
 	$(PY) -m ruff check pymc_ibp tests benchmarks examples
 
 test-slow: $(STAMP) $(NUMBA_STAMP)
-	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+	$(PYTEST) -m slow $(PYTEST_ARGS)
 
 test-all: $(STAMP) $(NUMBA_STAMP)
-	$(PY) -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "slow or not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP) $(NUMBA_STAMP)
 	$(PY) -m benchmarks.run_all

@@ -21,7 +21,9 @@ at every draw) over the kept draws; the spread of the chains' mean log joints (m
 the accepted proposals of each kind per iteration; the wall time of ``pm.sample``
 (``cores=2``: two chains at a time).
 
-    python -m benchmarks.ibpgibbs_mixing [--quick]
+    python -m benchmarks.ibpgibbs_mixing [--quick] [--tune T --draws D]
+
+Other chain lengths than the default 150 + 300 are saved as ``ibpgibbs_mixing_long``.
 """
 
 from __future__ import annotations
@@ -106,13 +108,19 @@ def main():
                     help="starts to run (default: all)")
     ap.add_argument("--moves", nargs="+", default=list(MOVES), choices=list(MOVES),
                     help="move settings to run (default: all)")
+    ap.add_argument("--tune", type=int, default=150, help="tuning iterations (default 150)")
+    ap.add_argument("--draws", type=int, default=300, help="kept draws per chain (default 300)")
     args = ap.parse_args()
     quiet()
     info = machine_info()
     if args.quick:
         cfg = dict(n=100, k_max=10, chains=2, tune=20, draws=20, seed=1)
     else:
-        cfg = dict(n=300, k_max=args.k_max, chains=4, tune=150, draws=300, seed=2026)
+        cfg = dict(n=300, k_max=args.k_max, chains=4, tune=args.tune, draws=args.draws,
+                   seed=2026)
+    # longer (or shorter) chains than the default go to their own table
+    length = ("" if (args.tune, args.draws) == (150, 300)
+              else f" --tune {args.tune} --draws {args.draws}")
     rows = []
     for start in args.starts:
         for moves in args.moves:
@@ -137,9 +145,11 @@ def main():
         "split / merge moves of a feature with its parameters per iteration.",
         "Command: python -m benchmarks.ibpgibbs_mixing"
         + (" --quick" if args.quick else f" --k-max {args.k_max}")
-        + f" --starts {' '.join(args.starts)} --moves {' '.join(args.moves)}",
+        + f" --starts {' '.join(args.starts)} --moves {' '.join(args.moves)}" + length,
     ]
-    write_results("ibpgibbs_mixing_quick" if args.quick else "ibpgibbs_mixing", rows, COLS,
+    name = ("ibpgibbs_mixing_quick" if args.quick
+            else "ibpgibbs_mixing_long" if length else "ibpgibbs_mixing")
+    write_results(name, rows, COLS,
                   "IBPGibbs mixing with and without its mode-crossing moves (digits)", notes, info)
 
 

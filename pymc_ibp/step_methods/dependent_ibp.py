@@ -93,7 +93,7 @@ from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above, truncnorm_below
-from pymc_ibp.step_methods.model_matching import _data_of
+from pymc_ibp.step_methods.model_matching import _data_of, initial_value_given
 
 __all__ = ["DependentIBPGibbs", "draw_h_sums", "gp_conditional_draw", "stick_sweep"]
 
@@ -408,10 +408,8 @@ class DependentIBPGibbs(BlockedStep):
         ip0 = model.initial_point()
         ip = ip0 if initial_point is None else initial_point
 
-        def given(rvs):  # set by pm.sample's initvals (PyMC builds the steps at chain 0's point)
-            names = [model.rvs_to_values[rv].name for rv in rvs]
-            return initial_point is not None and any(
-                not np.array_equal(np.asarray(ip[v]), np.asarray(ip0[v])) for v in names)
+        def given(rvs):  # the variable's initval= or pm.sample's initvals
+            return initial_value_given(model, rvs, initial_point, ip0)
 
         # whether Z was given, so that its first sweep's joint moves are not left out
         self._z_given = z_rv not in model.observed_RVs and given([z_rv])

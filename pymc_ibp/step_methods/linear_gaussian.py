@@ -45,6 +45,7 @@ from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     PATTERN,
     find_linear_gaussian,
+    initial_value_given,
     match_prior,
     matched_models,
 )
@@ -223,9 +224,6 @@ class _LinearGaussianIBPStep(BlockedStep):
         if init_z not in ("auto", "prior", "point"):
             raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")
         self.init_z = init_z
-        # the user gave Z through the variable's own initval (or through pm.sample's initvals:
-        # PyMC builds the steps at the first chain's initial point, checked below)
-        self._z_has_initval = model.rvs_to_initial_values.get(spec.z_rv) is not None
         self.init_restarts = int(init_restarts)
         if self.init_restarts < 1:
             raise ValueError(f"init_restarts must be >= 1; got {init_restarts!r}.")
@@ -265,12 +263,12 @@ class _LinearGaussianIBPStep(BlockedStep):
         # model's own initial point, not the one given to the step: that one holds
         # pm.sample's initvals, and a Z given there is the user's
         self._default_z = None
+        ip = model.initial_point() if self.update_z else None
+        # the user gave Z (its own initval= or pm.sample's initvals): the chain starts there
+        self._z_has_initval = initial_value_given(
+            model, [spec.z_rv], initial_point if self.update_z else None, ip)
         if self.update_z:
-            ip = model.initial_point()
             z0 = np.asarray(spec.z_value(ip, self.z_name))
-            if initial_point is not None and self.z_name in initial_point and not np.array_equal(
-                    np.asarray(initial_point[self.z_name]), z0):
-                self._z_has_initval = True  # given through pm.sample(initvals=...)
             if not self.mode.counts:
                 self._hyper(ip)
                 if self.mode.is_support_point(z0):

@@ -544,6 +544,26 @@ def one_value_var(vars, model, updates):
     return value_var, model.values_to_rvs[value_var]
 
 
+def initial_value_given(model, rvs, initial_point=None, model_point=None) -> bool:
+    """Whether the user gave the initial value of any of ``rvs`` (the initialisation policy of
+    the steps: a start search or fitted start replaces only PyMC's default start).
+
+    Given means the variable's own ``initval=`` (``model.set_initval``, also used to hand over
+    values between stages) or ``pm.sample(initvals=...)``: PyMC builds the steps at the first
+    chain's initial point, so a value in ``initial_point`` that differs from the model's own
+    initial point (``model_point``, computed when not passed) was given there.
+    """
+    if any(model.rvs_to_initial_values.get(rv) is not None for rv in rvs):
+        return True
+    if initial_point is None:
+        return False
+    own = model.initial_point() if model_point is None else model_point
+    names = [model.rvs_to_values[rv].name for rv in rvs]
+    return any(name in initial_point and not np.array_equal(np.asarray(initial_point[name]),
+                                                             np.asarray(own[name]))
+               for name in names)
+
+
 NONNEGATIVE_PATTERN = (
     "A = pm.Exponential('A', lam, shape=(K, D)) or pm.HalfNormal('A', sigma_a, shape=(K, D)); "
     "pm.Normal('X', mu=Z @ A (+ offset), sigma=sigma_x, observed=X) with Z any binary matrix "

@@ -44,6 +44,7 @@ from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves, ordered_p
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     IBPPrior,
+    initial_value_given,
     match_prior,
     one_value_var,
 )
@@ -695,11 +696,8 @@ class IBPGibbs(BlockedStep):
                     raise
         # whether the user gave Z (initval= on the variable, or pm.sample's initvals, which
         # reach the step's initial point): "auto" then starts there
-        self._z_given = self._surrogate is not None and (
-            model.rvs_to_initial_values.get(z_rv) is not None or (
-                initial_point is not None and not np.array_equal(
-                    np.asarray(ip[self.z_name]),
-                    np.asarray(model.initial_point()[self.z_name]))))
+        self._z_given = self._surrogate is not None and initial_value_given(
+            model, [z_rv], initial_point)
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = self.started = False

@@ -392,3 +392,10 @@ def test_sticks_and_processes_start_from_the_searched_z():
     step.stop_tuning()
     step.step(dict(point, Z=Zs))
     assert not step.fitted_start
+    # sticks given through their own initval= (as pmi.chained_fit hands values over): never
+    model.set_initval(mod.sticks, np.array([0.9, 0.6, 0.3]))
+    ip = model.initial_point()
+    step = make()
+    point = step.step(dict(ip))[0]
+    step.step(dict(point, Z=Zs))
+    assert not step.fitted_start

@@ -111,8 +111,8 @@ def test_sampling_state_round_trips():
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_initvals_for_z_are_honoured():
-    """pm.sample(initvals={"Z": Z0}) starts the chain at Z0 (no prior redraw, no restarts);
-    without initvals the chain starts from a prior draw."""
+    """pm.sample(initvals={"Z": Z0}) and Z's own initval= start the chain at Z0 (no prior
+    redraw, no restarts); without them the chain starts from a prior draw."""
     data = pmi.datasets.block_images(60, noise=0.05, seed=3)
     model = readme_model(data.X, k_max=6)
     Z0 = np.zeros((60, 6), dtype=np.int64)
@@ -125,6 +125,13 @@ def test_initvals_for_z_are_honoured():
     # at noise 0.05 one sweep from the truth stays at the truth; from a prior draw it does not
     np.testing.assert_array_equal(given["posterior"]["Z"].values[0, 0], Z0)
     assert not np.array_equal(default["posterior"]["Z"].values[0, 0], Z0)
+    # the variable's own initial value (initval= / model.set_initval) counts as given too,
+    # even when it equals PyMC's default start (all zeros)
+    with model:
+        assert pmi.AcceleratedGibbs([model["Z"]])._from_prior(0 * Z0)
+    model.set_initval(model["Z"], np.zeros_like(Z0, dtype=np.int8))
+    with model:
+        assert not pmi.AcceleratedGibbs([model["Z"]])._from_prior(0 * Z0)
 
 
 def test_init_z_policy_unit():
