@@ -1120,12 +1120,11 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         """The stats of a chain's first iteration when it is a start search (no moves)."""
         Z = new[self.z_name]
         n_active = int((Z.sum(axis=0) > 0).sum())
-        stats_ = {"ibp_n_active": n_active, "ibp_flips": 0,
-                  "ibp_log_lik": float(np.sum(self._row_ll(new))),
-                  "ibp_split_merge_accepted": 0, "ibp_combination_accepted": 0,
-                  "ibp_block_accepted": 0, "ibp_turn_on_accepted": 0,
-                  "ibp_feature_move_accepted": 0, "ibp_feature_split_merge_accepted": 0,
-                  "ibp_kmax_hit": n_active == self.k_max}
+        # no move was made: every "accepted" counter the class declares is 0
+        stats_ = {k: 0 for k in type(self).stats_dtypes_shapes if k.endswith("_accepted")}
+        stats_.update(ibp_n_active=n_active, ibp_flips=0,
+                      ibp_log_lik=float(np.sum(self._row_ll(new))),
+                      ibp_kmax_hit=n_active == self.k_max)
         return self._stats(stats_, new)
 
     def _stats(self, stats_, new):
