@@ -74,7 +74,7 @@ def run(n, k_max, chains, tune, draws, start, moves, seed):
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
         t = time.perf_counter()
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2,
-                          step=[pmi.IBPGibbs([Z], **MOVES[moves], **start_kw)],
+                          step=[pmi.IBPGibbs([Z], **MOVES[moves], **start_kw), pm.NUTS([A, b])],
                           initvals=starts,
                           random_seed=seed, compute_convergence_checks=False,
                           progressbar=False, var_names=["alpha"])

@@ -84,7 +84,7 @@ def run(start, moves, x, z_true, a_true, seed=7):
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=x)
         t = time.perf_counter()
         idata = pm.sample(draws=DRAWS, tune=TUNE, chains=CHAINS, cores=2, initvals=initvals,
-                          step=[pmi.IBPGibbs([Z], **MOVES[moves], **start_kw)],
+                          step=[pmi.IBPGibbs([Z], **MOVES[moves], **start_kw), pm.NUTS([A, b])],
                           random_seed=seed,
                           compute_convergence_checks=False, progressbar=False)
         wall = time.perf_counter() - t

@@ -57,6 +57,7 @@ from pymc_ibp.step_methods import (
     IBPScaleSlice,
     NoisyOrQSlice,
     NonNegativeFeatureGibbs,
+    PolyaGammaGibbs,
 )
 from pymc_ibp.thinning import KeepEvery
 
@@ -91,6 +92,7 @@ __all__ = [
     "ModelPatternError",
     "NoisyOrQSlice",
     "NonNegativeFeatureGibbs",
+    "PolyaGammaGibbs",
     "ShardFailure",
     "ShardedData",
     "ShardRecoveryWarning",

@@ -45,6 +45,7 @@ import pytensor.tensor as pt
 
 __all__ = [
     "harmonic_mass",
+    "ibp_entry_logodds",
     "ibp_log_pmf",
     "ibp_logp_symbolic",
     "ibp_mass",
@@ -93,6 +94,18 @@ def prior_logodds(m_other, n, beta):
 def log_birth_rate(alpha, beta, n):
     """``log λ``, ``λ = αβ/(N-1+β)``: the Poisson rate of a row's new (singleton) features."""
     return math.log(alpha * beta / (n - 1.0 + beta))
+
+
+@numba.njit(cache=True)
+def ibp_entry_logodds(m_other, others, n, k_max, log_lam, beta):
+    """Prior log-odds of ``z_nk = 1`` under :class:`pymc_ibp.IBP` truncated to ``K_max``
+    slots, given the rest of ``Z``:
+    ``m/(N-1-m+β)`` for a column used by ``m = m_other > 0`` other rows, else the birth
+    ``λ/(K_max - K'₋)`` in one of the free slots (``λ = exp(log_lam) = αβ/(N-1+β)``, ``K'₋ =
+    others`` the active columns other than ``k``)."""
+    if m_other > 0:
+        return prior_logodds(m_other, n, beta)
+    return log_lam - math.log(k_max - others)
 
 
 @numba.njit(cache=True)

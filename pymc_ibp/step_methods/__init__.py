@@ -17,6 +17,7 @@ from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, CollapsedGib
 from pymc_ibp.step_methods.noisy_or import NoisyOrQSlice
 from pymc_ibp.step_methods.nonnegative import NonNegativeFeatureGibbs
 from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
+from pymc_ibp.step_methods.polya_gamma import PolyaGammaGibbs
 from pymc_ibp.step_methods.scales import IBPScaleSlice
 from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
@@ -24,12 +25,13 @@ __all__ = ["AcceleratedGibbs", "BinaryFeatureGibbs", "CRPAlphaGibbs", "CRPGibbs"
            "CollapsedGibbs", "DependentIBPGibbs",
            "DetectionRateGibbs", "ExponentialRateGibbs", "GPLengthScaleHMC",
            "IBPAlphaGibbs", "IBPGibbs", "IBPOffsetGibbs", "IBPScaleSlice",
-           "NoisyOrQSlice", "NonNegativeFeatureGibbs"]
+           "NoisyOrQSlice", "NonNegativeFeatureGibbs", "PolyaGammaGibbs"]
 
 # Competence is IDEAL only for the plugin's own patterns, so going first is safe; it must go
 # first because pm.sample takes the first of equally competent steps, and PyMC's
 # BinaryGibbsMetropolis is also IDEAL for a Bernoulli Z (e.g. under IBPStickBreaking).
-for _cls in reversed((AcceleratedGibbs, IBPAlphaGibbs, IBPScaleSlice, IBPOffsetGibbs, IBPGibbs,
+for _cls in reversed((AcceleratedGibbs, PolyaGammaGibbs, IBPAlphaGibbs, IBPScaleSlice,
+                      IBPOffsetGibbs, IBPGibbs,
                       CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs,
                       DependentIBPGibbs, GPLengthScaleHMC, DetectionRateGibbs,
                       CRPAlphaGibbs, NoisyOrQSlice, BinaryFeatureGibbs)):

@@ -50,7 +50,7 @@ from pymc_ibp.step_methods.model_matching import (
     matched_models,
 )
 from pymc_ibp.step_methods.prior_modes import prior_mode
-from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
+from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
 
 __all__ = ["AcceleratedGibbs", "CollapsedGibbs", "LinearGaussianIBPState"]
 
@@ -83,17 +83,8 @@ SEARCH_SETTLE_FRACTION = 0.4
 def _group_by_matrix(model, vars_):
     """Split the value variables ``vars_`` by the feature matrix they belong to (its ``Z``,
     ``A`` and imputed entries); variables of no matched model form a last group."""
-    value_vars = get_value_vars_from_user_vars(vars_, model)
-    groups, seen = [], set()
-    for spec in matched_models(model):
-        mine = {model.rvs_to_values[rv]
-                for rv in (spec.z_rv, *spec.a_rvs, *spec.missing_rvs)}
-        group = [v for v in value_vars if v in mine and v not in seen]
-        if group:
-            groups.append(group)
-            seen.update(group)
-    rest = [v for v in value_vars if v not in seen]
-    return groups + ([rest] if rest else [])
+    return group_by_matrix(model, vars_, [(spec.z_rv, *spec.a_rvs, *spec.missing_rvs)
+                                          for spec in matched_models(model)])
 
 
 def _column_mean_fill(X, M):

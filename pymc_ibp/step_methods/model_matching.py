@@ -52,11 +52,15 @@ __all__ = [
     "IBPPrior",
     "LinearGaussianIBP",
     "BINARY_MATRIX_OPS",
+    "BernoulliLogitIBP",
+    "LOGIT_PATTERN",
     "LogOddsPrior",
     "NonNegativeFeatures",
+    "find_bernoulli_logit",
     "find_linear_gaussian",
     "find_nonnegative_features",
     "match_prior",
+    "matched_logit_models",
     "matched_models",
 ]
 
@@ -275,7 +279,7 @@ def _is_matmul(var):
 
 def _mean_terms(mu):
     """Split a likelihood mean into ``(left, right, offset, mask)`` when it is
-    ``left @ right (+ terms not involving the product)``, optionally masked by PyMC's
+    ``left @ right (+ or - terms not involving the product)``, optionally masked by PyMC's
     imputation (a constant boolean index); ``offset`` is the sum of the other terms (or
     ``None``).  Returns ``None`` for any other form."""
     mu = _strip(mu)
@@ -287,14 +291,18 @@ def _mean_terms(mu):
             mu = _strip(base)
         else:
             return None
-    terms = [mu]
-    while any(t.owner is not None and isinstance(t.owner.op, Elemwise)
-              and type(t.owner.op.scalar_op).__name__ == "Add" for t in terms):
+    def kind(t):
+        return (type(t.owner.op.scalar_op).__name__ if t.owner is not None
+                and isinstance(t.owner.op, Elemwise) else None)
+
+    terms = [mu]  # flatten sums; a difference u - v adds the term -v
+    while any(kind(t) in ("Add", "Sub") for t in terms):
         flat = []
         for t in terms:
-            if t.owner is not None and isinstance(t.owner.op, Elemwise) and type(
-                    t.owner.op.scalar_op).__name__ == "Add":
+            if kind(t) == "Add":
                 flat += [_strip(u) for u in t.owner.inputs]
+            elif kind(t) == "Sub":
+                flat += [_strip(t.owner.inputs[0]), -t.owner.inputs[1]]
             else:
                 flat.append(t)
         terms = flat
@@ -664,3 +672,191 @@ def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
                           missing_mask=None if missing_mask is None else np.asarray(missing_mask),
                           offset=offset)
     return NonNegativeFeatures(a_rv=a_rv, prior=prior, scale=scale, z=z, block=block)
+
+
+LOGIT_PATTERN = (
+    "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')) or pm.Bernoulli('Z', p=P, "
+    "dims=('obs', 'feature')); A = pm.Normal('A', 0, sigma_a, dims=('feature', 'dim')); "
+    "pm.Bernoulli('X', logit_p=Z @ A (+ offset), observed=X), sigma_a a scalar or one per "
+    "column, the offset e.g. b = pm.Normal('b', mu, sigma, dims='dim')"
+)
+
+
+@dataclass
+class BernoulliLogitIBP:
+    """A matched Bernoulli-logit latent feature model ``X ~ Bernoulli(σ(Z A + offset))``: the
+    binary matrix, its prior, the feature matrix and the data (one observed matrix)."""
+
+    z_rv: object
+    prior: object  # IBPPrior or LogOddsPrior
+    obs_rv: object  # the observed Bernoulli (or X_observed)
+    a_rv: object  # K_max x D, pm.Normal(0, sigma_a)
+    sigma_a: object  # symbolic, one per column (D,)
+    X: np.ndarray  # N x D, 0/1 with NaN at missing entries
+    k_max: int
+    missing_rv: object = None  # X_unobserved free RV, or None
+    missing_mask: np.ndarray | None = None  # N x D bool, True where missing
+    b_rv: object = None  # a per-column offset pm.Normal sampled with A, or None
+    b_mu: object = None  # its symbolic mean, one per column
+    b_sigma: object = None  # its symbolic scale, one per column
+    offset: object = None  # other symbolic terms added to Z @ A (+ b), or None
+
+    @property
+    def shape(self):
+        return self.X.shape
+
+    @property
+    def rvs(self):
+        """The variables the Pólya-Gamma step updates: ``Z``, ``A``, ``b``, imputed ``X``."""
+        return [rv for rv in (self.z_rv, self.a_rv, self.b_rv, self.missing_rv)
+                if rv is not None]
+
+
+def _logit_of(p):
+    """``(logit, mask)`` of a Bernoulli probability ``sigmoid(logit)`` (PyMC's
+    ``logit_p=``), optionally indexed by PyMC's imputation mask; ``None`` otherwise."""
+    p = _strip(p)
+    mask = None
+    if p.owner is not None and isinstance(p.owner.op, AdvancedSubtensor):
+        base, *idx = p.owner.inputs
+        if not (len(idx) == 1 and isinstance(idx[0], Constant) and idx[0].data.dtype == bool):
+            return None
+        mask, p = np.asarray(idx[0].data), _strip(base)
+    if not (p.owner is not None and isinstance(p.owner.op, Elemwise)
+            and type(p.owner.op.scalar_op).__name__ == "Sigmoid"):
+        return None
+    return p.owner.inputs[0], mask
+
+
+def _offset_vector(model, off, likelihood, d, ip):
+    """``(b, mu_b, sigma_b)`` when the offset term ``off`` is a free ``pm.Normal`` with one
+    value per column (shape ``(D,)``) that only this likelihood uses; else ``None``."""
+    b = _strip(off)
+    if not (b.owner is not None and isinstance(b.owner.op, NormalRV) and b in model.free_RVs
+            and b.ndim == 1 and ip[model.rvs_to_values[b].name].shape == (d,)):
+        return None
+    deps = [r for r in model.basic_RVs if r is not b and b in set(ancestors([r]))]
+    if not set(deps) <= set(likelihood):
+        return None
+    _, _, mu, sigma = b.owner.inputs
+    return b, pt.broadcast_to(mu, (d,)), pt.broadcast_to(sigma, (d,))
+
+
+def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
+    """Match the Bernoulli-logit pattern around ``z_rv`` (:data:`LOGIT_PATTERN`) or raise
+    :class:`ModelPatternError` (:class:`DataError` for data that are not 0/1)."""
+    if z_rv.ndim != 2:
+        raise ModelPatternError(
+            f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim}).")
+    prior = match_prior(model, z_rv)
+    if prior is None:
+        raise ModelPatternError(
+            f"{z_rv.name!r} is a {type(z_rv.owner.op).__name__}, not a pmi.IBP or 2-D "
+            f"pm.Bernoulli variable. Needed pattern: {LOGIT_PATTERN}.")
+    children = [rv for rv in model.observed_RVs + model.free_RVs
+                if rv is not z_rv and z_rv in set(ancestors([rv]))]
+    matched, other = [], []
+    for rv in children:
+        form = _logit_of(rv.owner.inputs[-1]) if isinstance(rv.owner.op, BernoulliRV) else None
+        terms = _mean_terms(form[0]) if form is not None else None
+        if terms is None or terms[0] is not z_rv:
+            other.append(f"{rv.name} ~ {type(rv.owner.op).__name__}")
+            continue
+        matched.append((rv, form[1], terms))
+    if not matched:
+        raise ModelPatternError(
+            f"No Bernoulli likelihood with logit_p = {z_rv.name} @ A found for {z_rv.name!r}. "
+            f"Needed pattern: {LOGIT_PATTERN}. Found children: {', '.join(other) or 'none'}.")
+    if other:
+        raise ModelPatternError(
+            f"{z_rv.name!r} also reaches {other}; the Pólya-Gamma sampler needs the Bernoulli "
+            f"likelihood to be the only variable depending on it. Needed pattern: "
+            f"{LOGIT_PATTERN}.")
+    a_rvs = {terms[1] for _, _, terms in matched}
+    if len(a_rvs) != 1:
+        raise ModelPatternError(
+            f"{z_rv.name!r} reaches {len(matched)} Bernoulli likelihoods with different "
+            f"feature matrices; the Pólya-Gamma sampler takes one. Needed pattern: "
+            f"{LOGIT_PATTERN}.")
+    [a_rv] = a_rvs
+    likelihood = [rv for rv, _, _ in matched]
+    observed = [(rv, mask) for rv, mask, _ in matched if rv in model.observed_RVs]
+    missing = [(rv, mask) for rv, mask, _ in matched if rv not in model.observed_RVs]
+    if len(observed) != 1 or len(missing) > 1:
+        raise ModelPatternError(
+            f"Expected exactly one observed Bernoulli with logit_p = {z_rv.name} @ "
+            f"{a_rv.name}, found {len(observed)}.")
+    (obs_rv, obs_mask), off = observed[0], matched[0][2][2]
+    if (a_rv.owner is None or not isinstance(a_rv.owner.op, NormalRV)
+            or a_rv not in model.free_RVs):
+        raise ModelPatternError(
+            f"In {obs_rv.name!r} logit_p is {z_rv.name} @ {a_rv.name or a_rv}, but the right "
+            f"factor must be a free pm.Normal feature matrix. Needed pattern: {LOGIT_PATTERN}.")
+    deps = [r for r in model.basic_RVs if r is not a_rv and a_rv in set(ancestors([r]))]
+    if not set(deps) <= set(likelihood):
+        raise ModelPatternError(
+            f"{a_rv.name!r} also reaches {[r.name for r in deps if r not in likelihood]}; the "
+            f"Pólya-Gamma sampler draws it from its conditional given the likelihood alone.")
+    if off is not None and {z_rv, a_rv} & set(ancestors([off])):
+        raise ModelPatternError(
+            f"In {obs_rv.name!r} logit_p is {z_rv.name} @ {a_rv.name} plus terms that depend on "
+            f"them; the Pólya-Gamma sampler needs an offset not involving them. Needed "
+            f"pattern: {LOGIT_PATTERN}.")
+    _, _, a_mu, a_sigma = a_rv.owner.inputs
+    if not _is_zero_constant(a_mu):
+        raise ModelPatternError(
+            f"{a_rv.name!r} must have mean 0. Needed pattern: {LOGIT_PATTERN}.")
+    ip = model.initial_point()
+    n, k_max = ip[model.rvs_to_values[z_rv].name].shape
+    a_shape = tuple(int(s) for s in ip[model.rvs_to_values[a_rv].name].shape)
+    if len(a_shape) != 2 or a_shape[0] != k_max:
+        raise ModelPatternError(
+            f"Shape mismatch: {z_rv.name!r} is {n} x {k_max} but {a_rv.name!r} has shape "
+            f"{a_shape}; A must be K_max x D = {k_max} x D.")
+    d = a_shape[1]
+    X = _block_data(model, z_rv, obs_rv, obs_mask, (n, d))
+    missing_rv = missing_mask = None
+    if missing:
+        missing_rv, missing_mask = missing[0][0], np.asarray(missing[0][1])
+        if missing_mask.shape != X.shape:
+            raise ModelPatternError("Imputed entries do not index Z @ A.")
+    seen = ~np.isnan(X) if missing_mask is None else ~missing_mask
+    bad = seen & ~np.isin(np.nan_to_num(X, nan=-1.0), (0.0, 1.0))
+    if bad.any():
+        r, c = (int(v) for v in np.argwhere(bad)[0])
+        raise DataError(
+            f"The observed data of {obs_rv.name!r} (a pm.Bernoulli likelihood) contains "
+            f"{X[r, c]} at (row {r}, column {c}); {int(bad.sum())} value(s) other than 0 and 1 "
+            "in all. Binarise the data first (e.g. X > threshold); pass missing values as NaN "
+            "so that PyMC imputes them.")
+    sigma_a = pt.broadcast_to(_column_scale(a_sigma, f"The sigma of {a_rv.name!r}"), (d,))
+    b_rv = b_mu = b_sigma = None
+    if off is not None:
+        terms = [off]
+        if off.owner is not None and isinstance(off.owner.op, Elemwise) and type(
+                off.owner.op.scalar_op).__name__ == "Add":
+            terms = list(off.owner.inputs)
+        for i, t in enumerate(terms):
+            found = _offset_vector(model, t, likelihood, d, ip)
+            if found is not None:
+                b_rv, b_mu, b_sigma = found
+                rest = terms[:i] + terms[i + 1:]
+                off = None if not rest else (rest[0] if len(rest) == 1 else pt.add(*rest))
+                break
+    return BernoulliLogitIBP(
+        z_rv=z_rv, prior=prior, obs_rv=obs_rv, a_rv=a_rv, sigma_a=sigma_a, X=X, k_max=k_max,
+        missing_rv=missing_rv, missing_mask=missing_mask, b_rv=b_rv, b_mu=b_mu,
+        b_sigma=b_sigma, offset=off)
+
+
+def matched_logit_models(model):
+    """Yield a :class:`BernoulliLogitIBP` for every free binary matrix of ``model`` with a
+    known prior and the Bernoulli-logit pattern (the others are skipped)."""
+    for z_rv in model.free_RVs:
+        if match_prior(model, z_rv) is None:
+            continue
+        try:
+            spec = find_bernoulli_logit(model, z_rv)
+        except ModelPatternError:
+            continue
+        yield spec

@@ -9,7 +9,8 @@ and the plots look up the names of the matrix the user names (:func:`matrix_stat
 
 from __future__ import annotations
 
-__all__ = ["SEP", "matrix_stat", "one_step_per_matrix", "per_matrix_stats", "sampled_matrices"]
+__all__ = ["SEP", "group_by_matrix", "matrix_stat", "one_step_per_matrix", "per_matrix_stats",
+           "sampled_matrices"]
 
 SEP = "__"
 
@@ -47,6 +48,25 @@ def matrix_stat(stats, name, z_name):
     if f"{name}{SEP}{z_name}" in stats:
         return f"{name}{SEP}{z_name}"
     return name if name in stats else None
+
+
+def group_by_matrix(model, vars_, matrices):
+    """Split the user's variables ``vars_`` into one group per feature matrix: ``matrices``
+    lists, for each matched model, the random variables one step instance updates together
+    (its ``Z``, ``A``, …); variables of no matched model form a last group.  For
+    :func:`one_step_per_matrix`."""
+    from pymc.util import get_value_vars_from_user_vars
+
+    value_vars = get_value_vars_from_user_vars(vars_, model)
+    groups, seen = [], set()
+    for rvs in matrices:
+        mine = {model.rvs_to_values[rv] for rv in rvs}
+        group = [v for v in value_vars if v in mine and v not in seen]
+        if group:
+            groups.append(group)
+            seen.update(group)
+    rest = [v for v in value_vars if v not in seen]
+    return groups + ([rest] if rest else [])
 
 
 def one_step_per_matrix(cls, args, kwargs, group):

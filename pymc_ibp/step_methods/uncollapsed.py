@@ -33,10 +33,10 @@ from pymc_ibp.distributions.crp import CRPRV
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import (
+    ibp_entry_logodds,
     ibp_log_pmf,
     log_beta_term,
     log_birth_rate,
-    prior_logodds,
 )
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
@@ -48,6 +48,7 @@ from pymc_ibp.step_methods.model_matching import (
     match_prior,
     one_value_var,
 )
+from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["IBPGibbs"]
@@ -58,30 +59,28 @@ _log = logging.getLogger("pymc")
 def _linear_gaussian_spec(model, z_rv, explain):
     """The linear-Gaussian model of ``z_rv`` (the AcceleratedGibbs pattern), or ``None``; with
     ``explain``, log one line saying why the fast linear-Gaussian step does (not) apply."""
-    from pymc_ibp.step_methods.model_matching import find_linear_gaussian
+    from pymc_ibp.step_methods.model_matching import find_bernoulli_logit, find_linear_gaussian
 
     try:
         spec = find_linear_gaussian(model, z_rv)
     except ModelPatternError as err:
         if explain:
             reason = str(err).split(" Needed pattern:")[0]
+            logit = ""
+            if any(isinstance(rv.owner.op, BernoulliRV) for rv in model.observed_RVs
+                   if z_rv in set(ancestors([rv]))):
+                try:
+                    find_bernoulli_logit(model, z_rv)
+                    logit = "; PolyaGammaGibbs would apply"
+                except ModelPatternError as why:
+                    logit = ("; PolyaGammaGibbs does not apply: "
+                             + str(why).split(" Needed pattern:")[0])
             _log.info(f"IBPGibbs for {z_rv.name!r} (uncollapsed; AcceleratedGibbs does not "
-                      f"apply: {reason})")
+                      f"apply: {reason}{logit})")
         return None
     if explain:
         _log.info(f"IBPGibbs for {z_rv.name!r} (chosen explicitly; AcceleratedGibbs would apply)")
     return spec
-
-
-@numba.njit(cache=True)
-def ibp_entry_logodds(m_other, others, n, k_max, log_lam, beta):
-    """Prior log-odds of ``z_nk = 1`` under :class:`pymc_ibp.IBP` given the rest of ``Z``:
-    ``m/(N-1-m+β)`` for a column used by ``m = m_other > 0`` other rows, else the birth
-    ``λ/(K_max - K'₋)`` in one of the free slots (``λ = exp(log_lam) = αβ/(N-1+β)``, ``K'₋ =
-    others`` the active columns other than ``k``)."""
-    if m_other > 0:
-        return prior_logodds(m_other, n, beta)
-    return log_lam - math.log(k_max - others)
 
 
 @numba.njit(cache=True)
@@ -133,47 +132,6 @@ def _linear_gaussian_starter(model, z_rv, spec, initial_point, init_z, compile_k
         return None
     return AcceleratedGibbs([z_rv], model=model, initial_point=initial_point, init_z=init_z,
                             compile_kwargs=compile_kwargs)
-
-
-#: the linear-Gaussian surrogate of ``init_z="surrogate"``: noise and feature scales as
-#: multiples of the standard deviation of the observed entries
-SURROGATE_SIGMA_X = 1.0
-SURROGATE_SIGMA_A = 2.0
-#: accelerated sweeps on the surrogate after its start search
-SURROGATE_SWEEPS = 50
-
-
-def _surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs):
-    """``(step, point)``: an :class:`~pymc_ibp.AcceleratedGibbs` on a linear-Gaussian surrogate
-    of the model (``X ~ Normal(Z' @ A', SURROGATE_SIGMA_X s)``, ``A' ~ Normal(0,
-    SURROGATE_SIGMA_A s)``, ``Z' ~ IBP(alpha, beta)``, ``s`` the standard deviation of the
-    observed entries) and that model's initial point, for ``init_z="surrogate"``."""
-    from pymc_ibp.distributions.ibp import IBP
-    from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
-    from pymc_ibp.step_methods.model_matching import _data_of
-
-    observed = [c for c in children if c in set(model.observed_RVs)]
-    data = None
-    if len(children) == 1 and len(observed) == 1:
-        try:
-            data = _data_of(model.rvs_to_values[observed[0]])
-        except ModelPatternError:
-            data = None
-    n, k_max = shape
-    if data is None or data.ndim != 2 or data.shape[0] != n or not np.all(np.isfinite(data)):
-        raise ModelPatternError(
-            f"IBPGibbs(init_z='surrogate') needs the likelihood of {z_rv.name!r} to be one "
-            f"observed N x D matrix (N = {n} rows, one per row of {z_rv.name!r}) without "
-            f"missing entries; found {[c.name for c in children]} below {z_rv.name!r}.")
-    scale = float(np.std(data)) or 1.0
-    with pm.Model(model=None) as surrogate:  # a model of its own, not a child of the user's
-        zs = IBP("Z", alpha, beta, shape=(n, k_max))
-        a_s = pm.Normal("A", 0.0, SURROGATE_SIGMA_A * scale, shape=(k_max, data.shape[1]))
-        pm.Normal("X", mu=zs @ a_s, sigma=SURROGATE_SIGMA_X * scale, observed=data)
-    point = surrogate.initial_point()
-    step = AcceleratedGibbs([zs], model=surrogate, initial_point=point, init_z="prior",
-                            compile_kwargs=compile_kwargs)
-    return step, point
 
 
 def _entry_mask(child, z_rv, model):
@@ -688,9 +646,9 @@ class IBPGibbs(BlockedStep):
                         "of it (a free continuous variable with K_max rows, row k reaching the "
                         f"likelihood only through column k of {z_rv.name!r}, e.g. mu = Z @ A).")
                 alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
-                self._surrogate = _surrogate_starter(model, z_rv, children,
-                                                     (self.n, self.k_max), alpha0, beta0,
-                                                     compile_kwargs)
+                self._surrogate = surrogate_starter(model, z_rv, children,
+                                                    (self.n, self.k_max), alpha0, beta0,
+                                                    compile_kwargs, "IBPGibbs")
             except ModelPatternError:
                 if not auto:
                     raise
@@ -1092,15 +1050,10 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
     def _surrogate_start(self, point):
         """The chain's first iteration under ``init_z="surrogate"``: ``Z`` from the best of the
         accelerated step's annealed searches on the linear-Gaussian surrogate of the data
-        (:func:`_surrogate_starter`), then the active rows of ``A`` set to their Laplace means
-        given it (two passes over the columns); every other variable keeps its value."""
-        starter, s_point = self._surrogate
-        starter.rng = self.rng  # the chain's own stream: the same draws under any cores
-        starter._reset_chain(0)
-        found, _ = starter.step(s_point)
-        for _ in range(SURROGATE_SWEEPS):
-            found, _ = starter.step(found)
-        Z = np.asarray(found["Z"], dtype=point[self.z_name].dtype)
+        (:func:`~pymc_ibp.step_methods.starts.surrogate_z`), then the active rows of ``A`` set
+        to their Laplace means given it (two passes over the columns); every other variable
+        keeps its value."""
+        Z = surrogate_z(self._surrogate, self.rng).astype(point[self.z_name].dtype)
         features = self._features
         trial = {**point, self.z_name: Z}
         for _ in range(2):

@@ -138,13 +138,36 @@ def test_fallback_says_why(caplog):
     with pm.Model() as model:
         Z = pmi.IBP("Z", 1.0, shape=(N, K))
         A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
-        pm.Bernoulli("X", logit_p=Z @ A, observed=X)
+        pm.Poisson("X", mu=pm.math.exp(Z @ A), observed=X)
     with caplog.at_level(logging.INFO, logger="pymc"), model:
         pm.sample(tune=2, draws=2, chains=1, progressbar=False, compute_convergence_checks=False,
                   random_seed=1)
     msgs = [r.getMessage() for r in caplog.records if "AcceleratedGibbs does not apply" in
             r.getMessage()]
     assert msgs and "'Z'" in msgs[0] and "No Normal likelihood" in msgs[0]
+
+
+def test_a_logit_model_gets_the_polya_gamma_step_or_is_told_why_not(caplog):
+    """Bernoulli(logit_p = Z @ A + b): PolyaGammaGibbs takes Z, A and b; with A's prior mean
+    not zero IBPGibbs takes Z and the log line says why the Pólya-Gamma step does not apply."""
+    X = (DATA.X > 0.5).astype("int64")
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        b = pm.Normal("b", -1.0, 2.0, shape=D)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+    assert assigned(model)["PolyaGammaGibbs"] == ["A", "Z", "b"]
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.5, 1.0, shape=(K, D))
+        pm.Bernoulli("X", logit_p=Z @ A, observed=X)
+    assert assigned(model)["IBPGibbs"] == ["Z"]
+    with caplog.at_level(logging.INFO, logger="pymc"), model:
+        pm.sample(tune=2, draws=2, chains=1, progressbar=False, compute_convergence_checks=False,
+                  random_seed=1)
+    msgs = [r.getMessage() for r in caplog.records if "PolyaGammaGibbs does not apply" in
+            r.getMessage()]
+    assert msgs and "'A' must have mean 0" in msgs[0]
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")

@@ -103,7 +103,8 @@ def test_auto_assignment_for_non_gaussian_likelihood():
         alpha = pm.Gamma("alpha", 1.0, 1.0)
         Z = pmi.IBP("Z", alpha, shape=(20, 5))
         A = pm.Normal("A", 0.0, 2.0, shape=(5, 4))
-        pm.Bernoulli("X", logit_p=Z @ A - 1.0, observed=X)
+        # a Poisson likelihood: a logit Bernoulli one would get PolyaGammaGibbs
+        pm.Poisson("X", mu=pm.math.exp(Z @ A - 1.0), observed=X)
         _, selected = pm.sampling.mcmc.assign_step_methods(model, None)
         names = {cls.__name__: [v.name for v in vs] for cls, vs in selected.items()}
         assert names["IBPGibbs"] == ["Z"]
@@ -253,12 +254,13 @@ def test_surrogate_start_finds_the_features_of_binary_data(monkeypatch):
         A = pm.Normal("A", 0.0, 3.0, shape=(10, 36))
         b = pm.Normal("b", -2.0, 2.0, shape=36)
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
-        sur = pm.sample(**common)  # pm.sample's own choice of steps
+        # IBPGibbs chosen (pm.sample itself picks PolyaGammaGibbs for this model)
+        sur = pm.sample(step=[pmi.IBPGibbs([Z])], **common)
         assert len(starts) == 1
         point = pm.sample(step=[pmi.IBPGibbs([Z], init_z="point")], **common)
         Z0 = np.zeros((150, 10), dtype="int64")
         Z0[:, 0] = 1
-        pm.sample(initvals={"Z": Z0}, **common)
+        pm.sample(step=[pmi.IBPGibbs([Z])], initvals={"Z": Z0}, **common)
         assert len(starts) == 1  # a user's Z is kept
         pm.sample(step=[pmi.IBPGibbs([Z], init_z="surrogate")], initvals={"Z": Z0}, **common)
         assert len(starts) == 2
@@ -607,8 +609,8 @@ def test_parallel_chains_reproducible_beside_nuts():
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
         kw = dict(draws=8, tune=8, chains=2, random_seed=5, progressbar=False,
                   compute_convergence_checks=False)
-        seq = pm.sample(cores=1, **kw)
-        par = pm.sample(cores=2, **kw)
+        seq = pm.sample(cores=1, step=[pmi.IBPGibbs([Z]), pm.NUTS([A, b])], **kw)
+        par = pm.sample(cores=2, step=[pmi.IBPGibbs([Z]), pm.NUTS([A, b])], **kw)
     for name in ("Z", "A", "b"):
         np.testing.assert_array_equal(seq["posterior"][name].values,
                                       par["posterior"][name].values)

@@ -13,6 +13,10 @@ module                    concept
 ``sweeps``                accelerated (two prior modes), windowed and classic collapsed sweeps
 ``split_merge``           split–merge Metropolis–Hastings moves
 ``pair_swaps``            pattern swaps of feature pairs (complement modes)
+``polya_gamma``           exact Pólya-Gamma ``PG(1, c)`` draws (the logit augmentation)
+``logit``                 the Bernoulli-logit model given its Pólya-Gamma variables: ``Z``
+                          sweep with ``A`` integrated out (one posterior per column), exact
+                          ``(A, b)`` draws
 ========================  =====================================================================
 
 The IBP's own formulas (mass, log-Beta terms, prior log-odds, birth rate, truncation
@@ -35,7 +39,13 @@ from pymc_ibp.step_methods.kernels.gaussian import (
     suff_stats,
 )
 from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
+from pymc_ibp.step_methods.kernels.logit import (
+    draw_logit_weights,
+    logit_collapsed_sweep,
+    logit_precisions,
+)
 from pymc_ibp.step_methods.kernels.pair_swaps import pair_pattern_swaps
+from pymc_ibp.step_methods.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
 from pymc_ibp.step_methods.kernels.rows import (
     birth_count,
     gibbs_row_entries,
@@ -91,12 +101,18 @@ __all__ = [
     "column_split_merge",
     "draw_active_features",
     "draw_features",
+    "draw_logit_weights",
     "forward_sub",
     "gibbs_row_entries",
     "log_joint_of",
+    "logit_collapsed_sweep",
+    "logit_precisions",
     "noise_blocks",
     "observed_loglik",
     "pair_pattern_swaps",
+    "pg_mean",
+    "polya_gamma",
+    "polya_gamma_matrix",
     "posterior_from_stats",
     "random_free_slots",
     "random_split_merge",

@@ -1,0 +1,126 @@
+"""Samplers for a Bernoulli-logit IBP model side by side: pmi.PolyaGammaGibbs (what pm.sample
+picks) against pmi.IBPGibbs with NUTS or with Pólya-Gamma draws for A and b.
+
+Model: the digits example (``examples/digits.py``): ``N = 300`` binarised scikit-learn digits
+(64 pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 32``,
+``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``, ``X ~ Bernoulli(logit_p = Z @ A + b)``; 4 chains,
+``cores=2``, alpha by IBPAlphaGibbs throughout.  Samplers:
+
+* ``polya_gamma`` — ``pmi.PolyaGammaGibbs`` on Z, A and b (pm.sample's choice): Pólya-Gamma
+  augmentation, Z with A integrated out, exact (A, b) draws; surrogate start;
+* ``ibpgibbs_nuts`` — ``pmi.IBPGibbs`` on Z (uncollapsed, with its mode-crossing moves and
+  surrogate start) and NUTS on A and b (pm.sample's choice before PolyaGammaGibbs existed);
+* ``ibpgibbs_pg`` — ``pmi.IBPGibbs`` on Z and ``pmi.PolyaGammaGibbs`` on A and b only (what
+  pm.sample assigns them next to an explicit IBPGibbs).
+
+Reported: R-hat and bulk ESS (ArviZ) of K+, of the log-likelihood and of the log joint
+(``ibp_model_logp``, the model's log density at each draw), the spread of the chains' mean
+log joints, the wall time of ``pm.sample`` and the log joint's bulk ESS per second.
+
+    python -m benchmarks.logit_samplers [--quick] [--tune T --draws D] [--samplers ...]
+
+Other chain lengths than the default 150 + 300 are saved as ``logit_samplers_long``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from benchmarks import quiet
+from benchmarks._machine import machine_info, print_table, write_results
+from benchmarks._mixing_stats import ess_bulk, rhat
+
+COLS = ["sampler", "N", "K_max", "chains", "tune", "draws", "K_plus_mean", "K_plus_rhat",
+        "K_plus_ess", "log_lik_rhat", "log_lik_ess", "log_joint_mean", "log_joint_rhat",
+        "log_joint_ess", "log_joint_chain_spread", "wall_s", "log_joint_ess_per_s"]
+SAMPLERS = ["polya_gamma", "ibpgibbs_nuts", "ibpgibbs_pg"]
+
+
+def digits(n, seed):
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    rows = np.random.default_rng(seed).choice(len(data.data), size=n, replace=False)
+    return (data.data[rows] > 7).astype("int64")
+
+
+def run(sampler, n, k_max, chains, tune, draws, seed):
+    import pymc as pm
+
+    import pymc_ibp as pmi
+
+    X = digits(n, seed)
+    with pm.Model():
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
+        A = pm.Normal("A", 0.0, 2.0, shape=(k_max, X.shape[1]))
+        b = pm.Normal("b", -1.0, 2.0, shape=X.shape[1])
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+        step = {"polya_gamma": lambda: None,
+                "ibpgibbs_nuts": lambda: [pmi.IBPGibbs([Z]), pm.NUTS([A, b])],
+                "ibpgibbs_pg": lambda: [pmi.IBPGibbs([Z]), pmi.PolyaGammaGibbs([A, b])]
+                }[sampler]()
+        t = time.perf_counter()
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2, step=step,
+                          random_seed=seed, compute_convergence_checks=False,
+                          progressbar=False, var_names=["alpha"])
+        wall = time.perf_counter() - t
+    ss = idata["sample_stats"]
+    kp, ll, lj = (ss[k].values for k in ("ibp_n_active", "ibp_log_lik", "ibp_model_logp"))
+    return {
+        "sampler": sampler, "N": n, "K_max": k_max, "chains": chains, "tune": tune,
+        "draws": draws, "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp),
+        "K_plus_ess": ess_bulk(kp), "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
+        "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
+        "log_joint_ess": ess_bulk(lj), "log_joint_chain_spread": float(np.ptp(lj.mean(axis=1))),
+        "wall_s": wall, "log_joint_ess_per_s": ess_bulk(lj) / wall,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="N = 100, 2 chains x (20 + 20)")
+    ap.add_argument("--samplers", nargs="+", default=SAMPLERS, choices=SAMPLERS)
+    ap.add_argument("--tune", type=int, default=150, help="tuning iterations (default 150)")
+    ap.add_argument("--draws", type=int, default=300, help="kept draws per chain (default 300)")
+    args = ap.parse_args()
+    quiet()
+    info = machine_info()
+    if args.quick:
+        cfg = dict(n=100, k_max=10, chains=2, tune=20, draws=20, seed=1)
+    else:
+        cfg = dict(n=300, k_max=32, chains=4, tune=args.tune, draws=args.draws, seed=2026)
+    length = ("" if (args.tune, args.draws) == (150, 300)
+              else f" --tune {args.tune} --draws {args.draws}")
+    rows = []
+    for sampler in args.samplers:
+        rows.append(run(sampler, **cfg))
+        print_table(rows[-1:], COLS)
+    print()
+    print_table(rows, COLS)
+    notes = [
+        "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b, "
+        "K_max = 32, alpha ~ Gamma(2, 1) by IBPAlphaGibbs; 4 chains, cores=2.  polya_gamma: "
+        "pmi.PolyaGammaGibbs on Z, A, b (pm.sample's choice); ibpgibbs_nuts: pmi.IBPGibbs on "
+        "Z, NUTS on A and b; ibpgibbs_pg: pmi.IBPGibbs on Z, pmi.PolyaGammaGibbs on A and b.  "
+        "Every chain from the step's default start (the surrogate start).",
+        "log_joint = ibp_model_logp (the model's log density at the draw, no Jacobians); "
+        "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; "
+        "log_joint_chain_spread = max - min of the chains' mean log joints (nats); "
+        "log_joint_ess_per_s = bulk ESS of the log joint / wall time of pm.sample "
+        "(compilation included).",
+        "Command: python -m benchmarks.logit_samplers"
+        + (" --quick" if args.quick else "")
+        + f" --samplers {' '.join(args.samplers)}" + length,
+    ]
+    name = ("logit_samplers_quick" if args.quick
+            else "logit_samplers_long" if length else "logit_samplers")
+    write_results(name, rows, COLS, "Samplers for a Bernoulli-logit IBP model (digits)", notes,
+                  info)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+r"""The Bernoulli-logit linear model given its Pólya-Gamma variables (numba): a Gaussian model
+with one precision per entry, in which ``A`` is integrated out column by column.
+
+Model: ``x_nd ~ Bernoulli(σ(ψ_nd))``, ``ψ = Z A + 1 bᵀ``, ``A_{·d} ~ N(0, σ²_{a,d} I)``.
+Given ``ω_nd ~ PG(1, ψ_nd)`` (:mod:`.polya_gamma`) the likelihood of ``ψ`` is that of the
+pseudo-observations ``y_nd = κ_nd/ω_nd - b_d`` (``κ = x - 1/2``) with noise precision
+``ω_nd`` (Polson, Scott & Windle 2013), so column ``d`` of ``A`` has the Gaussian posterior
+
+.. math:: P_d = \big(Z^\top \Omega_d Z + \sigma_{a,d}^{-2} I\big)^{-1}, \qquad
+    \mu_d = P_d Z^\top \Omega_d y_d ,
+
+and row ``n``'s pseudo-observations given the other rows are independent across ``d``:
+``y_nd ~ N(z_n μ_{d,-n}, z_n P_{d,-n} z_nᵀ + 1/ω_nd)``.  The sweep below is the accelerated
+sampler of Doshi-Velez & Ghahramani (2009) with one posterior per column instead of one
+shared by all: for each row, its contribution is removed from every ``(P_d, h_d = Z^\top
+\Omega_d y_d)`` by a rank-one (Sherman–Morrison) downdate, its entries are Gibbs-sampled
+from the predictive above and the row's prior log-odds (IBP counts with births into the
+``K_max`` slots, or one log-odds per entry), and it is added back.  ``P_d`` is recomputed by
+Cholesky at the start of each sweep and whenever a downdate loses positive definiteness, so
+rounding does not accumulate.  Cost: ``O(N D K²)`` per sweep, memory ``O(D K²)``.
+
+References
+----------
+F. Doshi-Velez and Z. Ghahramani (2009). Accelerated sampling for the Indian buffet process.
+*ICML*, 273-280.
+
+N. G. Polson, J. G. Scott and J. Windle (2013). Bayesian inference for logistic models using
+Pólya-Gamma latent variables. *JASA* 108(504), 1339-1349.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from pymc_ibp._numba_utils import bernoulli_logodds
+from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
+from pymc_ibp.step_methods.kernels.linalg import chol_inverse
+
+__all__ = ["draw_logit_weights", "logit_collapsed_sweep", "logit_precisions"]
+
+_MIN_DENOM = 1e-10  # a downdate with 1 - ω z P zᵀ below this is recomputed instead
+
+
+@numba.njit(cache=True)
+def _column_cov(Z, W, sa2, d, skip):
+    """``P_d`` with row ``skip`` left out (``skip = -1``: every row)."""
+    n, k = Z.shape
+    M = np.zeros((k, k))
+    for i in range(n):
+        w = W[i, d]
+        if i == skip or w == 0.0:
+            continue
+        for a in range(k):
+            if Z[i, a] != 0:
+                for b in range(k):
+                    if Z[i, b] != 0:
+                        M[a, b] += w
+    for a in range(k):
+        M[a, a] += 1.0 / sa2[d]
+    P, _ = chol_inverse(M)
+    return P
+
+
+@numba.njit(cache=True)
+def logit_precisions(Z, W, Y, sa2):
+    """``(P, h)``: ``P[d] = P_d`` (``D x K x K``) and ``h[d] = Z^\top Ω_d y_d``."""
+    n, k = Z.shape
+    d = W.shape[1]
+    P = np.empty((d, k, k))
+    h = np.zeros((d, k))
+    for j in range(d):
+        P[j] = _column_cov(Z, W, sa2, j, -1)
+        for i in range(n):
+            if W[i, j] != 0.0:
+                for a in range(k):
+                    if Z[i, a] != 0:
+                        h[j, a] += W[i, j] * Y[i, j]
+    return P, h
+
+
+@numba.njit(cache=True)
+def _gauss_ll(y, s, v):
+    return -0.5 * (math.log(v) + (y - s) * (y - s) / v)
+
+
+@numba.njit(cache=True)
+def logit_collapsed_sweep(rng, Z, Y, W, sa2, m, alpha, beta, logodds, use_counts):
+    """One Gibbs sweep over every entry of ``Z`` (in place) with ``A`` integrated out given
+    the Pólya-Gamma precisions ``W`` (``N x D``, 0 at missing entries) and pseudo-observations
+    ``Y``.  ``use_counts``: the IBP prior (column counts ``m`` kept up to date, births into
+    empty slots at rate ``αβ/(N-1+β)``); else the per-entry prior ``logodds`` (``N x K``).
+    Returns ``(flips, refreshes, P)``: the entries changed, the downdates recomputed from
+    scratch, and the ``D x K x K`` posterior covariances kept by the rank-one updates at the
+    end of the sweep (equal to :func:`logit_precisions` of the new ``Z`` up to rounding)."""
+    n, k_max = Z.shape
+    d = W.shape[1]
+    P, h = logit_precisions(Z, W, Y, sa2)
+    mu = np.zeros((d, k_max))
+    u = np.zeros((d, k_max))
+    s = np.zeros(d)
+    v = np.zeros(d)
+    log_lam = log_birth_rate(alpha, beta, n) if use_counts else 0.0
+    n_active = 0
+    for k in range(k_max):
+        if m[k] > 0:
+            n_active += 1
+    flips = 0
+    refreshes = 0
+    z = np.zeros(k_max)
+    order = np.arange(k_max)
+    for i in range(n):
+        for k in range(k_max):
+            z[k] = Z[i, k]
+        # ---- remove row i from every column's posterior
+        for j in range(d):
+            w = W[i, j]
+            Pj = P[j]
+            if w != 0.0:
+                c = 0.0
+                for a in range(k_max):
+                    acc = 0.0
+                    for b in range(k_max):
+                        if z[b] != 0.0:
+                            acc += Pj[a, b]
+                    u[j, a] = acc
+                    if z[a] != 0.0:
+                        c += acc
+                denom = 1.0 - w * c
+                if denom > _MIN_DENOM:
+                    f = w / denom
+                    for a in range(k_max):
+                        if u[j, a] != 0.0:
+                            fa = f * u[j, a]
+                            for b in range(k_max):
+                                Pj[a, b] += fa * u[j, b]
+                else:
+                    P[j] = _column_cov(Z, W, sa2, j, i)
+                    refreshes += 1
+                for a in range(k_max):
+                    if z[a] != 0.0:
+                        h[j, a] -= w * Y[i, j]
+            Pj = P[j]
+            sj = 0.0
+            vj = 0.0
+            for a in range(k_max):
+                acc = 0.0
+                acc_u = 0.0
+                for b in range(k_max):
+                    acc += Pj[a, b] * h[j, b]
+                    if z[b] != 0.0:
+                        acc_u += Pj[a, b]
+                mu[j, a] = acc
+                u[j, a] = acc_u
+                if z[a] != 0.0:
+                    sj += acc
+                    vj += acc_u
+            s[j] = sj
+            v[j] = vj
+        # ---- Gibbs over the row's entries, in a random order
+        for a in range(k_max - 1, 0, -1):
+            b = int(rng.random() * (a + 1))
+            order[a], order[b] = order[b], order[a]
+        for t in range(k_max):
+            k = order[t]
+            old = int(z[k])
+            if use_counts:
+                mk = m[k] - old
+                others = n_active - (1 if m[k] > 0 else 0)
+                lo = ibp_entry_logodds(mk, others, n, k_max, log_lam, beta)
+            else:
+                lo = logodds[i, k]
+            sign = 1.0 - 2.0 * old
+            diff = 0.0  # log p(row | z with k flipped) - log p(row | z)
+            for j in range(d):
+                w = W[i, j]
+                if w == 0.0:
+                    continue
+                s1 = s[j] + sign * mu[j, k]
+                v1 = v[j] + sign * 2.0 * u[j, k] + P[j, k, k]
+                diff += _gauss_ll(Y[i, j], s1, v1 + 1.0 / w) - _gauss_ll(Y[i, j], s[j],
+                                                                          v[j] + 1.0 / w)
+            x = lo + diff if old == 0 else lo - diff
+            new = bernoulli_logodds(rng, x)
+            if new != old:
+                flips += 1
+                for j in range(d):
+                    s[j] += sign * mu[j, k]
+                    v[j] += sign * 2.0 * u[j, k] + P[j, k, k]
+                    for a in range(k_max):
+                        u[j, a] += sign * P[j, a, k]
+                z[k] = new
+                Z[i, k] = new
+                if use_counts:
+                    m[k] = mk + new
+                    n_active = others + (1 if m[k] > 0 else 0)
+        # ---- add row i back (u[j] = P_{d,-i} z for the row's new z)
+        for j in range(d):
+            w = W[i, j]
+            if w == 0.0:
+                continue
+            f = w / (1.0 + w * v[j])
+            Pj = P[j]
+            for a in range(k_max):
+                if u[j, a] != 0.0:
+                    fa = f * u[j, a]
+                    for b in range(k_max):
+                        Pj[a, b] -= fa * u[j, b]
+                if z[a] != 0.0:
+                    h[j, a] += w * Y[i, j]
+    return flips, refreshes, P
+
+
+@numba.njit(cache=True)
+def draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, with_b):
+    """Exact draws of ``A`` (``K x D``) and ``b`` (``D``) given ``Z`` and the Pólya-Gamma
+    precisions: column ``d`` of ``[A; bᵀ]`` is Gaussian with precision ``[Z, 1]ᵀ Ω_d [Z, 1]
+    + diag(σ_{a,d}^{-2}, σ_{b,d}^{-2})`` and mean its inverse times ``[Z, 1]ᵀ κ_d +
+    (0, μ_{b,d}/σ²_{b,d})`` (Polson, Scott & Windle 2013, §3.1), drawn through its Cholesky
+    factor.  ``with_b = False``: no offset (``b`` returned as zeros)."""
+    n, k = Z.shape
+    d = W.shape[1]
+    q = k + 1 if with_b else k
+    A = np.zeros((k, d))
+    b = np.zeros(d)
+    x = np.zeros(q)
+    for j in range(d):
+        M = np.zeros((q, q))
+        r = np.zeros(q)
+        for i in range(n):
+            w = W[i, j]
+            if w == 0.0:
+                continue
+            for a in range(q):
+                za = 1.0 if a == k else float(Z[i, a])
+                if za == 0.0:
+                    continue
+                r[a] += kappa[i, j]
+                for c in range(q):
+                    zc = 1.0 if c == k else float(Z[i, c])
+                    if zc != 0.0:
+                        M[a, c] += w
+        for a in range(k):
+            M[a, a] += 1.0 / sa2[j]
+        if with_b:
+            M[k, k] += 1.0 / b_var[j]
+            r[k] += b_mean[j] / b_var[j]
+        L = np.linalg.cholesky(M)
+        # mean = M^{-1} r: forward then backward substitution; draw = mean + L^{-T} e
+        for a in range(q):
+            acc = r[a]
+            for c in range(a):
+                acc -= L[a, c] * x[c]
+            x[a] = acc / L[a, a]
+        for a in range(q):
+            x[a] += rng.standard_normal()
+        for a in range(q - 1, -1, -1):
+            acc = x[a]
+            for c in range(a + 1, q):
+                acc -= L[c, a] * x[c]
+            x[a] = acc / L[a, a]
+        for a in range(k):
+            A[a, j] = x[a]
+        if with_b:
+            b[j] = x[k]
+    return A, b

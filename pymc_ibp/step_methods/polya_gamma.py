@@ -1,0 +1,382 @@
+r"""Pólya-Gamma Gibbs step for Bernoulli-logit latent feature models.
+
+Model (:data:`~pymc_ibp.step_methods.model_matching.LOGIT_PATTERN`)::
+
+    Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))      # or pm.Bernoulli("Z", p=P, ...)
+    A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
+    b = pm.Normal("b", mu_b, sigma_b, dims="dim")         # optional
+    pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)      # NaN entries: imputed
+
+One step is three exact conditional draws of the model augmented with Pólya-Gamma variables
+(Polson, Scott & Windle 2013): ``ω_nd ~ PG(1, ψ_nd)`` for every observed entry, ``ψ = Z A +
+b (+ offset)``; then every entry of ``Z`` by Gibbs sampling with ``A`` integrated out given
+``ω`` and ``b`` (:func:`~pymc_ibp.step_methods.kernels.logit_collapsed_sweep`: the
+accelerated sampler of Doshi-Velez & Ghahramani 2009 with one Gaussian posterior per column);
+then ``(A, b)`` jointly from their Gaussian conditional given ``Z`` and ``ω``
+(:func:`~pymc_ibp.step_methods.kernels.draw_logit_weights`); then the imputed entries of
+``X`` from ``Bernoulli(σ(ψ))``.  ``ω`` is redrawn at every step from its full conditional, so
+it is not part of the chain's state.  The Z draw does not condition on ``A`` and the next
+draw replaces ``A``: a partially collapsed Gibbs sampler (van Dyk & Park 2008) whose blocks
+each leave ``p(Z, A, b, X_{mis} | X_{obs})`` invariant.  Missing entries are left out of the
+augmentation (their likelihood integrates to one) and drawn last.
+
+Because ``A`` is integrated out in the Z sweep, a new feature is proposed with its parameters
+averaged over their posterior, not with the current draw of an empty slot's parameters (as in
+:class:`pymc_ibp.IBPGibbs`), so chains create the features they need from PyMC's empty start.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pytensor.tensor.random.basic import BernoulliRV, NormalRV
+from scipy import special
+
+from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp.distributions.dependent import DependentIBPRV
+from pymc_ibp.distributions.ibp import IBPRV
+from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
+from pymc_ibp.step_methods import kernels
+from pymc_ibp.step_methods.model_matching import (
+    LOGIT_PATTERN,
+    find_bernoulli_logit,
+    initial_value_given,
+    match_prior,
+    matched_logit_models,
+)
+from pymc_ibp.step_methods.prior_modes import prior_mode
+from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
+from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
+
+__all__ = ["PolyaGammaGibbs", "PolyaGammaGibbsState"]
+
+
+@dataclass_state
+class PolyaGammaGibbsState(StepMethodState):
+    """Everything a :class:`PolyaGammaGibbs` step changes during a run (plus ``rng``)."""
+
+    sweeps: int
+    n_tune: int
+    warned: bool
+    started: bool
+
+
+def _group_by_logit_matrix(model, vars_):
+    """Split ``vars_`` by the Bernoulli-logit model they belong to (its ``Z``, ``A``, ``b``
+    and imputed ``X``); variables of no matched model form a last group."""
+    return group_by_matrix(model, vars_, [spec.rvs for spec in matched_logit_models(model)])
+
+
+class PolyaGammaGibbs(BlockedStep):
+    r"""Gibbs sampler for a Bernoulli-logit latent feature model by Pólya-Gamma augmentation:
+    ``Z`` with the feature matrix ``A`` integrated out, then ``A`` and the per-column offset
+    ``b`` drawn exactly, then imputed entries of ``X``.
+
+    Given ``ω_nd ~ PG(1, ψ_nd)`` the likelihood of the linear predictor ``ψ = Z A + b`` is
+    Gaussian: pseudo-observations ``y_nd = κ_nd/ω_nd - b_d`` (``κ = x - 1/2``) with noise
+    precision ``ω_nd``.  Each entry of ``Z`` is then drawn from
+
+    .. math:: \frac{P(z_{nk}=1\mid\cdot)}{P(z_{nk}=0\mid\cdot)} = \text{prior odds}\times
+        \prod_d \frac{\mathcal N\big(y_{nd};\ z_n\mu_{d,-n},\
+        z_n P_{d,-n} z_n^\top + \omega_{nd}^{-1}\big)\big|_{z_{nk}=1}}
+        {\mathcal N(\cdots)\big|_{z_{nk}=0}},
+
+    :math:`(P_{d,-n}, \mu_{d,-n})` the Gaussian posterior of column ``d`` of ``A`` given the
+    other rows (kept by rank-one updates, recomputed by Cholesky every sweep), with the prior
+    odds of :class:`pymc_ibp.IBP` truncated to ``K_max`` slots (Griffiths & Ghahramani 2011;
+    a birth into an empty slot at rate ``αβ/(N-1+β)``) or per-entry ``p/(1-p)`` for
+    ``Z = pm.Bernoulli(p=...)`` (e.g. under :class:`pymc_ibp.IBPStickBreaking`).  Then column
+    ``d`` of ``[A; b]`` is drawn from its Gaussian conditional given ``Z`` and ``ω`` (Polson,
+    Scott & Windle 2013, §3.1), and missing entries of ``X`` from ``Bernoulli(σ(ψ))``.  Each
+    draw is exact, so the chain targets the model's posterior exactly; a sweep costs
+    :math:`O(N D K_{max}^2)` and memory :math:`O(D K_{max}^2)`.
+
+    ``pm.sample`` assigns this step to ``Z``, ``A``, ``b`` and the imputed ``X`` of every model
+    that has the pattern (see :data:`~pymc_ibp.step_methods.model_matching.LOGIT_PATTERN`);
+    ``alpha`` goes to :class:`pymc_ibp.IBPAlphaGibbs`, any scale parameters to PyMC's steps.
+    ``b`` is taken by this step when it is a free ``pm.Normal`` with one value per column used
+    by this likelihood alone; any other offset (a constant, a scalar, a linear predictor of
+    covariates) is read from the current point and left to other steps.  When ``Z`` is
+    updated by another step (e.g. ``pmi.IBPGibbs([Z])``), the step draws ``A`` (and ``b``)
+    only: an exact Gibbs update that replaces NUTS for them.
+
+    Initialisation policy (``init_z``): with ``"auto"`` (the default) a chain starts at the
+    ``Z`` the user gave (``pm.sample(initvals=...)`` or ``initval=``), and otherwise, for a
+    :class:`pymc_ibp.IBP` with no missing data, at the *surrogate start*
+    (:mod:`pymc_ibp.step_methods.starts`: the annealed search of
+    :class:`pymc_ibp.AcceleratedGibbs` on the data treated as linear-Gaussian); from PyMC's
+    empty start the first sweep would give most early rows a feature of their own (a
+    singleton feature with ``A`` integrated out fits a row's binary pattern well) and the
+    chain would spend its first hundreds of iterations merging them.  ``"point"``: start at
+    the point given (e.g. PyMC's default, all zeros); ``"surrogate"``: always the surrogate
+    start.
+
+    Parameters
+    ----------
+    vars : list
+        ``Z`` (then ``A``, ``b`` and the imputed ``X`` of its likelihood are updated too), or
+        ``A`` (and ``b``) alone.
+    model, rng, initial_point, compile_kwargs
+        As for PyMC's steps.
+    init_z : {"auto", "point", "surrogate"}
+        Where a chain starts (above).
+
+    Notes
+    -----
+    **Sample stats.**  ``ibp_n_active`` (K+), ``ibp_flips``, ``ibp_log_lik`` (the
+    log-likelihood of the observed entries at the returned point), ``ibp_model_logp`` (the
+    model's log density, no Jacobians, at the returned point), ``ibp_kmax_hit`` and
+    ``ibp_refreshes`` (rank-one downdates that lost positive definiteness and were recomputed
+    from scratch; rare).  With ``A`` alone, no stats.
+
+    References
+    ----------
+    N. G. Polson, J. G. Scott and J. Windle (2013). Bayesian inference for logistic models
+    using Pólya-Gamma latent variables. *Journal of the American Statistical Association*
+    108(504), 1339-1349.
+
+    F. Doshi-Velez and Z. Ghahramani (2009). Accelerated sampling for the Indian buffet
+    process. *ICML*, 273-280.
+
+    D. A. van Dyk and T. Park (2008). Partially collapsed Gibbs samplers: theory and methods.
+    *Journal of the American Statistical Association* 103(482), 790-796.
+
+    T. L. Griffiths and Z. Ghahramani (2011). The Indian buffet process: an introduction and
+    review. *Journal of Machine Learning Research* 12, 1185-1224.
+    """
+
+    name = "ibp_polya_gamma"
+    stats_dtypes_shapes = {
+        "ibp_n_active": (np.int64, []),
+        "ibp_flips": (np.int64, []),
+        "ibp_log_lik": (np.float64, []),
+        "ibp_model_logp": (np.float64, []),
+        "ibp_kmax_hit": (bool, []),
+        "ibp_refreshes": (np.int64, []),
+    }
+    _state_class = PolyaGammaGibbsState
+
+    def __new__(cls, *args, **kwargs):
+        # with several feature matrices: one instance per matrix
+        split = one_step_per_matrix(cls, args, kwargs, _group_by_logit_matrix)
+        return split if split is not None else super().__new__(cls, *args, **kwargs)
+
+    def __init__(self, vars=None, *, model=None, rng=None, initial_point=None,
+                 compile_kwargs=None, blocked=True, init_z="auto"):
+        model = pm.modelcontext(model)
+        kw = compile_kwargs or {}
+        if vars is None:
+            specs = list(matched_logit_models(model))
+            if len(specs) != 1:
+                raise ModelPatternError(
+                    f"PolyaGammaGibbs() without vars needs exactly one Bernoulli-logit latent "
+                    f"feature model; found {len(specs)}. Needed pattern: {LOGIT_PATTERN}.")
+            vars = [specs[0].z_rv]
+        value_vars = get_value_vars_from_user_vars(vars, model)
+        z_vals = [v for v in value_vars if match_prior(model, model.values_to_rvs[v]) is not None]
+        if len(z_vals) > 1:
+            raise ModelPatternError(
+                f"PolyaGammaGibbs updates exactly one binary feature matrix; got "
+                f"{[v.name for v in z_vals]}.")
+        if z_vals:
+            spec = find_bernoulli_logit(model, model.values_to_rvs[z_vals[0]])
+        else:
+            spec = next((s for s in matched_logit_models(model)
+                         if {model.rvs_to_values[rv] for rv in s.rvs} & set(value_vars)), None)
+            if spec is None:
+                raise ModelPatternError(
+                    f"None of {[v.name for v in value_vars]} is the binary matrix or the "
+                    f"feature matrix of a Bernoulli-logit model. Needed pattern: "
+                    f"{LOGIT_PATTERN}.")
+        self.spec = spec
+        self.update_z = bool(z_vals)
+        owned = spec.rvs if self.update_z else [rv for rv in spec.rvs if rv is not spec.z_rv]
+        owned_vals = [model.rvs_to_values[rv] for rv in owned]
+        for v in value_vars:
+            if v not in owned_vals:
+                raise ModelPatternError(
+                    f"PolyaGammaGibbs updates {[o.name for o in owned_vals]}; it cannot also "
+                    f"update {v.name!r}. Assign {v.name!r} to another step.")
+        # without Z: A (with b when given) and / or the imputed X, each given the rest
+        self.update_a = self.update_z or model.rvs_to_values[spec.a_rv] in value_vars
+        if not self.update_a and spec.b_rv is not None and \
+                model.rvs_to_values[spec.b_rv] in value_vars:
+            raise ModelPatternError(
+                f"PolyaGammaGibbs draws {spec.b_rv.name!r} together with {spec.a_rv.name!r}; "
+                f"give it both (or {spec.z_rv.name!r}, then it updates all of "
+                f"{[o.name for o in owned_vals]}).")
+        # A and b are drawn together when both are this step's (else b is a fixed offset)
+        self.with_b = spec.b_rv is not None and (
+            self.update_z or model.rvs_to_values[spec.b_rv] in value_vars)
+        if not self.update_z:
+            owned_vals = [v for v in owned_vals if v in value_vars]
+        self.vars = owned_vals
+        self.z_name = model.rvs_to_values[spec.z_rv].name
+        self.a_name = model.rvs_to_values[spec.a_rv].name
+        self.b_name = model.rvs_to_values[spec.b_rv].name if spec.b_rv is not None else None
+        self.miss_name = (model.rvs_to_values[spec.missing_rv].name
+                          if spec.missing_rv is not None and model.rvs_to_values[spec.missing_rv]
+                          in owned_vals else None)
+        self.n, self.d = spec.shape
+        self.k_max = spec.k_max
+        self.mode = prior_mode(spec.prior, self.n, self.k_max)
+        self._observed = ~np.isnan(spec.X) if spec.missing_mask is None else ~spec.missing_mask
+        self._kappa = np.where(self._observed, np.nan_to_num(spec.X) - 0.5, 0.0)
+        self._mask = spec.missing_mask
+        d = self.d
+        b_terms = ([spec.b_mu, spec.b_sigma] if spec.b_rv is not None
+                   else [pt.zeros(d), pt.ones(d)])
+        off = spec.offset if spec.offset is not None else pt.zeros((1, d))
+        outs = model.replace_rvs_by_values([spec.sigma_a, *b_terms, pt.as_tensor(off),
+                                            *self.mode.symbolic])
+        self._hyper_fn = model.compile_fn(outs, inputs=model.value_vars,
+                                          on_unused_input="ignore", point_fn=True, **kw)
+        self._model_logp = None  # the ibp_model_logp stat (NaN for a model without a logp)
+        if self.update_z:
+            try:
+                logp = model.logp(jacobian=False)
+            except NotImplementedError:  # e.g. a pm.Simulator elsewhere in the model
+                logp = None
+            if logp is not None:
+                self._model_logp = model.compile_fn(logp, inputs=model.value_vars,
+                                                    on_unused_input="ignore", point_fn=True,
+                                                    **kw)
+        self._stat_names = per_matrix_stats(self, model, spec.z_rv.name,
+                                            only=None if self.update_z else ())
+        if init_z not in ("auto", "point", "surrogate"):
+            raise ValueError(f"init_z must be 'auto', 'point' or 'surrogate'; got {init_z!r}.")
+        self.init_z = init_z
+        # the surrogate start: by default for a pmi.IBP whose Z the user did not give
+        ip = model.initial_point()
+        self._z_given = self.update_z and initial_value_given(model, [spec.z_rv],
+                                                              initial_point, ip)
+        self._surrogate = None
+        auto = (init_z == "auto" and self.update_z and self.mode.counts and not self._z_given
+                and spec.missing_rv is None)
+        if init_z == "surrogate" or auto:
+            if not (self.update_z and self.mode.counts):
+                raise ModelPatternError(
+                    f"PolyaGammaGibbs(init_z='surrogate') needs to update {self.z_name!r}, a "
+                    "pmi.IBP.")
+            self._values(ip)
+            self._surrogate = surrogate_starter(
+                model, spec.z_rv, [spec.obs_rv], (self.n, self.k_max), self.mode.alpha,
+                self.mode.beta, compile_kwargs, "PolyaGammaGibbs")
+        self.rng = get_random_generator(rng)
+        self._reset_chain(0)
+
+    def _reset_chain(self, tune):
+        """Per-chain state (:class:`PolyaGammaGibbsState`), set by :meth:`setup_chain`."""
+        self.sweeps, self.n_tune, self.warned, self.started = 0, int(tune), False, False
+
+    def setup_chain(self, rng, tune, draws):
+        super().setup_chain(rng, tune, draws)
+        self._reset_chain(tune)
+
+    def reset_tuning(self):
+        pass
+
+    def _values(self, point):
+        """``(σ_a², μ_b, σ_b², offset)`` per column at ``point`` (the prior mode's parameters
+        set from the same point); the offset broadcast to ``N x D``."""
+        sa, b_mu, b_sigma, off, *prior = self._hyper_fn(point)
+        self.mode.set_params(*prior)
+        shape = (self.d,)
+        sa = np.broadcast_to(np.asarray(sa, dtype=np.float64), shape)
+        b_sigma = np.broadcast_to(np.asarray(b_sigma, dtype=np.float64), shape)
+        b_mu = np.ascontiguousarray(np.broadcast_to(np.asarray(b_mu, dtype=np.float64), shape))
+        off = np.broadcast_to(np.asarray(off, dtype=np.float64), (self.n, self.d))
+        for name, v in (("sigma", sa), ("sigma", b_sigma)):
+            if not np.all(np.isfinite(v)) or np.any(v <= 0):
+                raise FloatingPointError(f"PolyaGammaGibbs: a prior {name} of "
+                                         f"{self.a_name!r} or its offset is not positive.")
+        return np.ascontiguousarray(sa * sa), b_mu, np.ascontiguousarray(b_sigma ** 2), off
+
+    @interrupt_safe  # the kernels take the step's Generator (see _numba_utils)
+    def step(self, point):
+        sa2, b_mu, b_var, off = self._values(point)
+        z_in = np.asarray(point[self.z_name])
+        Z = np.array(z_in, dtype=np.int64, copy=True)
+        if not self.started:
+            self.started = True
+            if self._surrogate is not None and (self.init_z == "surrogate"
+                                                or not self._z_given):
+                Z = surrogate_z(self._surrogate, self.rng).astype(np.int64)
+        A = np.asarray(point[self.a_name], dtype=np.float64)
+        b = (np.asarray(point[self.b_name], dtype=np.float64) if self.b_name is not None
+             else np.zeros(self.d))
+        fixed = off + (0.0 if self.with_b else b)  # what the (A, b) draw conditions on
+        psi = Z @ A + b + off
+        obs = self._observed
+        W = (kernels.polya_gamma_matrix(self.rng, np.ascontiguousarray(psi), obs)
+             if self.update_a else None)
+        flips = refreshes = 0
+        if self.update_z:
+            Y = np.where(obs, self._kappa / np.where(obs, W, 1.0) - b - off, 0.0)
+            m = Z.sum(axis=0).astype(np.int64)
+            counts = self.mode.counts
+            flips, refreshes, _ = kernels.logit_collapsed_sweep(
+                self.rng, Z, Y, W, sa2, m, self.mode.alpha if counts else 1.0,
+                self.mode.beta if counts else 1.0,
+                kernels.NO_LOGODDS if counts else self.mode.logodds, counts)
+        new = dict(point)
+        if self.update_a:
+            kappa = np.ascontiguousarray(self._kappa - W * fixed)
+            A, b_new = kernels.draw_logit_weights(self.rng, Z, kappa, W, sa2, b_mu, b_var,
+                                                  self.with_b)
+            new[self.a_name] = A.astype(point[self.a_name].dtype, copy=False)
+            if self.with_b:
+                b = b_new
+                new[self.b_name] = b.astype(point[self.b_name].dtype, copy=False)
+        if self.update_z:
+            new[self.z_name] = Z.astype(z_in.dtype, copy=False)
+        psi = Z @ A + b + off
+        if self.miss_name is not None:
+            p = special.expit(psi[self._mask])
+            new[self.miss_name] = (self.rng.random(p.shape) < p).astype(
+                point[self.miss_name].dtype)
+        self.sweeps += 1
+        if not self.update_z:
+            return new, [{}]
+        n_active = int((Z.sum(axis=0) > 0).sum())
+        hit = n_active == self.k_max
+        if hit and self.mode.counts and not self.warned and self.sweeps > self.n_tune:
+            self.warned = True
+            warnings.warn(
+                f"PolyaGammaGibbs: all K_max={self.k_max} feature slots of {self.z_name!r} "
+                f"were in use; the truncation may bias the posterior. Raise K_max (e.g. to "
+                f"{2 * self.k_max}: the length of the 'feature' dim / the last entry of "
+                "shape=) and re-run; the sample stat 'ibp_kmax_hit' marks the affected draws.",
+                TruncationWarning, stacklevel=3)  # the caller of step(), past interrupt_safe
+        loglik = float(np.sum(np.where(obs, (self._kappa + 0.5) * psi
+                                       - np.logaddexp(0.0, psi), 0.0)))
+        stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
+                  "ibp_model_logp": (float(self._model_logp(new)) if self._model_logp is not None
+                                     else np.nan),
+                  "ibp_kmax_hit": bool(hit),
+                  "ibp_refreshes": int(refreshes)}
+        return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
+
+    @staticmethod
+    def competence(var, has_grad):
+        # IDEAL for the Z, A, b and imputed X of a Bernoulli-logit model (the dependent IBP
+        # keeps its own step for Z, whose sticks and processes move with it)
+        if var.owner is None or not isinstance(
+                var.owner.op, (IBPRV, BernoulliRV, DependentIBPRV, NormalRV)):
+            return Competence.INCOMPATIBLE
+        try:
+            model = pm.modelcontext(None)
+        except TypeError:
+            return Competence.INCOMPATIBLE
+        for spec in matched_logit_models(model):
+            if var is spec.z_rv and isinstance(var.owner.op, DependentIBPRV):
+                return Competence.INCOMPATIBLE
+            if var in spec.rvs:
+                return Competence.IDEAL
+        return Competence.INCOMPATIBLE

@@ -1,0 +1,85 @@
+"""Pólya-Gamma draws and the Bernoulli-logit kernels (kernels.polya_gamma, kernels.logit)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pymc_ibp.step_methods import kernels
+
+
+def pg_variance(c):
+    if c == 0.0:
+        return 1.0 / 24.0
+    return (math.sinh(c) - c) / (4.0 * c**3 * math.cosh(c / 2.0) ** 2)
+
+
+@pytest.mark.parametrize("c", [0.0, 0.7, 3.0, -12.0, 60.0])
+def test_polya_gamma_moments_and_laplace_transform(c):
+    """PG(1, c): mean tanh(c/2)/(2c), variance (sinh c - c)/(4 c³ cosh²(c/2)) and Laplace
+    transform E exp(-tω) = cosh(c/2)/cosh(√(c²/4 + t/2)) (Polson, Scott & Windle 2013, eq. 5),
+    each within 5 standard errors of 10⁵ draws; unobserved entries are 0."""
+    rng = np.random.default_rng(int(abs(c) * 10) + 1)
+    n = 100_000
+    obs = np.ones((n, 2), dtype=bool)
+    obs[:, 1] = False
+    w = kernels.polya_gamma_matrix(rng, np.full((n, 2), c), obs)
+    assert np.all(w[:, 1] == 0.0)
+    w = w[:, 0]
+    assert np.all(w > 0.0)
+    mean, var = kernels.pg_mean(c), pg_variance(abs(c))
+    assert abs(w.mean() - mean) < 5.0 * math.sqrt(var / n), (w.mean(), mean)
+    se_var = math.sqrt(np.var((w - w.mean()) ** 2) / n)
+    assert abs(w.var() - var) < 5.0 * se_var, (w.var(), var)
+    for t in (1.0, 10.0):
+        f = np.exp(-t * w)
+        exact = math.cosh(c / 2.0) / math.cosh(math.sqrt(c * c / 4.0 + t / 2.0))
+        assert abs(f.mean() - exact) < 5.0 * f.std() / math.sqrt(n), (t, f.mean(), exact)
+
+
+def test_logit_sweep_rank_one_updates_do_not_drift():
+    """After a whole sweep of 600 rows (each removed and re-added by rank-one updates in every
+    column's posterior) the kept covariances equal the ones recomputed from the new Z; the
+    column counts follow Z."""
+    rng = np.random.default_rng(0)
+    n, k, d = 600, 12, 5
+    Z = (rng.random((n, k)) < 0.3).astype(np.int64)
+    Z[:, -3:] = 0  # empty slots: births
+    obs = rng.random((n, d)) > 0.1
+    W = kernels.polya_gamma_matrix(rng, rng.normal(0.0, 3.0, (n, d)), obs)
+    Y = np.where(obs, rng.normal(size=(n, d)) / np.where(obs, W, 1.0), 0.0)
+    sa2 = np.array([2.0, 0.5, 1.0, 3.0, 1.5])
+    m = Z.sum(axis=0).astype(np.int64)
+    flips, refreshes, P = kernels.logit_collapsed_sweep(rng, Z, Y, W, sa2, m, 2.0, 1.0,
+                                                        kernels.NO_LOGODDS, True)
+    assert flips > 100
+    np.testing.assert_array_equal(m, Z.sum(axis=0))
+    P_exact, _ = kernels.logit_precisions(Z, W, Y, sa2)
+    np.testing.assert_allclose(P, P_exact, rtol=0, atol=1e-9 * np.abs(P_exact).max())
+
+
+def test_logit_weight_draws_match_their_gaussian_conditional():
+    """(A_·d, b_d) | Z, ω: 20,000 draws vs the exact mean and covariance of
+    N(M⁻¹ r, M⁻¹), M = [Z 1]ᵀ Ω_d [Z 1] + diag(σa⁻², σb⁻²), r = [Z 1]ᵀ κ_d + (0, μb/σb²);
+    an unobserved entry (ω = 0) contributes nothing."""
+    rng = np.random.default_rng(1)
+    n, k, d = 25, 3, 2
+    Z = (rng.random((n, k)) < 0.4).astype(np.int64)
+    W = rng.gamma(2.0, 0.2, size=(n, d))
+    W[3, 1] = 0.0
+    kappa = np.where(W > 0, rng.integers(0, 2, size=(n, d)) - 0.5, 0.0)
+    sa2, b_mean, b_var = np.array([1.5, 0.7]), np.array([-1.0, 0.5]), np.array([2.0, 0.5])
+    draws = [kernels.draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, True)
+             for _ in range(20000)]
+    for j in range(d):
+        design = np.hstack([Z, np.ones((n, 1))])
+        M = design.T @ (W[:, j, None] * design) + np.diag([1.0 / sa2[j]] * k + [1.0 / b_var[j]])
+        r = design.T @ kappa[:, j] + np.r_[np.zeros(k), b_mean[j] / b_var[j]]
+        cov = np.linalg.inv(M)
+        mean = cov @ r
+        x = np.array([np.r_[A[:, j], b[j]] for A, b in draws])
+        se = np.sqrt(np.diag(cov) / len(x))
+        assert np.all(np.abs(x.mean(axis=0) - mean) < 5.0 * se), (x.mean(axis=0), mean)
+        np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05 * np.abs(cov).max())
+    A, b = kernels.draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, False)
+    assert np.all(b == 0.0) and A.shape == (k, d)

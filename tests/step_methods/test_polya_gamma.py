@@ -1,0 +1,346 @@
+"""PolyaGammaGibbs: Bernoulli-logit latent feature models by Pólya-Gamma augmentation
+(Polson, Scott & Windle 2013), with A integrated out in the Z sweep."""
+
+import pickle
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from pymc.step_methods import CompoundStep
+from scipy import special
+
+import pymc_ibp as pmi
+from pymc_ibp.distributions.ibp import ibp_draw_core
+from tests._helpers import all_binary_matrices, chi2_pooled, codes, ibp_logp_fn
+from tests.step_methods.test_geweke import geweke_z
+from tests.step_methods.test_state import assert_same_state, drive
+
+N, K = 3, 2
+X_BIN = np.array([[1, 0], [0, 1], [1, 1]])
+SA, B_MEAN, B_SD = 1.5, -0.5, 1.0
+
+
+def quadrature(mats, X, b_sd, nodes=30, offset=B_MEAN):
+    """For every Z in ``mats`` (N x 2) and column j of ``X`` (NaN: missing): the posterior of
+    (A_0j, A_1j, b_j) on a Gauss–Hermite grid, A ~ N(0, SA²), b ~ N(offset, b_sd²) (fixed at
+    ``offset`` when ``b_sd = 0``).  Returns log p(X_obs | Z) per Z and a function giving
+    E[f(a0, a1, b) | Z, X_obs] per Z for column j."""
+    g, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    gb, wb = (g, w) if b_sd else (np.zeros(1), np.ones(1))
+    a0, a1, bb = (v.ravel() for v in np.meshgrid(g * SA, g * SA, offset + gb * b_sd,
+                                                  indexing="ij"))
+    weights = (w[:, None, None] * w[None, :, None] * wb[None, None, :]).ravel()
+    log_post = np.zeros((len(mats), X.shape[1], a0.size))
+    for i, Z in enumerate(mats):
+        for j in range(X.shape[1]):
+            for r in range(X.shape[0]):
+                if np.isnan(X[r, j]):
+                    continue
+                psi = Z[r, 0] * a0 + Z[r, 1] * a1 + bb
+                log_post[i, j] += X[r, j] * psi - np.logaddexp(0.0, psi)
+    lml = special.logsumexp(log_post, b=weights, axis=2)
+    post_w = np.exp(log_post - lml[:, :, None]) * weights
+
+    def expect(f, j):
+        return post_w[:, j] @ f(a0, a1, bb)
+
+    return lml.sum(axis=1), expect
+
+
+def run(step, model, n_iter, seed, names=("Z",), thin=2):
+    step.setup_chain(np.random.default_rng(seed), tune=0, draws=n_iter)
+    point = model.initial_point()
+    out = {k: [] for k in names}
+    for it in range(n_iter):
+        point, _ = step.step(point)
+        if it % thin == 0:
+            for k in names:
+                out[k].append(np.copy(point[k]))
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def logit_model(X, alpha=1.5, k_max=K, z=None):
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(X.shape[0], k_max)) if z is None else z()
+        A = pm.Normal("A", 0.0, SA, shape=(k_max, X.shape[1]))
+        b = pm.Normal("b", B_MEAN, B_SD, shape=X.shape[1])
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+    return model
+
+
+def batch_se(x, n_batches=50):
+    b = x[: len(x) // n_batches * n_batches].reshape(n_batches, -1).mean(axis=1)
+    return b.std(ddof=1) / np.sqrt(n_batches)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+def test_exact_posterior_with_features_and_offsets_integrated_out():
+    """pmi.IBP(1.5) prior on a 3 x 2 Z, A ~ N(0, 1.5²), b ~ N(-0.5, 1): p(Z | X) with A and b
+    integrated out (Gauss–Hermite quadrature, 27,000 nodes per column) vs the visit
+    frequencies of PolyaGammaGibbs (χ² over all 64 labelled matrices), and E[b_0 | X] vs the
+    mean of its draws."""
+    model = logit_model(X_BIN)
+    with model:
+        step = pmi.PolyaGammaGibbs()
+    assert {v.name for v in step.vars} == {"Z", "A", "b"}
+    mats = all_binary_matrices(N, K)
+    lml, expect = quadrature(mats, X_BIN.astype(float), B_SD)
+    lp = ibp_logp_fn(N, K, 1.5)(mats) + lml
+    post = np.exp(lp - special.logsumexp(lp))
+    draws = run(step, model, 40000, seed=1, names=("Z", "b"))
+    counts = np.bincount(codes(draws["Z"]), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(draws["Z"]))
+    assert res.pvalue > 1e-3, res
+    b0 = draws["b"][:, 0]
+    exact = post @ expect(lambda a0, a1, b: b, 0)
+    assert abs(b0.mean() - exact) < 5.0 * batch_se(b0), (b0.mean(), exact)
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_missing_entry_exact_posterior():
+    """X[1, 0] missing (NaN; PyMC imputes it as X_unobserved, which pm.sample gives to this
+    step too): the Z-marginal vs p(Z | X_obs) (the missing entry dropped), and the joint
+    (Z, x_10) visits vs p(Z | X_obs) E[σ(z_1 A_0 + b_0) | Z, X_obs] over all 64 x 2 states."""
+    X = X_BIN.astype(float)
+    X[1, 0] = np.nan
+    model = logit_model(np.ma.masked_array(X_BIN, mask=np.isnan(X)))
+    with model:
+        step = pmi.PolyaGammaGibbs()
+    assert {v.name for v in step.vars} == {"Z", "A", "b", "X_unobserved"}
+    mats = all_binary_matrices(N, K)
+    lml, expect = quadrature(mats, X, B_SD)
+    lp = ibp_logp_fn(N, K, 1.5)(mats) + lml
+    post = np.exp(lp - special.logsumexp(lp))
+    draws = run(step, model, 40000, seed=2, names=("Z", "X_unobserved"))
+    zs, x_mis = draws["Z"], draws["X_unobserved"][:, 0]
+    counts = np.bincount(codes(zs), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(zs))
+    assert res.pvalue > 1e-3, res
+    p1 = np.array([expect(lambda a0, a1, b, z=z: special.expit(z[1, 0] * a0 + z[1, 1] * a1
+                                                               + b), 0)[i]
+                   for i, z in enumerate(mats)])
+    joint = np.stack([post * (1 - p1), post * p1], axis=1).ravel()
+    counts = np.bincount(2 * codes(zs) + x_mis.astype(int), minlength=2 * len(mats))
+    counts = counts.reshape(-1, 2)[codes(mats)].ravel()
+    res = chi2_pooled(counts, joint * len(zs))
+    assert res.pvalue > 1e-3, res
+
+
+def test_per_entry_prior_and_a_constant_offset_exact_posterior():
+    """Z = pm.Bernoulli(p=P) with a fixed 3 x 2 matrix P (the per-entry prior log-odds mode of
+    the stick-breaking IBP, no births) and a constant offset -0.5 (no b): p(Z | X) with A
+    integrated out vs visit frequencies."""
+    P = np.array([[0.3, 0.6], [0.5, 0.2], [0.7, 0.4]])
+    with pm.Model() as model:
+        Z = pm.Bernoulli("Z", p=P, shape=(N, K))
+        A = pm.Normal("A", 0.0, SA, shape=(K, 2))
+        pm.Bernoulli("X", logit_p=Z @ A - 0.5, observed=X_BIN)
+    with model:
+        step = pmi.PolyaGammaGibbs()
+    assert {v.name for v in step.vars} == {"Z", "A"}
+    mats = all_binary_matrices(N, K)
+    lml, _ = quadrature(mats, X_BIN.astype(float), 0.0)
+    lp = np.where(mats == 1, np.log(P), np.log1p(-P)).sum(axis=(1, 2)) + lml
+    post = np.exp(lp - special.logsumexp(lp))
+    draws = run(step, model, 30000, seed=3)
+    counts = np.bincount(codes(draws["Z"]), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(draws["Z"]))
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_features_and_offsets_beside_ibpgibbs_exact_posterior():
+    """Z by IBPGibbs (uncollapsed, with its feature moves), A and b by PolyaGammaGibbs (what
+    pm.sample assigns them next to an explicit IBPGibbs): the Z-marginal vs p(Z | X)."""
+    model = logit_model(X_BIN)
+    with model:
+        step = CompoundStep([pmi.IBPGibbs([model["Z"]]),
+                             pmi.PolyaGammaGibbs([model["A"], model["b"]])])
+    mats = all_binary_matrices(N, K)
+    lml, _ = quadrature(mats, X_BIN.astype(float), B_SD)
+    lp = ibp_logp_fn(N, K, 1.5)(mats) + lml
+    post = np.exp(lp - special.logsumexp(lp))
+    draws = run(step, model, 20000, seed=4)
+    counts = np.bincount(codes(draws["Z"]), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(draws["Z"]))
+    assert res.pvalue > 1e-3, res
+
+
+GN, GD, GK, G_ALPHA = 8, 3, 5, 1.5
+
+
+def g(Z, A, b):
+    kplus = (Z.sum(axis=0) > 0).sum()
+    psi = Z @ A + b
+    return np.array([kplus, Z.sum(), b[0], b[0] ** 2, np.mean(A**2), psi[0, 0], psi[0, 0] ** 2])
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 5 may fill up
+def test_geweke_polya_gamma_augmentation_and_collapsed_sweep():
+    """Geweke (2004) joint-distribution test of the whole step (ω ~ PG(1, ψ), Z with A
+    integrated out, (A, b) | Z, ω): prior draws of (Z, A, b) vs a chain alternating the step
+    with X | Z, A, b ~ Bernoulli(σ(ZA + b)); 7 test functions (K+, ΣZ, b_0, b_0², mean A²,
+    ψ_00, ψ_00²), |z| < 4."""
+    rng = np.random.default_rng(11)
+    n_draws = 20000
+    mc = np.empty((n_draws, 7))
+    for i in range(n_draws):
+        Z = ibp_draw_core(rng, G_ALPHA, 1.0, GN, GK)
+        mc[i] = g(Z, rng.normal(0.0, SA, (GK, GD)), rng.normal(B_MEAN, B_SD, GD))
+    model = logit_model(np.zeros((GN, GD), dtype="int64"), alpha=G_ALPHA, k_max=GK)
+    with model:
+        step = pmi.PolyaGammaGibbs(init_z="point")  # the chain starts at a prior draw
+    step.setup_chain(rng, tune=0, draws=n_draws)
+    point = model.initial_point()
+    point.update(Z=ibp_draw_core(rng, G_ALPHA, 1.0, GN, GK).astype(point["Z"].dtype),
+                 A=rng.normal(0.0, SA, (GK, GD)), b=rng.normal(B_MEAN, B_SD, GD))
+    sc = np.empty((n_draws, 7))
+    for it in range(n_draws):
+        psi = point["Z"] @ point["A"] + point["b"]
+        X = (rng.random(psi.shape) < special.expit(psi)).astype(float)
+        step._kappa = X - 0.5  # the data change every iteration of this simulator
+        point, _ = step.step(point)
+        sc[it] = g(point["Z"], point["A"], point["b"])
+    z = geweke_z(mc, sc)
+    assert np.all(np.abs(z) < 4.0), z
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_checkpoint_and_resume_gives_the_same_draws():
+    """40 iterations equal 15, a pickled (point, sampling_state), a fresh step and 25 more."""
+    rng = np.random.default_rng(0)
+    X = (rng.random((30, 6)) < 0.4).astype("int64")
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(30, 5))
+        A = pm.Normal("A", 0.0, 2.0, shape=(5, 6))
+        b = pm.Normal("b", -1.0, 2.0, shape=6)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+
+    def build():
+        with model:
+            return CompoundStep([pmi.PolyaGammaGibbs([Z]), pmi.IBPAlphaGibbs([alpha])])
+
+    full = build()
+    full.setup_chain(np.random.default_rng(7), 10, 30)
+    _, ref = drive(full, model.initial_point(), 0, 40, 10)
+    first = build()
+    first.setup_chain(np.random.default_rng(7), 10, 30)
+    point, part1 = drive(first, model.initial_point(), 0, 15, 10)
+    blob = pickle.dumps((point, first.sampling_state))
+    resumed = build()
+    point, state = pickle.loads(blob)
+    resumed.sampling_state = state
+    assert_same_state(first, resumed)
+    _, part2 = drive(resumed, point, 15, 40, 10)
+    for a, b_ in zip(ref, part1 + part2, strict=True):
+        for k in a:
+            np.testing.assert_array_equal(a[k], b_[k], err_msg=k)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # noise data, K_max = 6
+@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
+def test_pm_sample_assigns_it_and_parallel_chains_are_reproducible(mp_ctx):
+    """pm.sample gives Z, A and b to PolyaGammaGibbs (alpha to IBPAlphaGibbs); the same draws
+    for one seed with cores=1 and cores=2 (fork and spawn), the surrogate start included."""
+    rng = np.random.default_rng(0)
+    X = (rng.random((20, 8)) < 0.3).astype("int64")
+    with pm.Model():
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(20, 6))
+        A = pm.Normal("A", 0.0, 2.0, shape=(6, 8))
+        b = pm.Normal("b", -1.0, 2.0, shape=8)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+        kw = dict(draws=10, tune=10, chains=2, random_seed=5, progressbar=False,
+                  compute_convergence_checks=False)
+        seq = pm.sample(cores=1, **kw)
+        par = pm.sample(cores=2, mp_ctx=mp_ctx, **kw)
+    for name in ("Z", "A", "b", "alpha"):
+        np.testing.assert_array_equal(seq["posterior"][name].values,
+                                      par["posterior"][name].values)
+    ss = seq["sample_stats"]
+    assert {"ibp_n_active", "ibp_model_logp", "ibp_log_lik", "ibp_alpha_accept"} <= set(ss)
+    assert int(ss["ibp_flips"].sum()) > 0
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # the empty start fills K_max
+def test_chains_find_the_features_of_binary_data(monkeypatch):
+    """Binary block images from a Bernoulli-logit model (four glyphs): from the surrogate start
+    (init_z="auto" when the user gives no Z) the chain holds each glyph's feature after 30
+    iterations, with its rows of A (higher log-odds on the glyph's pixels).  A user's Z is
+    kept (no surrogate start); init_z="point" sweeps from PyMC's empty start."""
+    from pymc_ibp.step_methods import polya_gamma
+
+    data = pmi.datasets.block_images(150, noise=0.5, seed=3)
+    rng = np.random.default_rng(0)
+    logit = 4.0 * data.Z @ data.A - 2.0
+    X = (rng.random(logit.shape) < special.expit(logit)).astype("int64")
+    starts = []
+    start = polya_gamma.surrogate_z
+    monkeypatch.setattr(polya_gamma, "surrogate_z",
+                        lambda *a: starts.append(1) or start(*a))
+    common = dict(tune=0, chains=1, random_seed=4, progressbar=False,
+                  compute_convergence_checks=False)
+    with pm.Model():
+        Z = pmi.IBP("Z", 2.0, shape=(150, 16))
+        A = pm.Normal("A", 0.0, 3.0, shape=(16, 36))
+        b = pm.Normal("b", -2.0, 2.0, shape=36)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+        idata = pm.sample(draws=30, **common)
+        assert len(starts) == 1
+        Z0 = np.zeros((150, 16), dtype="int64")
+        Z0[:, 0] = 1
+        pm.sample(draws=1, initvals={"Z": Z0}, **common)
+        point = pm.sample(draws=1, step=[pmi.PolyaGammaGibbs([Z], init_z="point")], **common)
+        assert len(starts) == 1
+    assert int(point["sample_stats"]["ibp_flips"].values[0, 0]) > 0
+    z = idata["posterior"]["Z"].values[0, -1]
+    a = idata["posterior"]["A"].values[0, -1]
+    for glyph in range(4):
+        agree = [np.mean(z[:, k] == data.Z[:, glyph]) for k in range(16)]
+        k = int(np.argmax(agree))
+        assert agree[k] > 0.9, (glyph, agree)
+        on = data.A[glyph] > 0.5
+        assert a[k][on].mean() > a[k][~on].mean() + 2.0, (glyph, a[k])
+
+
+def test_truncation_is_reported():
+    rng = np.random.default_rng(1)
+    X = (rng.random((40, 5)) < 0.5).astype("int64")
+    X[:20] = 1
+    with pm.Model():
+        Z = pmi.IBP("Z", 3.0, shape=(40, 1))
+        A = pm.Normal("A", 0.0, 3.0, shape=(1, 5))
+        pm.Bernoulli("X", logit_p=Z @ A - 1.0, observed=X)
+        with pytest.warns(pmi.TruncationWarning, match="K_max=1"):
+            pm.sample(tune=5, draws=5, chains=1, random_seed=1, progressbar=False,
+                      compute_convergence_checks=False)
+
+
+def test_models_it_cannot_take_are_told_what_it_needs():
+    rng = np.random.default_rng(2)
+    X = (rng.random((10, 3)) < 0.5).astype("int64")
+    with pm.Model():  # A with a non-zero mean
+        Z = pmi.IBP("Z", 1.0, shape=(10, 4))
+        A = pm.Normal("A", 1.0, 1.0, shape=(4, 3))
+        pm.Bernoulli("X", logit_p=Z @ A, observed=X)
+        with pytest.raises(pmi.ModelPatternError, match="'A' must have mean 0"):
+            pmi.PolyaGammaGibbs([Z])
+    with pm.Model():  # a probit link
+        Z = pmi.IBP("Z", 1.0, shape=(10, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 3))
+        pm.Bernoulli("X", p=pt.sigmoid(Z @ A) * 0.5, observed=X)
+        with pytest.raises(pmi.ModelPatternError, match="No Bernoulli likelihood with logit_p"):
+            pmi.PolyaGammaGibbs([Z])
+    bad = X.copy()
+    bad[4, 2] = 2
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(10, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 3))
+        pm.Bernoulli("X", logit_p=Z @ A, observed=bad)
+        with pytest.raises(pmi.DataError, match=r"2.0 at \(row 4, column 2\)"):
+            pmi.PolyaGammaGibbs([Z])
