@@ -4,8 +4,9 @@ mode-crossing moves.
 Model: the digits example (``examples/digits.py``): ``N`` binarised scikit-learn digits (64
 pixels), ``alpha ~ Gamma(2, 1)``, ``Z ~ pmi.IBP(alpha)`` with ``K_max = 32`` (``--k-max``),
 ``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``, ``X ~ Bernoulli(logit_p = Z @ A + b)``; ``Z`` by
-``pmi.IBPGibbs``, everything else by the steps pm.sample assigns (NUTS for A and b,
-IBPAlphaGibbs for alpha).  Settings: ``start`` = ``point`` (PyMC's initial point, Z all
+``pmi.IBPGibbs``, A and b by NUTS (passed explicitly: pm.sample would give them to
+``pmi.PolyaGammaGibbs``, and this model's Z too; see ``benchmarks/logit_samplers.py``), alpha
+by IBPAlphaGibbs.  Settings: ``start`` = ``point`` (PyMC's initial point, Z all
 zeros, A = 0, ``init_z="point"``), ``surrogate`` (the initial point with
 ``init_z="surrogate"``, the step's default for this model: Z from a linear-Gaussian surrogate
 of the data, A set given it) or ``random`` (every chain from its own random Z: half of

@@ -9,14 +9,14 @@ Data: 300 binary block images generated from the model itself, ``X ~ Bernoulli(l
 Z @ A + b)`` with the four 6 x 6 glyphs of ``pmi.datasets.block_images`` (``A = 4 x glyph``,
 ``b = -2``: a pixel is on with probability 0.88 under a glyph, 0.12 elsewhere).  Model:
 ``Z ~ pmi.IBP(2)`` with ``K_max = 20``, ``A ~ Normal(0, 3)``, ``b ~ Normal(-2, 2)``; ``Z`` by
-``pmi.IBPGibbs``, ``A`` and ``b`` by NUTS.  Starts: ``truth`` (every chain at the true ``Z``,
-``A`` and ``b``: the reference), ``merged`` (at the true ``Z`` with glyphs 0 and 1 in one
-column, ``A = 0``), ``point`` (PyMC's initial point, ``Z = 0``, ``init_z="point"``) or
-``surrogate`` (PyMC's initial point and the step's default start for this model,
-``init_z="surrogate"``: the chain's first iteration finds ``Z`` on a linear-Gaussian surrogate
-of the data and sets A given it).  Moves: ``no_fsm`` (the
-step's defaults but ``feature_split_merge = 0``) or ``default`` (with 3 split / merge
-proposals of a feature with its parameters per sweep).
+``pmi.IBPGibbs``, ``A`` and ``b`` by NUTS (both passed explicitly). Starts: ``truth`` (every
+chain at the true ``Z``, ``A`` and ``b``: the reference), ``merged`` (at the true ``Z`` with
+glyphs 0 and 1 in one column, ``A = 0``), ``point`` (PyMC's initial point, ``Z = 0``,
+``init_z="point"``) or ``surrogate`` (PyMC's initial point and the step's default start for this
+model, ``init_z="surrogate"``: the chain's first iteration finds ``Z`` on a linear-Gaussian
+surrogate of the data and sets A given it). Moves: ``no_fsm`` (the step's defaults but
+``feature_split_merge = 0``) or ``default`` (with 3 split / merge proposals of a feature with
+its parameters per sweep).
 
 Reported per setting (4 chains x (50 + 100), cores=2): ``score_mean``, the mean over chains
 of each chain's mean score over its last 50 draws, where the score is the model's log density

@@ -302,12 +302,12 @@ class PolyaGammaGibbs(BlockedStep):
     def step(self, point):
         sa2, b_mu, b_var, off = self._values(point)
         z_in = np.asarray(point[self.z_name])
-        Z = np.array(z_in, dtype=np.int64, copy=True)
+        Z = np.array(z_in, dtype=np.int8, copy=True)  # one byte per entry
         if not self.started:
             self.started = True
             if self._surrogate is not None and (self.init_z == "surrogate"
                                                 or not self._z_given):
-                Z = surrogate_z(self._surrogate, self.rng).astype(np.int64)
+                Z = surrogate_z(self._surrogate, self.rng)
         A = np.asarray(point[self.a_name], dtype=np.float64)
         b = (np.asarray(point[self.b_name], dtype=np.float64) if self.b_name is not None
              else np.zeros(self.d))

@@ -1,0 +1,134 @@
+"""Cost of one pmi.PolyaGammaGibbs step against the number of rows N (Bernoulli-logit model).
+
+Data: binary block images generated from the model (``pmi.datasets.block_images`` glyphs,
+``logit = 4 Z A - 2``, D = 36), N = 10^3, 10^4, 10^5 (``--large``: also 10^6).  Model:
+``Z ~ pmi.IBP(2)`` with ``K_max = 16``, ``A ~ Normal(0, 3)``, ``b ~ Normal(-2, 2)``,
+``X ~ Bernoulli(logit_p = Z @ A + b)``.  The step is driven by hand (``init_z="point"``, from
+the true Z so that K+ is the same at every N): ``WARMUP`` steps, then the median wall time of
+``REPS`` steps, split into the Pólya-Gamma draws, the Z sweep and the (A, b) draw (timed with
+the same kernels on the same state); peak resident memory of the process at the end (the
+largest N runs last) and the log-log slope of the step time against N.
+
+    python -m benchmarks.logit_scaling [--quick] [--large]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+
+from benchmarks import quiet
+from benchmarks._machine import machine_info, print_table, write_results
+
+COLS = ["N", "D", "K_max", "K_plus", "step_s", "pg_draws_s", "z_sweep_s", "weights_s",
+        "s_per_million_entries", "peak_rss_mb"]
+K_MAX, WARMUP, REPS = 16, 1, 3
+
+
+def data(n, seed=0):
+    import pymc_ibp as pmi
+
+    blocks = pmi.datasets.block_images(n, noise=0.5, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    logit = 4.0 * blocks.Z @ blocks.A - 2.0
+    X = (rng.random(logit.shape) < 1.0 / (1.0 + np.exp(-logit))).astype(np.int8)
+    return X, blocks.Z
+
+
+def run(n):
+    import pymc as pm
+
+    import pymc_ibp as pmi
+    from pymc_ibp.step_methods import kernels
+
+    X, z_true = data(n)
+    d = X.shape[1]
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 2.0, shape=(n, K_MAX))
+        pm.Normal("A", 0.0, 3.0, shape=(K_MAX, d))
+        pm.Normal("b", -2.0, 2.0, shape=d)
+        pm.Bernoulli("X", logit_p=Z @ model["A"] + model["b"], observed=X)
+        step = pmi.PolyaGammaGibbs([Z], init_z="point")
+    point = model.initial_point()
+    z0 = np.zeros((n, K_MAX), dtype=point["Z"].dtype)
+    z0[:, : z_true.shape[1]] = z_true
+    point["Z"] = z0
+    step.setup_chain(np.random.default_rng(1), tune=0, draws=WARMUP + REPS)
+    for _ in range(WARMUP):
+        point, _ = step.step(point)
+    times = []
+    for _ in range(REPS):
+        t = time.perf_counter()
+        point, [stats] = step.step(point)
+        times.append(time.perf_counter() - t)
+    # the parts, on the state reached (each kernel called once before it is timed)
+    rng = np.random.default_rng(2)
+    Zc = np.array(point["Z"], dtype=np.int8)
+    b = np.asarray(point["b"], dtype=np.float64)
+    psi = Zc @ point["A"] + b
+    obs = np.ones(X.shape, dtype=bool)
+    kappa = X - 0.5
+    sa2 = np.full(d, 9.0)
+
+    def timed(fn):
+        fn()
+        t = time.perf_counter()
+        out = fn()
+        return out, time.perf_counter() - t
+
+    W, t_pg = timed(lambda: kernels.polya_gamma_matrix(rng, psi, obs))
+    Y = kappa / W - b
+    _, t_sweep = timed(lambda: kernels.logit_collapsed_sweep(
+        rng, Zc.copy(), Y, W, sa2, Zc.sum(axis=0).astype(np.int64), 2.0, 1.0,
+        kernels.NO_LOGODDS, True))
+    _, t_w = timed(lambda: kernels.draw_logit_weights(
+        rng, Zc, np.ascontiguousarray(kappa - W * b), W, sa2, np.full(d, -2.0),
+        np.full(d, 4.0), True))
+    step_s = float(np.median(times))
+    return {"N": n, "D": d, "K_max": K_MAX, "K_plus": int(stats["ibp_n_active"]),
+            "step_s": step_s, "pg_draws_s": t_pg, "z_sweep_s": t_sweep, "weights_s": t_w,
+            "s_per_million_entries": step_s / (n * d) * 1e6,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="N = 10^3, 10^4 only")
+    ap.add_argument("--large", action="store_true", help="also N = 10^6")
+    args = ap.parse_args()
+    quiet()
+    info = machine_info()
+    sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
+    if args.large:
+        sizes.append(1000000)
+    rows = []
+    for n in sizes:
+        rows.append(run(n))
+        print_table(rows[-1:], COLS)
+    slope = float(np.polyfit(np.log([r["N"] for r in rows]),
+                             np.log([r["step_s"] for r in rows]), 1)[0])
+    print()
+    print_table(rows, COLS)
+    print(f"log-log slope of step_s against N: {slope:.2f}")
+    notes = [
+        "Binary block images from the model (logit 4 Z A - 2, D = 36); pmi.PolyaGammaGibbs on "
+        "Z, A, b with K_max = 16, started at the true Z (init_z='point'); step_s = median of "
+        f"{REPS} steps after {WARMUP} warm-up step(s), one process, one core for the kernels.",
+        "pg_draws_s, z_sweep_s, weights_s: the step's three kernels timed once each (after "
+        "one untimed call) on the state reached (Pólya-Gamma draws, Z sweep with A "
+        "integrated out, (A, b) draw); "
+        "peak_rss_mb: the process's peak resident memory after that size (sizes run in "
+        "increasing order).",
+        f"log-log slope of step_s against N: {slope:.2f}.",
+        "Command: python -m benchmarks.logit_scaling" + (" --quick" if args.quick else "")
+        + (" --large" if args.large else ""),
+    ]
+    name = "logit_scaling_quick" if args.quick else "logit_scaling"
+    write_results(name, rows, COLS, "PolyaGammaGibbs: cost of a step against N", notes, info)
+
+
+if __name__ == "__main__":
+    main()
