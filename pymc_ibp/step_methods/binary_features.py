@@ -39,7 +39,7 @@ from pytensor.tensor.subtensor import AdvancedSubtensor
 from pymc_ibp._numba_utils import bernoulli_logodds, column_rows, interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.hyperparameters import _users
-from pymc_ibp.step_methods.model_matching import _data_of, one_value_var
+from pymc_ibp.step_methods.model_matching import observed_data, one_value_var
 
 __all__ = ["BinaryFeatureGibbs", "binary_feature_sweep"]
 
@@ -185,7 +185,7 @@ class BinaryFeatureGibbs(BlockedStep):
         X = None
         for rv, mask in parts:
             if rv in model.observed_RVs:
-                obs = _data_of(model.rvs_to_values[rv])
+                obs = observed_data(model.rvs_to_values[rv])
                 if mask is None:
                     X = obs
                 else:

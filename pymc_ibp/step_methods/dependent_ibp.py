@@ -93,7 +93,7 @@ from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above, truncnorm_below
-from pymc_ibp.step_methods.model_matching import _data_of, initial_value_given
+from pymc_ibp.step_methods.model_matching import initial_value_given, observed_data
 
 __all__ = ["DependentIBPGibbs", "draw_h_sums", "gp_conditional_draw", "stick_sweep"]
 
@@ -426,7 +426,7 @@ class DependentIBPGibbs(BlockedStep):
                                 "n_gp": int(np.prod(shape[1:-1], dtype=int)), "index": c.index})
             outs += [c.rv, *c.rv.owner.inputs[2:4]]  # value, mu, cov
         if z_rv in model.observed_RVs:
-            self.z_name, self._z_data = None, np.asarray(_data_of(model.rvs_to_values[z_rv]))
+            self.z_name, self._z_data = None, np.asarray(observed_data(model.rvs_to_values[z_rv]))
         else:
             self.z_name, self._z_data = model.rvs_to_values[z_rv].name, None
         alpha = sticks_rv.owner.inputs[2] if sticks_rv is not None else pt.constant(1.0)

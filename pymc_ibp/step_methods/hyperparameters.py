@@ -44,7 +44,7 @@ from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import _data_of, _strip
+from pymc_ibp.step_methods.model_matching import _strip, observed_data
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["CRPAlphaGibbs", "DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs",
@@ -231,7 +231,7 @@ class IBPAlphaGibbs(BlockedStep):
         self.alpha_value_name = value_var.name
         self.z_name = model.rvs_to_values[z_rv].name
         # an observed pmi.IBP: Z is the data
-        self._z_data = (_data_of(model.rvs_to_values[z_rv])
+        self._z_data = (observed_data(model.rvs_to_values[z_rv])
                         if z_rv in model.observed_RVs else None)
         self._fwd, self._bwd = _scalar_transform(model, alpha_rv)
         self.sticks = isinstance(z_rv.owner.op, IBPStickBreakingRV)
@@ -358,7 +358,7 @@ class CRPAlphaGibbs(BlockedStep):
         self.n, self.l_max = (int(pt.get_underlying_scalar_constant_value(x))
                               for x in crp.owner.inputs[3:5])
         if crp in model.observed_RVs:
-            self.c_name, self._c_data = None, np.asarray(_data_of(model.rvs_to_values[crp]))
+            self.c_name, self._c_data = None, np.asarray(observed_data(model.rvs_to_values[crp]))
         else:
             self.c_name, self._c_data = model.rvs_to_values[crp].name, None
         self._fwd, self._bwd = _scalar_transform(model, alpha_rv)
@@ -521,7 +521,7 @@ class DetectionRateGibbs(BlockedStep):
         for part in parts:
             covered[... if part.mask is None else part.mask] = True
             if part.rv in model.observed_RVs:
-                data = np.asarray(_data_of(model.rvs_to_values[part.rv]), dtype=float)
+                data = np.asarray(observed_data(model.rvs_to_values[part.rv]), dtype=float)
                 if not np.all(np.isfinite(data)):
                     raise ModelPatternError(f"DetectionRateGibbs: {part.rv.name!r} has "
                                             f"non-finite values. Needed: {DETECTION_PATTERN}.")

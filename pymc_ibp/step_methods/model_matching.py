@@ -62,6 +62,7 @@ __all__ = [
     "match_prior",
     "matched_logit_models",
     "matched_models",
+    "observed_data",
 ]
 
 PATTERN = (
@@ -277,11 +278,13 @@ def _is_matmul(var):
         name == "Blockwise" and type(op.core_op).__name__ in ("Dot", "Matmul"))
 
 
-def _mean_terms(mu):
+def _mean_terms(mu, left=None):
     """Split a likelihood mean into ``(left, right, offset, mask)`` when it is
     ``left @ right (+ or - terms not involving the product)``, optionally masked by PyMC's
     imputation (a constant boolean index); ``offset`` is the sum of the other terms (or
-    ``None``).  Returns ``None`` for any other form."""
+    ``None``).  With ``left`` given, the product is the one whose left factor it is (other
+    products, e.g. covariates times their weights, go to the offset).  Returns ``None`` for
+    any other form."""
     mu = _strip(mu)
     mask = None
     if mu.owner is not None and isinstance(mu.owner.op, AdvancedSubtensor):
@@ -306,7 +309,8 @@ def _mean_terms(mu):
             else:
                 flat.append(t)
         terms = flat
-    products = [t for t in terms if _is_matmul(t)]
+    products = [t for t in terms if _is_matmul(t)
+                and (left is None or _strip(t.owner.inputs[0]) is left)]
     if len(products) != 1:
         return None
     left, right = (_strip(v) for v in products[0].owner.inputs[:2])
@@ -344,7 +348,10 @@ def _is_zero_constant(var):
     return float(val) == 0.0
 
 
-def _data_of(value_var):
+def observed_data(value_var):
+    """The values of an observed variable's (or a constant's) data as a float array; a
+    :class:`~pymc_ibp.ShardedData` raises :class:`ModelPatternError` (its data stay on
+    their shards)."""
     sharded = sharded_data_of(value_var)
     if sharded is not None:
         raise ModelPatternError(
@@ -384,7 +391,7 @@ def _block_data(model, z_rv, obs_rv, obs_mask, shape):
     """The data of ``obs_rv`` as an ``N x D_b`` array (NaN where PyMC imputes)."""
     n, d = shape
     X = np.full((n, d), np.nan)
-    data = _data_of(model.rvs_to_values[obs_rv])
+    data = observed_data(model.rvs_to_values[obs_rv])
     if obs_mask is None:
         if data.shape != (n, d):
             raise ModelPatternError(
@@ -432,7 +439,7 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
         if not isinstance(rv.owner.op, NormalRV):
             continue
         _, _, mu, sigma = rv.owner.inputs
-        mm = _mean_terms(mu)
+        mm = _mean_terms(mu, left=z_rv)
         if mm is None:
             continue
         left, right, off, mask = mm
@@ -463,7 +470,7 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
         )
     ip = model.initial_point()
     z_val = model.rvs_to_values[z_rv]
-    n, k_max = (ip[z_val.name] if z_val.name in ip else _data_of(z_val)).shape
+    n, k_max = (ip[z_val.name] if z_val.name in ip else observed_data(z_val)).shape
     blocks = []
     for a_rv, g in groups.items():
         _, _, a_mu, a_sigma = a_rv.owner.inputs
@@ -521,7 +528,7 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
             missing_rv=missing_rv, missing_mask=missing_mask, offset=g["offset"]))
     return LinearGaussianIBP(
         z_rv=z_rv, prior=prior, blocks=blocks, k_max=k_max,
-        z_data=(_data_of(model.rvs_to_values[z_rv]).astype(np.int8)
+        z_data=(observed_data(model.rvs_to_values[z_rv]).astype(np.int8)
                 if z_rv in model.observed_RVs else None),
     )
 
@@ -758,7 +765,7 @@ def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
     matched, other = [], []
     for rv in children:
         form = _logit_of(rv.owner.inputs[-1]) if isinstance(rv.owner.op, BernoulliRV) else None
-        terms = _mean_terms(form[0]) if form is not None else None
+        terms = _mean_terms(form[0], left=z_rv) if form is not None else None
         if terms is None or terms[0] is not z_rv:
             other.append(f"{rv.name} ~ {type(rv.owner.op).__name__}")
             continue

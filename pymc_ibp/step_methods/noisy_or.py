@@ -34,7 +34,7 @@ from pytensor.tensor.random.basic import BernoulliRV
 
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.hyperparameters import _users
-from pymc_ibp.step_methods.model_matching import BINARY_MATRIX_OPS, _data_of
+from pymc_ibp.step_methods.model_matching import BINARY_MATRIX_OPS, observed_data
 from pymc_ibp.step_methods.scales import adapt_width, slice_sample
 
 __all__ = ["NoisyOrQSlice", "noisy_or_log_lik"]
@@ -155,7 +155,7 @@ class NoisyOrQSlice(BlockedStep):
             (name, model.compile_fn(s, inputs=model.value_vars, on_unused_input="ignore",
                                     point_fn=True, **(compile_kwargs or {})))
             for name, _, _, s in children)]
-        self._data = {name: _data_of(model.rvs_to_values[rv])
+        self._data = {name: observed_data(model.rvs_to_values[rv])
                       for name, free, rv, _ in children if not free}
         [prior] = model.logp(vars=[q_rv], jacobian=True, sum=False)
         self._prior = model.compile_fn(prior, inputs=model.value_vars,

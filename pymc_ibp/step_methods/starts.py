@@ -35,13 +35,13 @@ def surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs,
     ``step_name`` (named in the error when the data do not fit)."""
     from pymc_ibp.distributions.ibp import IBP
     from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
-    from pymc_ibp.step_methods.model_matching import _data_of
+    from pymc_ibp.step_methods.model_matching import observed_data
 
     observed = [c for c in children if c in set(model.observed_RVs)]
     data = None
     if len(children) == 1 and len(observed) == 1:
         try:
-            data = _data_of(model.rvs_to_values[observed[0]])
+            data = observed_data(model.rvs_to_values[observed[0]])
         except ModelPatternError:
             data = None
     n, k_max = shape
