@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 __all__ = ["DataError", "ModelPatternError", "ShardFailure", "ShardRecoveryWarning",
-           "TruncationWarning"]
+           "TruncationWarning", "warn_slots_in_use"]
 
 
 class ModelPatternError(ValueError):
@@ -26,6 +28,17 @@ class TruncationWarning(UserWarning):
     The message names ``K_max`` and the variable; raise ``K_max`` (the length of the
     ``feature`` dim) and re-run.  The sample stat ``ibp_kmax_hit`` marks the affected draws.
     """
+
+
+def warn_slots_in_use(step, z_name, k_max, stacklevel=4):
+    """Emit the :class:`TruncationWarning` of a step whose ``K_max`` slots of ``z_name`` were
+    all in use (the default ``stacklevel`` points at the caller of the step's ``step()``,
+    past :func:`~pymc_ibp._numba_utils.interrupt_safe`)."""
+    warnings.warn(
+        f"{step}: all K_max={k_max} feature slots of {z_name!r} were in use; the truncation "
+        f"may bias the posterior. Raise K_max (e.g. to {2 * k_max}: the length of the "
+        "'feature' dim / the last entry of shape=) and re-run; the sample stat "
+        "'ibp_kmax_hit' marks the affected draws.", TruncationWarning, stacklevel=stacklevel)
 
 
 class ShardFailure(RuntimeError):

@@ -27,7 +27,6 @@ All state that changes during a run is in :class:`LinearGaussianIBPState` (the s
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pymc as pm
@@ -39,7 +38,7 @@ from pytensor.tensor.random.basic import NormalRV
 
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.distributions.ibp import ibp_draw_core
-from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
+from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
@@ -751,15 +750,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
         if hit and not self.warned and self.sweeps >= self.n_tune:  # kept draws only
             self.warned = True
-            warnings.warn(
-                f"{type(self).__name__}: all K_max={self.k_max} feature slots of "
-                f"{self.z_name!r} were in use; the truncation may bias the posterior. Raise K_max "
-                f"(e.g. to {2 * self.k_max}: the length of the 'feature' dim / the last entry of "
-                f"shape=) and re-run; the "
-                f"sample stat 'ibp_kmax_hit' marks the affected draws.",
-                TruncationWarning,
-                stacklevel=3,  # the caller of step(), past interrupt_safe
-            )
+            warn_slots_in_use(type(self).__name__, self.z_name, self.k_max)
         self.sweeps += 1
         stats_ = {
             "ibp_n_active": int(act.size),

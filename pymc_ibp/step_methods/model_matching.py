@@ -278,6 +278,19 @@ def _is_matmul(var):
         name == "Blockwise" and type(op.core_op).__name__ in ("Dot", "Matmul"))
 
 
+def _unmask(var):
+    """``(var, mask)``: ``var`` stripped, and PyMC's imputation index (a constant boolean
+    array) taken off it when present (``mask = None`` otherwise); ``None`` when ``var`` is
+    indexed by anything else."""
+    var = _strip(var)
+    if var.owner is None or not isinstance(var.owner.op, AdvancedSubtensor):
+        return var, None
+    base, *idx = var.owner.inputs
+    if len(idx) == 1 and isinstance(idx[0], Constant) and idx[0].data.dtype == bool:
+        return _strip(base), np.asarray(idx[0].data)
+    return None
+
+
 def _mean_terms(mu, left=None):
     """Split a likelihood mean into ``(left, right, offset, mask)`` when it is
     ``left @ right (+ or - terms not involving the product)``, optionally masked by PyMC's
@@ -285,15 +298,11 @@ def _mean_terms(mu, left=None):
     ``None``).  With ``left`` given, the product is the one whose left factor it is (other
     products, e.g. covariates times their weights, go to the offset).  Returns ``None`` for
     any other form."""
-    mu = _strip(mu)
-    mask = None
-    if mu.owner is not None and isinstance(mu.owner.op, AdvancedSubtensor):
-        base, *idx = mu.owner.inputs
-        if len(idx) == 1 and isinstance(idx[0], Constant) and idx[0].data.dtype == bool:
-            mask = np.asarray(idx[0].data)
-            mu = _strip(base)
-        else:
-            return None
+    unmasked = _unmask(mu)
+    if unmasked is None:
+        return None
+    mu, mask = unmasked
+
     def kind(t):
         return (type(t.owner.op.scalar_op).__name__ if t.owner is not None
                 and isinstance(t.owner.op, Elemwise) else None)
@@ -722,13 +731,10 @@ class BernoulliLogitIBP:
 def _logit_of(p):
     """``(logit, mask)`` of a Bernoulli probability ``sigmoid(logit)`` (PyMC's
     ``logit_p=``), optionally indexed by PyMC's imputation mask; ``None`` otherwise."""
-    p = _strip(p)
-    mask = None
-    if p.owner is not None and isinstance(p.owner.op, AdvancedSubtensor):
-        base, *idx = p.owner.inputs
-        if not (len(idx) == 1 and isinstance(idx[0], Constant) and idx[0].data.dtype == bool):
-            return None
-        mask, p = np.asarray(idx[0].data), _strip(base)
+    unmasked = _unmask(p)
+    if unmasked is None:
+        return None
+    p, mask = unmasked
     if not (p.owner is not None and isinstance(p.owner.op, Elemwise)
             and type(p.owner.op.scalar_op).__name__ == "Sigmoid"):
         return None

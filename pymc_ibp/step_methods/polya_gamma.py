@@ -27,8 +27,6 @@ averaged over their posterior, not with the current draw of an empty slot's para
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -41,7 +39,7 @@ from scipy import special
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
+from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     LOGIT_PATTERN,
@@ -52,7 +50,12 @@ from pymc_ibp.step_methods.model_matching import (
 )
 from pymc_ibp.step_methods.prior_modes import prior_mode
 from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
-from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
+from pymc_ibp.step_methods.stats import (
+    group_by_matrix,
+    model_logp_fn,
+    one_step_per_matrix,
+    per_matrix_stats,
+)
 
 __all__ = ["PolyaGammaGibbs", "PolyaGammaGibbsState"]
 
@@ -237,16 +240,8 @@ class PolyaGammaGibbs(BlockedStep):
                                             *self.mode.symbolic])
         self._hyper_fn = model.compile_fn(outs, inputs=model.value_vars,
                                           on_unused_input="ignore", point_fn=True, **kw)
-        self._model_logp = None  # the ibp_model_logp stat (NaN for a model without a logp)
-        if self.update_z:
-            try:
-                logp = model.logp(jacobian=False)
-            except NotImplementedError:  # e.g. a pm.Simulator elsewhere in the model
-                logp = None
-            if logp is not None:
-                self._model_logp = model.compile_fn(logp, inputs=model.value_vars,
-                                                    on_unused_input="ignore", point_fn=True,
-                                                    **kw)
+        # the ibp_model_logp stat (recorded with the Z move only)
+        self._model_logp = model_logp_fn(model, kw) if self.update_z else None
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name,
                                             only=None if self.update_z else ())
         if init_z not in ("auto", "point", "surrogate"):
@@ -348,12 +343,7 @@ class PolyaGammaGibbs(BlockedStep):
         hit = n_active == self.k_max
         if hit and self.mode.counts and not self.warned and self.sweeps > self.n_tune:
             self.warned = True
-            warnings.warn(
-                f"PolyaGammaGibbs: all K_max={self.k_max} feature slots of {self.z_name!r} "
-                f"were in use; the truncation may bias the posterior. Raise K_max (e.g. to "
-                f"{2 * self.k_max}: the length of the 'feature' dim / the last entry of "
-                "shape=) and re-run; the sample stat 'ibp_kmax_hit' marks the affected draws.",
-                TruncationWarning, stacklevel=3)  # the caller of step(), past interrupt_safe
+            warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max)
         loglik = float(np.sum(np.where(obs, (self._kappa + 0.5) * psi
                                        - np.logaddexp(0.0, psi), 0.0)))
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,

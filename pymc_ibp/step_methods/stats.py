@@ -9,8 +9,8 @@ and the plots look up the names of the matrix the user names (:func:`matrix_stat
 
 from __future__ import annotations
 
-__all__ = ["SEP", "group_by_matrix", "matrix_stat", "one_step_per_matrix", "per_matrix_stats",
-           "sampled_matrices"]
+__all__ = ["SEP", "group_by_matrix", "matrix_stat", "model_logp_fn", "one_step_per_matrix",
+           "per_matrix_stats", "sampled_matrices"]
 
 SEP = "__"
 
@@ -48,6 +48,18 @@ def matrix_stat(stats, name, z_name):
     if f"{name}{SEP}{z_name}" in stats:
         return f"{name}{SEP}{z_name}"
     return name if name in stats else None
+
+
+def model_logp_fn(model, compile_kwargs=None):
+    """The point function behind the ``ibp_model_logp`` stat: the model's log density (every
+    free variable and the data, no Jacobian terms); ``None`` for a model with a variable that
+    has no logp (e.g. ``pm.Simulator``), whose stat is then NaN."""
+    try:
+        logp = model.logp(jacobian=False)
+    except NotImplementedError:
+        return None
+    return model.compile_fn(logp, inputs=model.value_vars, on_unused_input="ignore",
+                            point_fn=True, **(compile_kwargs or {}))
 
 
 def group_by_matrix(model, vars_, matrices):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 
 import numba
 import numpy as np
@@ -39,7 +38,7 @@ from pymc_ibp.distributions.ibp_math import (
     log_birth_rate,
 )
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
-from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
+from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
 from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves, ordered_pair
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
@@ -49,7 +48,7 @@ from pymc_ibp.step_methods.model_matching import (
     one_value_var,
 )
 from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
-from pymc_ibp.step_methods.stats import per_matrix_stats
+from pymc_ibp.step_methods.stats import model_logp_fn, per_matrix_stats
 
 __all__ = ["IBPGibbs"]
 
@@ -580,16 +579,8 @@ class IBPGibbs(BlockedStep):
         spec = (_linear_gaussian_spec(model, z_rv, explain=_explain) if _explain or starts
                 else None)
         if _explain:  # False when another step borrows the row likelihood
-            # the log joint density of the model (no Jacobians) at the point step() returns;
-            # NaN for a model with a variable that has no logp (e.g. pm.Simulator)
-            try:
-                logp = model.logp(jacobian=False)
-            except NotImplementedError:
-                logp = None
-            if logp is not None:
-                self._model_logp = model.compile_fn(logp, inputs=model.value_vars,
-                                                    on_unused_input="ignore", point_fn=True,
-                                                    **(compile_kwargs or {}))
+            # the log joint density of the model (no Jacobians) at the point step() returns
+            self._model_logp = model_logp_fn(model, compile_kwargs)
         self._starter = (_linear_gaussian_starter(model, z_rv, spec, ip, init_z, compile_kwargs)
                          if starts else None)
         row_moves = self.is_ibp and not self.joint  # the moves score rows separately
@@ -1005,14 +996,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         hit = n_active == self.k_max
         if hit and self.is_ibp and not self.warned:
             self.warned = True
-            warnings.warn(
-                f"IBPGibbs: all K_max={self.k_max} feature slots of {self.z_name!r} are in use; "
-                "the truncation may bias the posterior. Raise K_max (e.g. to "
-                f"{2 * self.k_max}; the length of the 'feature' "
-                "dim) and re-run; 'ibp_kmax_hit' marks the affected draws.",
-                TruncationWarning,
-                stacklevel=3,  # the caller of step(), past interrupt_safe
-            )
+            warn_slots_in_use("IBPGibbs", self.z_name, self.k_max)
         new = dict(point)
         new[self.z_name] = Z
         if block_acc or turn_acc:

@@ -37,7 +37,7 @@ import numpy as np
 
 from pymc_ibp._numba_utils import bernoulli_logodds
 from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
-from pymc_ibp.step_methods.kernels.linalg import chol_inverse
+from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 
 __all__ = ["draw_logit_weights", "logit_collapsed_sweep", "logit_precisions"]
 
@@ -225,7 +225,6 @@ def draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, with_b):
     q = k + 1 if with_b else k
     A = np.zeros((k, d))
     b = np.zeros(d)
-    x = np.zeros(q)
     for j in range(d):
         M = np.zeros((q, q))
         r = np.zeros(q)
@@ -248,19 +247,11 @@ def draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, with_b):
             M[k, k] += 1.0 / b_var[j]
             r[k] += b_mean[j] / b_var[j]
         L = np.linalg.cholesky(M)
-        # mean = M^{-1} r: forward then backward substitution; draw = mean + L^{-T} e
+        # M = L Lᵀ: the draw is L^{-T} (L^{-1} r + e) = M^{-1} r + L^{-T} e
+        y = forward_sub(L, r)
         for a in range(q):
-            acc = r[a]
-            for c in range(a):
-                acc -= L[a, c] * x[c]
-            x[a] = acc / L[a, a]
-        for a in range(q):
-            x[a] += rng.standard_normal()
-        for a in range(q - 1, -1, -1):
-            acc = x[a]
-            for c in range(a + 1, q):
-                acc -= L[c, a] * x[c]
-            x[a] = acc / L[a, a]
+            y[a] += rng.standard_normal()
+        x = backward_sub_t(L, y)
         for a in range(k):
             A[a, j] = x[a]
         if with_b:
