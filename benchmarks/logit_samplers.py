@@ -7,7 +7,10 @@ Model: the digits example (``examples/digits.py``): ``N = 300`` binarised scikit
 ``cores=2``, alpha by IBPAlphaGibbs throughout.  Samplers:
 
 * ``polya_gamma`` — ``pmi.PolyaGammaGibbs`` on Z, A and b (pm.sample's choice): Pólya-Gamma
-  augmentation, Z with A integrated out, exact (A, b) draws; surrogate start;
+  augmentation, Z with A and b integrated out, exact (A, b) draws, one sweep of Z given A
+  (exact likelihood); surrogate start;
+* ``polya_gamma_collapsed`` — the same without the sweep of Z given A
+  (``feature_sweeps=0``);
 * ``ibpgibbs_nuts`` — ``pmi.IBPGibbs`` on Z (uncollapsed, with its mode-crossing moves and
   surrogate start) and NUTS on A and b (pm.sample's choice before PolyaGammaGibbs existed);
 * ``ibpgibbs_pg`` — ``pmi.IBPGibbs`` on Z and ``pmi.PolyaGammaGibbs`` on A and b only (what
@@ -34,9 +37,10 @@ from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._mixing_stats import ess_bulk, rhat
 
 COLS = ["sampler", "N", "K_max", "chains", "tune", "draws", "K_plus_mean", "K_plus_rhat",
-        "K_plus_ess", "log_lik_rhat", "log_lik_ess", "log_joint_mean", "log_joint_rhat",
-        "log_joint_ess", "log_joint_chain_spread", "wall_s", "log_joint_ess_per_s"]
-SAMPLERS = ["polya_gamma", "ibpgibbs_nuts", "ibpgibbs_pg"]
+        "K_plus_ess", "log_lik_mean", "log_lik_rhat", "log_lik_ess", "log_joint_mean",
+        "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "wall_s",
+        "log_joint_ess_per_s"]
+SAMPLERS = ["polya_gamma", "polya_gamma_collapsed", "ibpgibbs_nuts", "ibpgibbs_pg"]
 
 
 def digits(n, seed):
@@ -60,6 +64,7 @@ def run(sampler, n, k_max, chains, tune, draws, seed):
         b = pm.Normal("b", -1.0, 2.0, shape=X.shape[1])
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
         step = {"polya_gamma": lambda: None,
+                "polya_gamma_collapsed": lambda: [pmi.PolyaGammaGibbs([Z], feature_sweeps=0)],
                 "ibpgibbs_nuts": lambda: [pmi.IBPGibbs([Z]), pm.NUTS([A, b])],
                 "ibpgibbs_pg": lambda: [pmi.IBPGibbs([Z]), pmi.PolyaGammaGibbs([A, b])]
                 }[sampler]()
@@ -73,7 +78,8 @@ def run(sampler, n, k_max, chains, tune, draws, seed):
     return {
         "sampler": sampler, "N": n, "K_max": k_max, "chains": chains, "tune": tune,
         "draws": draws, "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp),
-        "K_plus_ess": ess_bulk(kp), "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
+        "K_plus_ess": ess_bulk(kp), "log_lik_mean": float(ll.mean()),
+        "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
         "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
         "log_joint_ess": ess_bulk(lj), "log_joint_chain_spread": float(np.ptp(lj.mean(axis=1))),
         "wall_s": wall, "log_joint_ess_per_s": ess_bulk(lj) / wall,
@@ -104,10 +110,12 @@ def main():
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b, "
         "K_max = 32, alpha ~ Gamma(2, 1) by IBPAlphaGibbs; 4 chains, cores=2.  polya_gamma: "
-        "pmi.PolyaGammaGibbs on Z, A, b (pm.sample's choice); ibpgibbs_nuts: pmi.IBPGibbs on "
+        "pmi.PolyaGammaGibbs on Z, A, b (pm.sample's choice); polya_gamma_collapsed: the "
+        "same with feature_sweeps=0 (no sweep of Z given A); ibpgibbs_nuts: pmi.IBPGibbs on "
         "Z, NUTS on A and b; ibpgibbs_pg: pmi.IBPGibbs on Z, pmi.PolyaGammaGibbs on A and b.  "
         "Every chain from the step's default start (the surrogate start).",
         "log_joint = ibp_model_logp (the model's log density at the draw, no Jacobians); "
+        "log_lik = ibp_log_lik (the log-likelihood of X at the draw); "
         "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; "
         "log_joint_chain_spread = max - min of the chains' mean log joints (nats); "
         "log_joint_ess_per_s = bulk ESS of the log joint / wall time of pm.sample "

@@ -5,9 +5,10 @@ Data: binary block images generated from the model (``pmi.datasets.block_images`
 ``Z ~ pmi.IBP(2)`` with ``K_max = 16``, ``A ~ Normal(0, 3)``, ``b ~ Normal(-2, 2)``,
 ``X ~ Bernoulli(logit_p = Z @ A + b)``.  The step is driven by hand (``init_z="point"``, from
 the true Z so that K+ is the same at every N): ``WARMUP`` steps, then the median wall time of
-``REPS`` steps, split into the Pólya-Gamma draws, the Z sweep and the (A, b) draw (timed with
-the same kernels on the same state); peak resident memory of the process at the end (the
-largest N runs last) and the log-log slope of the step time against N.
+``REPS`` steps, split into the Pólya-Gamma draws, the Z sweep with A and b integrated out,
+the (A, b) draw and the sweep of Z given A (timed with the same kernels on the same state);
+peak resident memory of the process at the end (the largest N runs last) and the log-log slope
+of the step time against N.
 
     python -m benchmarks.logit_scaling [--quick] [--large]
 """
@@ -24,6 +25,7 @@ from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
 
 COLS = ["N", "D", "K_max", "K_plus", "step_s", "pg_draws_s", "z_sweep_s", "weights_s",
+        "feature_sweep_s",
         "s_per_million_entries", "peak_rss_mb"]
 K_MAX, WARMUP, REPS = 16, 1, 3
 
@@ -80,16 +82,24 @@ def run(n):
         return out, time.perf_counter() - t
 
     W, t_pg = timed(lambda: kernels.polya_gamma_matrix(rng, psi, obs))
-    Y = kappa / W - b
+    Y = kappa / W + 2.0  # b integrated out: its prior mean -2 moved into Y
+    Zb = np.concatenate([Zc, np.ones((n, 1), dtype=np.int8)], axis=1)
+    V = np.column_stack([np.repeat(sa2[:, None], K_MAX, axis=1), np.full(d, 4.0)])
     _, t_sweep = timed(lambda: kernels.logit_collapsed_sweep(
-        rng, Zc.copy(), Y, W, sa2, Zc.sum(axis=0).astype(np.int64), 2.0, 1.0,
-        kernels.NO_LOGODDS, True))
+        rng, Zb.copy(), Y, W, V, Zc.sum(axis=0).astype(np.int64), 2.0, 1.0,
+        kernels.NO_LOGODDS, True, 1))
     _, t_w = timed(lambda: kernels.draw_logit_weights(
         rng, Zc, np.ascontiguousarray(kappa - W * b), W, sa2, np.full(d, -2.0),
         np.full(d, 4.0), True))
+    A = np.ascontiguousarray(point["A"], dtype=np.float64)
+    X01 = np.asarray(X, dtype=np.float64)
+    _, t_f = timed(lambda: kernels.logit_feature_sweep(
+        rng, Zc.copy(), X01, obs, psi.copy(), A, Zc.sum(axis=0).astype(np.int64), 1.0,
+        kernels.NO_LOGODDS, True))
     step_s = float(np.median(times))
     return {"N": n, "D": d, "K_max": K_MAX, "K_plus": int(stats["ibp_n_active"]),
             "step_s": step_s, "pg_draws_s": t_pg, "z_sweep_s": t_sweep, "weights_s": t_w,
+            "feature_sweep_s": t_f,
             "s_per_million_entries": step_s / (n * d) * 1e6,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
@@ -117,9 +127,9 @@ def main():
         "Binary block images from the model (logit 4 Z A - 2, D = 36); pmi.PolyaGammaGibbs on "
         "Z, A, b with K_max = 16, started at the true Z (init_z='point'); step_s = median of "
         f"{REPS} steps after {WARMUP} warm-up step(s), one process, one core for the kernels.",
-        "pg_draws_s, z_sweep_s, weights_s: the step's three kernels timed once each (after "
-        "one untimed call) on the state reached (Pólya-Gamma draws, Z sweep with A "
-        "integrated out, (A, b) draw); "
+        "pg_draws_s, z_sweep_s, weights_s, feature_sweep_s: the step's four kernels timed "
+        "once each (after one untimed call) on the state reached (Pólya-Gamma draws, Z sweep "
+        "with A and b integrated out, (A, b) draw, sweep of Z given A); "
         "peak_rss_mb: the process's peak resident memory after that size (sizes run in "
         "increasing order).",
         f"log-log slope of step_s against N: {slope:.2f}.",

@@ -18,6 +18,8 @@ Sollich 2007):
 * the prior log-odds of ``z_nk = 1`` given the other rows, ``log m₋ₙ/(N-1-m₋ₙ+β)`` for
   ``m₋ₙ > 0`` (:func:`prior_logodds`), and the rate ``αβ/(N-1+β)`` of the Poisson number of new
   features of one row (:func:`log_birth_rate`);
+* the prior ratio of a column of size ``m`` split into two of sizes ``m1``, ``m2``,
+  ``log αβ + log B(m1,·) + log B(m2,·) - log B(m,·)`` (:func:`log_split_prior`);
 * the truncation normaliser ``log P(K+ <= K_max) = log PoissonCDF(K_max; α S_N(β))``
   (:func:`log_truncation`);
 * the log pmf of :class:`pymc_ibp.IBP` (the IBP restricted to ``K+ <= K_max`` with its columns in
@@ -53,6 +55,7 @@ __all__ = [
     "log_beta_term",
     "log_birth_rate",
     "log_poisson_cdf",
+    "log_split_prior",
     "log_truncation",
     "log_truncation_symbolic",
     "prior_logodds",
@@ -81,6 +84,17 @@ def ibp_mass(alpha, beta, n):
 def log_beta_term(m, n, beta):
     """``log B(m, N-m+β)``: one non-empty column of size ``m`` in the IBP pmf."""
     return math.lgamma(m) + math.lgamma(n - m + beta) - math.lgamma(n + beta)
+
+
+@numba.njit(cache=True)
+def log_split_prior(m1, m2, m, n, alpha, beta):
+    """``log π(Z_split)/π(Z_merged)`` for the labelled, truncated :class:`pymc_ibp.IBP`
+    (Ghahramani, Griffiths & Sollich 2007) when a column of size ``m`` becomes two of sizes
+    ``m1``, ``m2`` in one of the empty slots: ``log αβ + log B(m1, N-m1+β) + log B(m2,
+    N-m2+β) - log B(m, N-m+β)``, the ``(K_max - K+)!`` of the slots cancelled by the uniform
+    choice of the empty slot (:mod:`pymc_ibp.step_methods.kernels.split_merge`)."""
+    return (math.log(alpha * beta) + log_beta_term(m1, n, beta) + log_beta_term(m2, n, beta)
+            - log_beta_term(m, n, beta))
 
 
 @numba.njit(cache=True)

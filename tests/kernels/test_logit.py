@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 
+from pymc_ibp.distributions.ibp_math import ibp_log_pmf
 from pymc_ibp.step_methods import kernels
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
 
 
 def pg_variance(c):
@@ -40,21 +42,23 @@ def test_polya_gamma_moments_and_laplace_transform(c):
 def test_logit_sweep_rank_one_updates_do_not_drift():
     """After a whole sweep of 600 rows (each removed and re-added by rank-one updates in every
     column's posterior) the kept covariances equal the ones recomputed from the new Z; the
-    column counts follow Z."""
+    column counts follow Z; the fixed last column (the offset's ones) is left as it was."""
     rng = np.random.default_rng(0)
     n, k, d = 600, 12, 5
-    Z = (rng.random((n, k)) < 0.3).astype(np.int64)
-    Z[:, -3:] = 0  # empty slots: births
+    Z = (rng.random((n, k + 1)) < 0.3).astype(np.int8)
+    Z[:, -4:-1] = 0  # empty slots: births
+    Z[:, -1] = 1  # the offset's column
     obs = rng.random((n, d)) > 0.1
     W = kernels.polya_gamma_matrix(rng, rng.normal(0.0, 3.0, (n, d)), obs)
     Y = np.where(obs, rng.normal(size=(n, d)) / np.where(obs, W, 1.0), 0.0)
-    sa2 = np.array([2.0, 0.5, 1.0, 3.0, 1.5])
-    m = Z.sum(axis=0).astype(np.int64)
-    flips, refreshes, P = kernels.logit_collapsed_sweep(rng, Z, Y, W, sa2, m, 2.0, 1.0,
-                                                        kernels.NO_LOGODDS, True)
+    V = rng.uniform(0.5, 3.0, (d, k + 1))
+    m = Z[:, :k].sum(axis=0).astype(np.int64)
+    flips, refreshes, P = kernels.logit_collapsed_sweep(rng, Z, Y, W, V, m, 2.0, 1.0,
+                                                        kernels.NO_LOGODDS, True, 1)
     assert flips > 100
-    np.testing.assert_array_equal(m, Z.sum(axis=0))
-    P_exact, _ = kernels.logit_precisions(Z, W, Y, sa2)
+    assert np.all(Z[:, -1] == 1)
+    np.testing.assert_array_equal(m, Z[:, :k].sum(axis=0))
+    P_exact, _ = kernels.logit_precisions(Z, W, Y, V)
     np.testing.assert_allclose(P, P_exact, rtol=0, atol=1e-9 * np.abs(P_exact).max())
 
 
@@ -83,3 +87,46 @@ def test_logit_weight_draws_match_their_gaussian_conditional():
         np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05 * np.abs(cov).max())
     A, b = kernels.draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, False)
     assert np.all(b == 0.0) and A.shape == (k, d)
+
+
+@pytest.mark.parametrize("prior", ["ibp", "per-entry"])
+def test_logit_feature_sweep_leaves_its_conditional_invariant(prior):
+    """i.i.d. draws of the exact p(Z | A, b, X) (the IBP pmf, or independent per-entry
+    log-odds, times the Bernoulli-logit likelihood; one entry missing) pushed through one
+    sweep must still follow it (χ²); the linear predictor is kept up to date."""
+    n, k, d, alpha = 3, 3, 3, 2.0
+    rng = np.random.default_rng(7)
+    A = rng.normal(0.0, 1.5, (k, d))
+    b = np.array([-0.5, 0.3, 0.0])
+    X = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]], dtype=float)
+    obs = np.ones((n, d), dtype=bool)
+    obs[2, 1] = False
+    logodds = rng.normal(0.0, 1.0, (n, k))
+    mats = all_binary_matrices(n, k)
+    logp = np.empty(len(mats))
+    for t, Z in enumerate(mats):
+        psi = Z @ A + b
+        ll = np.sum(np.where(obs, X * psi - np.logaddexp(0.0, psi), 0.0))
+        lp = (ibp_log_pmf(Z.sum(axis=0), n, k, alpha, 1.0) if prior == "ibp"
+              else np.sum(Z * logodds - np.logaddexp(0.0, logodds)))
+        logp[t] = ll + lp
+    post = np.exp(logp - logp.max())
+    post /= post.sum()
+    n_draws = 30000
+    out = np.empty(n_draws, dtype=np.int64)
+    flips = 0
+    for t, i in enumerate(rng.choice(len(mats), size=n_draws, p=post)):
+        Z = mats[i].astype(np.int8)
+        m = mats[i].sum(axis=0).astype(np.int64)
+        psi = Z @ A + b
+        flips += kernels.logit_feature_sweep(
+            rng, Z, X, obs, psi, A, m, 1.0,
+            kernels.NO_LOGODDS if prior == "ibp" else logodds, prior == "ibp")
+        np.testing.assert_allclose(psi, Z @ A + b, atol=1e-12)
+        if prior == "ibp":  # the counts are kept with the IBP prior only
+            np.testing.assert_array_equal(m, Z.sum(axis=0))
+        out[t] = codes(Z[None].astype(np.int64))[0]
+    assert flips > 0.2 * n_draws
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * n_draws)
+    assert res.pvalue > 1e-3, res

@@ -76,14 +76,15 @@ def batch_se(x, n_batches=50):
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
-def test_exact_posterior_with_features_and_offsets_integrated_out():
+@pytest.mark.parametrize("feature_sweeps", [1, 0])
+def test_exact_posterior_with_features_and_offsets_integrated_out(feature_sweeps):
     """pmi.IBP(1.5) prior on a 3 x 2 Z, A ~ N(0, 1.5²), b ~ N(-0.5, 1): p(Z | X) with A and b
     integrated out (Gauss–Hermite quadrature, 27,000 nodes per column) vs the visit
     frequencies of PolyaGammaGibbs (χ² over all 64 labelled matrices), and E[b_0 | X] vs the
-    mean of its draws."""
+    mean of its draws; with and without the sweep of Z given A."""
     model = logit_model(X_BIN)
     with model:
-        step = pmi.PolyaGammaGibbs()
+        step = pmi.PolyaGammaGibbs(feature_sweeps=feature_sweeps)
     assert {v.name for v in step.vars} == {"Z", "A", "b"}
     mats = all_binary_matrices(N, K)
     lml, expect = quadrature(mats, X_BIN.astype(float), B_SD)
@@ -344,3 +345,9 @@ def test_models_it_cannot_take_are_told_what_it_needs():
         pm.Bernoulli("X", logit_p=Z @ A, observed=bad)
         with pytest.raises(pmi.DataError, match=r"2.0 at \(row 4, column 2\)"):
             pmi.PolyaGammaGibbs([Z])
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(10, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 3))
+        pm.Bernoulli("X", logit_p=Z @ A, observed=X)
+        with pytest.raises(ValueError, match="feature_sweeps must be an integer >= 0"):
+            pmi.PolyaGammaGibbs([Z], feature_sweeps=-1)

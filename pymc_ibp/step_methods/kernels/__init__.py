@@ -14,9 +14,10 @@ module                    concept
 ``split_merge``           split–merge Metropolis–Hastings moves
 ``pair_swaps``            pattern swaps of feature pairs (complement modes)
 ``polya_gamma``           exact Pólya-Gamma ``PG(1, c)`` draws (the logit augmentation)
-``logit``                 the Bernoulli-logit model given its Pólya-Gamma variables: ``Z``
-                          sweep with ``A`` integrated out (one posterior per column), exact
-                          ``(A, b)`` draws
+``logit``                 the Bernoulli-logit model: given its Pólya-Gamma variables a ``Z``
+                          sweep with ``A`` (and ``b``) integrated out (one posterior per
+                          column) and exact ``(A, b)`` draws; a ``Z`` sweep given ``A`` under
+                          the exact likelihood
 ========================  =====================================================================
 
 The IBP's own formulas (mass, log-Beta terms, prior log-odds, birth rate, truncation
@@ -42,6 +43,7 @@ from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, f
 from pymc_ibp.step_methods.kernels.logit import (
     draw_logit_weights,
     logit_collapsed_sweep,
+    logit_feature_sweep,
     logit_precisions,
 )
 from pymc_ibp.step_methods.kernels.pair_swaps import pair_pattern_swaps
@@ -106,6 +108,7 @@ __all__ = [
     "gibbs_row_entries",
     "log_joint_of",
     "logit_collapsed_sweep",
+    "logit_feature_sweep",
     "logit_precisions",
     "noise_blocks",
     "observed_loglik",

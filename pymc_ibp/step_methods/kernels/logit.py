@@ -36,17 +36,27 @@ import numba
 import numpy as np
 
 from pymc_ibp._numba_utils import bernoulli_logodds
-from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
+from pymc_ibp.distributions.ibp_math import (
+    ibp_entry_logodds,
+    log_birth_rate,
+    prior_logodds,
+)
 from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 
-__all__ = ["draw_logit_weights", "logit_collapsed_sweep", "logit_precisions"]
+__all__ = [
+    "draw_logit_weights",
+    "logit_feature_sweep",
+    "logit_collapsed_sweep",
+    "logit_precisions",
+]
 
 _MIN_DENOM = 1e-10  # a downdate with 1 - ω z P zᵀ below this is recomputed instead
 
 
 @numba.njit(cache=True)
-def _column_cov(Z, W, sa2, d, skip):
-    """``P_d`` with row ``skip`` left out (``skip = -1``: every row)."""
+def _column_cov(Z, W, V, d, skip):
+    """``P_d`` with row ``skip`` left out (``skip = -1``: every row); ``V[d]`` the prior
+    variances of column ``d``'s coefficients."""
     n, k = Z.shape
     M = np.zeros((k, k))
     for i in range(n):
@@ -59,20 +69,21 @@ def _column_cov(Z, W, sa2, d, skip):
                     if Z[i, b] != 0:
                         M[a, b] += w
     for a in range(k):
-        M[a, a] += 1.0 / sa2[d]
+        M[a, a] += 1.0 / V[d, a]
     P, _ = chol_inverse(M)
     return P
 
 
 @numba.njit(cache=True)
-def logit_precisions(Z, W, Y, sa2):
-    """``(P, h)``: ``P[d] = P_d`` (``D x K x K``) and ``h[d] = Z^\top Ω_d y_d``."""
+def logit_precisions(Z, W, Y, V):
+    """``(P, h)``: ``P[d] = P_d`` (``D x K x K``) and ``h[d] = Z^\top Ω_d y_d``, ``V`` (``D x
+    K``) the prior variances of the coefficients."""
     n, k = Z.shape
     d = W.shape[1]
     P = np.empty((d, k, k))
     h = np.zeros((d, k))
     for j in range(d):
-        P[j] = _column_cov(Z, W, sa2, j, -1)
+        P[j] = _column_cov(Z, W, V, j, -1)
         for i in range(n):
             if W[i, j] != 0.0:
                 for a in range(k):
@@ -87,19 +98,23 @@ def _gauss_ll(y, s, v):
 
 
 @numba.njit(cache=True)
-def logit_collapsed_sweep(rng, Z, Y, W, sa2, m, alpha, beta, logodds, use_counts):
+def logit_collapsed_sweep(rng, Z, Y, W, V, m, alpha, beta, logodds, use_counts, n_fixed):
     """One Gibbs sweep over every entry of ``Z`` (in place) with ``A`` integrated out given
     the Pólya-Gamma precisions ``W`` (``N x D``, 0 at missing entries) and pseudo-observations
-    ``Y``.  ``use_counts``: the IBP prior (column counts ``m`` kept up to date, births into
-    empty slots at rate ``αβ/(N-1+β)``); else the per-entry prior ``logodds`` (``N x K``).
+    ``Y``; ``V`` (``D x K``) the prior variances of the coefficients.  The last ``n_fixed``
+    columns of ``Z`` are fixed covariates (a column of ones: the offset ``b``, integrated out
+    with ``A``) and are not sampled.  ``use_counts``: the IBP prior on the other ``K_max``
+    columns (column counts ``m`` kept up to date, births into empty slots at rate
+    ``αβ/(N-1+β)``); else the per-entry prior ``logodds`` (``N x K_max``).
     Returns ``(flips, refreshes, P)``: the entries changed, the downdates recomputed from
     scratch, and the ``D x K x K`` posterior covariances kept by the rank-one updates at the
     end of the sweep (equal to :func:`logit_precisions` of the new ``Z`` up to rounding)."""
-    n, k_max = Z.shape
+    n, k_tot = Z.shape
+    k_max = k_tot - n_fixed
     d = W.shape[1]
-    P, h = logit_precisions(Z, W, Y, sa2)
-    mu = np.zeros((d, k_max))
-    u = np.zeros((d, k_max))
+    P, h = logit_precisions(Z, W, Y, V)
+    mu = np.zeros((d, k_tot))
+    u = np.zeros((d, k_tot))
     s = np.zeros(d)
     v = np.zeros(d)
     log_lam = log_birth_rate(alpha, beta, n) if use_counts else 0.0
@@ -109,10 +124,10 @@ def logit_collapsed_sweep(rng, Z, Y, W, sa2, m, alpha, beta, logodds, use_counts
             n_active += 1
     flips = 0
     refreshes = 0
-    z = np.zeros(k_max)
+    z = np.zeros(k_tot)
     order = np.arange(k_max)
     for i in range(n):
-        for k in range(k_max):
+        for k in range(k_tot):
             z[k] = Z[i, k]
         # ---- remove row i from every column's posterior
         for j in range(d):
@@ -120,9 +135,9 @@ def logit_collapsed_sweep(rng, Z, Y, W, sa2, m, alpha, beta, logodds, use_counts
             Pj = P[j]
             if w != 0.0:
                 c = 0.0
-                for a in range(k_max):
+                for a in range(k_tot):
                     acc = 0.0
-                    for b in range(k_max):
+                    for b in range(k_tot):
                         if z[b] != 0.0:
                             acc += Pj[a, b]
                     u[j, a] = acc
@@ -131,24 +146,24 @@ def logit_collapsed_sweep(rng, Z, Y, W, sa2, m, alpha, beta, logodds, use_counts
                 denom = 1.0 - w * c
                 if denom > _MIN_DENOM:
                     f = w / denom
-                    for a in range(k_max):
+                    for a in range(k_tot):
                         if u[j, a] != 0.0:
                             fa = f * u[j, a]
-                            for b in range(k_max):
+                            for b in range(k_tot):
                                 Pj[a, b] += fa * u[j, b]
                 else:
-                    P[j] = _column_cov(Z, W, sa2, j, i)
+                    P[j] = _column_cov(Z, W, V, j, i)
                     refreshes += 1
-                for a in range(k_max):
+                for a in range(k_tot):
                     if z[a] != 0.0:
                         h[j, a] -= w * Y[i, j]
             Pj = P[j]
             sj = 0.0
             vj = 0.0
-            for a in range(k_max):
+            for a in range(k_tot):
                 acc = 0.0
                 acc_u = 0.0
-                for b in range(k_max):
+                for b in range(k_tot):
                     acc += Pj[a, b] * h[j, b]
                     if z[b] != 0.0:
                         acc_u += Pj[a, b]
@@ -189,7 +204,7 @@ def logit_collapsed_sweep(rng, Z, Y, W, sa2, m, alpha, beta, logodds, use_counts
                 for j in range(d):
                     s[j] += sign * mu[j, k]
                     v[j] += sign * 2.0 * u[j, k] + P[j, k, k]
-                    for a in range(k_max):
+                    for a in range(k_tot):
                         u[j, a] += sign * P[j, a, k]
                 z[k] = new
                 Z[i, k] = new
@@ -203,10 +218,10 @@ def logit_collapsed_sweep(rng, Z, Y, W, sa2, m, alpha, beta, logodds, use_counts
                 continue
             f = w / (1.0 + w * v[j])
             Pj = P[j]
-            for a in range(k_max):
+            for a in range(k_tot):
                 if u[j, a] != 0.0:
                     fa = f * u[j, a]
-                    for b in range(k_max):
+                    for b in range(k_tot):
                         Pj[a, b] -= fa * u[j, b]
                 if z[a] != 0.0:
                     h[j, a] += w * Y[i, j]
@@ -257,3 +272,57 @@ def draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, with_b):
         if with_b:
             b[j] = x[k]
     return A, b
+
+
+@numba.njit(cache=True)
+def _bern_logit_ll(x, psi):
+    """``log p(x | ψ)`` of one Bernoulli-logit entry: ``xψ - log(1 + e^ψ)``."""
+    if psi > 0.0:
+        return (x - 1.0) * psi - math.log1p(math.exp(-psi))
+    return x * psi - math.log1p(math.exp(psi))
+
+
+@numba.njit(cache=True)
+def logit_feature_sweep(rng, Z, X, obs, psi, A, m, beta, logodds, use_counts):
+    """One Gibbs sweep over the entries of ``Z`` given the feature matrix ``A`` under the exact
+    Bernoulli-logit likelihood (no augmentation): ``z_nk`` flips with log-odds prior log-odds
+    ``+ Σ_d [log p(x_nd | ψ_nd ± A_kd) - log p(x_nd | ψ_nd)]`` over the observed entries
+    (``obs``), the linear predictor ``psi`` (``N x D``) kept up to date.  With the IBP prior
+    (``use_counts``) only entries whose column has other owners are visited (the column stays
+    non-empty either way, so the set visited does not depend on the entry); with a per-entry
+    prior (``logodds``) every entry.  ``O(N K D)``.  Returns the number of flips."""
+    n, k_max = Z.shape
+    d = X.shape[1]
+    flips = 0
+    order = np.arange(k_max)
+    for i in range(n):
+        for a in range(k_max - 1, 0, -1):
+            b = int(rng.random() * (a + 1))
+            order[a], order[b] = order[b], order[a]
+        for t in range(k_max):
+            k = order[t]
+            old = Z[i, k]
+            if use_counts:
+                mk = m[k] - old
+                if mk == 0:
+                    continue
+                lo = prior_logodds(mk, n, beta)
+            else:
+                lo = logodds[i, k]
+            sign = 1.0 - 2.0 * old  # +1: switch on, -1: switch off
+            diff = 0.0  # log p(row | z_nk flipped) - log p(row | z)
+            for j in range(d):
+                if obs[i, j]:
+                    p0 = psi[i, j]
+                    diff += _bern_logit_ll(X[i, j], p0 + sign * A[k, j]) - _bern_logit_ll(
+                        X[i, j], p0)
+            x = lo + diff if old == 0 else lo - diff
+            new = bernoulli_logodds(rng, x)
+            if new != old:
+                flips += 1
+                Z[i, k] = new
+                for j in range(d):
+                    psi[i, j] += sign * A[k, j]
+                if use_counts:
+                    m[k] = mk + new
+    return flips

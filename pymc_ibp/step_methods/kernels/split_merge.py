@@ -71,7 +71,7 @@ import numba
 import numpy as np
 
 from pymc_ibp._numba_utils import categorical_logp, partial_shuffle
-from pymc_ibp.distributions.ibp_math import log_beta_term
+from pymc_ibp.distributions.ibp_math import log_beta_term, log_split_prior
 from pymc_ibp.step_methods.kernels.gaussian import (
     collapsed_loglik,
     posterior_from_stats,
@@ -105,8 +105,7 @@ def _log_split_ratio(ll_split, ll_merged, m1, m2, mm, kplus_merged, n, alpha, be
     ``a_m`` in place of ``q``).
     """
     log_am = -mm * _LOG3 - math.log1p(-2.0 * math.exp(-mm * _LOG3))
-    return (ll_split - ll_merged + math.log(alpha * beta) + log_beta_term(m1, n, beta)
-            + log_beta_term(m2, n, beta) - log_beta_term(mm, n, beta)
+    return (ll_split - ll_merged + log_split_prior(m1, m2, mm, n, alpha, beta)
             - math.log(kplus_merged + 1.0) - log_am)
 
 
@@ -436,7 +435,6 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
             nr += 1
     _shuffle(rng, rows, nr)
     Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
-    log_ab = math.log(alpha * beta)
     if split:
         logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
                                       noise, False, alloc)
@@ -460,8 +458,7 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
             log_sel += (math.log(col_k * 1.0) + math.log(mm * (mm - 1.0))
                         - math.log((col_k + 1.0) * col_k) - math.log(u1 * 1.0)
                         - math.log(u2 * 1.0))
-        log_acc = (ll_new - ll + log_ab + log_beta_term(m1, n, beta)
-                   + log_beta_term(m2, n, beta) - log_beta_term(mm, n, beta) - logq + log_sel)
+        log_acc = ll_new - ll + log_split_prior(m1, m2, mm, n, alpha, beta) - logq + log_sel
     else:
         Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
         logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
@@ -480,8 +477,7 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
         m1 = m[s1]
         m2 = m[s2]
         mm = nr + 2
-        log_acc = (ll_new - ll - log_ab - log_beta_term(m1, n, beta)
-                   - log_beta_term(m2, n, beta) + log_beta_term(mm, n, beta) + logq + log_sel)
+        log_acc = ll_new - ll - log_split_prior(m1, m2, mm, n, alpha, beta) + logq + log_sel
     if math.log(rng.random()) >= log_acc:
         return False, ll
     for q in range(nr + 2):
