@@ -10,9 +10,10 @@ Bernoulli likelihood on the logit scale:
 
 This is not linear-Gaussian, so `pmi.AcceleratedGibbs` does not apply; it is the logit
 pattern, so pm.sample gives Z, A and b to `pmi.PolyaGammaGibbs`: Pólya-Gamma auxiliary
-variables make the likelihood Gaussian, Z is Gibbs-sampled with A integrated out, then A and
-b are drawn exactly; each chain starts from features found on a linear-Gaussian surrogate of
-the data.  alpha gets `pmi.IBPAlphaGibbs`.
+variables make the likelihood Gaussian, Z is Gibbs-sampled with A and b integrated out, A and
+b are drawn exactly, then Z is swept once more given A under the exact likelihood; each chain
+starts from features found on a linear-Gaussian surrogate of the data.  alpha gets
+`pmi.IBPAlphaGibbs`.
 
 Output (in --out, default digits_output/): features.png, the posterior-mean features
 (relabelled across draws) as 8x8 log-odds images, and the mean image.
@@ -84,7 +85,15 @@ def main():
 
     # ---- label-invariant summary ------------------------------------------------------------
     print("\nLabel-invariant summary (K+ = ibp_n_active, m_sorted = feature sizes):")
-    print(pmi.summary(idata).head(8).to_string())
+    table = pmi.summary(idata)
+    print(table.head(8).to_string())
+    worst = float(table["r_hat"].max())
+    if worst > 1.01:
+        print(f"\nR-hat up to {worst:.2f}: the chains do not agree yet.  This posterior has "
+              "several modes and its chains need thousands of iterations (docs: "
+              "PolyaGammaGibbs, 'Measured', for what 4 x 1800 iterations reach); before "
+              "using the features, run longer (e.g. --tune 600 --draws 1200 --chains 4) and "
+              "check R-hat again.")
     hit = float(idata["sample_stats"]["ibp_kmax_hit"].mean())
     if hit > 0:
         print(f"\nAll K_max={args.k_max} slots were in use in {100 * hit:.0f}% of the draws: the "
