@@ -107,9 +107,9 @@ class PolyaGammaGibbs(BlockedStep):
     ``Z = pm.Bernoulli(p=...)`` (e.g. under :class:`pymc_ibp.IBPStickBreaking`).  Then column
     ``d`` of ``[A; b]`` is drawn from its Gaussian conditional given ``Z`` and ``ω`` (Polson,
     Scott & Windle 2013, §3.1), ``Z`` again given ``A`` and ``b`` under the exact likelihood
-    (``feature_sweeps`` times; entries of non-empty columns for the IBP, every entry for a
-    per-entry prior), and missing entries of ``X`` from ``Bernoulli(σ(ψ))``.  Each draw is
-    exact, so the chain targets the model's posterior exactly; a step costs
+    (``feature_sweeps`` times; for the IBP the entries whose column has another owner, for a
+    per-entry prior every entry), and missing entries of ``X`` from ``Bernoulli(σ(ψ))``.
+    Each draw is exact, so the chain targets the model's posterior exactly; a step costs
     :math:`O(N D K_{max}^2)` and memory :math:`O(N D + D K_{max}^2)`.
 
     ``pm.sample`` assigns this step to ``Z``, ``A``, ``b`` and the imputed ``X`` of every model
