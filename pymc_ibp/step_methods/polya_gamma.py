@@ -361,12 +361,12 @@ class PolyaGammaGibbs(BlockedStep):
                 b = b_new
                 new[self.b_name] = b.astype(point[self.b_name].dtype, copy=False)
         psi = Z @ A + b + off
+        x = self._kappa + 0.5 if self.update_z else None  # the data, read where observed
         if self.update_z and self.feature_sweeps:
-            X01 = np.where(obs, self._kappa + 0.5, 0.0)
-            m = Z.sum(axis=0).astype(np.int64)
+            # m: the column counts, kept by the collapsed sweep
             for _ in range(self.feature_sweeps):
                 flips += kernels.logit_feature_sweep(
-                    self.rng, Z, X01, obs, psi, np.ascontiguousarray(A), m,
+                    self.rng, Z, x, obs, psi, np.ascontiguousarray(A), m,
                     self.mode.beta if self.mode.counts else 1.0,
                     kernels.NO_LOGODDS if self.mode.counts else self.mode.logodds,
                     self.mode.counts)
@@ -384,8 +384,7 @@ class PolyaGammaGibbs(BlockedStep):
         if hit and self.mode.counts and not self.warned and self.sweeps > self.n_tune:
             self.warned = True
             warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max)
-        loglik = float(np.sum(np.where(obs, (self._kappa + 0.5) * psi
-                                       - np.logaddexp(0.0, psi), 0.0)))
+        loglik = float(np.sum(np.where(obs, x * psi - np.logaddexp(0.0, psi), 0.0)))
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                   "ibp_model_logp": (float(self._model_logp(new)) if self._model_logp is not None
                                      else np.nan),
