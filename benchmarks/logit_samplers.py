@@ -21,8 +21,14 @@ Reported: R-hat and bulk ESS (ArviZ) of K+, of the log-likelihood and of the log
 log joints, the wall time of ``pm.sample`` and the log joint's bulk ESS per second.
 
     python -m benchmarks.logit_samplers [--quick] [--tune T --draws D] [--samplers ...]
+        [--replicates R]
 
-Other chain lengths than the default 150 + 300 are saved as ``logit_samplers_long``.
+Other chain lengths than the default 150 + 300 are saved as ``logit_samplers_long``.  On this
+posterior one run's R-hat says little: with the same data and sampler, runs that differ only in
+the chains' seeds gave log-joint R-hats from 1.04 to 1.65 (4 x (150 + 300)).
+``--replicates R`` runs every sampler with ``R`` chain seeds (the data fixed) and adds a table of
+the median and range of each statistic over the runs (saved as ``logit_samplers_replicates``,
+with the length appended when it is not the default).
 """
 
 from __future__ import annotations
@@ -36,11 +42,14 @@ from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._mixing_stats import ess_bulk, rhat
 
-COLS = ["sampler", "N", "K_max", "chains", "tune", "draws", "K_plus_mean", "K_plus_rhat",
-        "K_plus_ess", "log_lik_mean", "log_lik_rhat", "log_lik_ess", "log_joint_mean",
-        "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "wall_s",
+COLS = ["sampler", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
+        "K_plus_rhat", "K_plus_ess", "log_lik_mean", "log_lik_rhat", "log_lik_ess",
+        "log_joint_mean", "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "wall_s",
         "log_joint_ess_per_s"]
 SAMPLERS = ["polya_gamma", "polya_gamma_collapsed", "ibpgibbs_nuts", "ibpgibbs_pg"]
+#: statistics summarised over replicate runs (median, min, max)
+SUMMARY = ["log_joint_rhat", "log_joint_ess", "K_plus_rhat", "K_plus_ess", "log_lik_rhat",
+           "log_lik_ess", "log_lik_mean", "wall_s", "log_joint_ess_per_s"]
 
 
 def digits(n, seed):
@@ -51,11 +60,14 @@ def digits(n, seed):
     return (data.data[rows] > 7).astype("int64")
 
 
-def run(sampler, n, k_max, chains, tune, draws, seed):
+def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
+    """One ``pm.sample`` run: the data drawn with ``seed``, the chains with ``chain_seed``
+    (default ``seed``)."""
     import pymc as pm
 
     import pymc_ibp as pmi
 
+    chain_seed = seed if chain_seed is None else chain_seed
     X = digits(n, seed)
     with pm.Model():
         alpha = pm.Gamma("alpha", 2.0, 1.0)
@@ -70,14 +82,14 @@ def run(sampler, n, k_max, chains, tune, draws, seed):
                 }[sampler]()
         t = time.perf_counter()
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2, step=step,
-                          random_seed=seed, compute_convergence_checks=False,
+                          random_seed=chain_seed, compute_convergence_checks=False,
                           progressbar=False, var_names=["alpha"])
         wall = time.perf_counter() - t
     ss = idata["sample_stats"]
     kp, ll, lj = (ss[k].values for k in ("ibp_n_active", "ibp_log_lik", "ibp_model_logp"))
     return {
-        "sampler": sampler, "N": n, "K_max": k_max, "chains": chains, "tune": tune,
-        "draws": draws, "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp),
+        "sampler": sampler, "chain_seed": chain_seed, "N": n, "K_max": k_max, "chains": chains,
+        "tune": tune, "draws": draws, "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp),
         "K_plus_ess": ess_bulk(kp), "log_lik_mean": float(ll.mean()),
         "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
         "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
@@ -92,7 +104,11 @@ def main():
     ap.add_argument("--samplers", nargs="+", default=SAMPLERS, choices=SAMPLERS)
     ap.add_argument("--tune", type=int, default=150, help="tuning iterations (default 150)")
     ap.add_argument("--draws", type=int, default=300, help="kept draws per chain (default 300)")
+    ap.add_argument("--replicates", type=int, default=1,
+                    help="runs per sampler with chain seeds seed, seed + 1, ... (default 1)")
     args = ap.parse_args()
+    if args.replicates < 1:
+        ap.error("--replicates must be >= 1")
     quiet()
     info = machine_info()
     if args.quick:
@@ -103,10 +119,15 @@ def main():
               else f" --tune {args.tune} --draws {args.draws}")
     rows = []
     for sampler in args.samplers:
-        rows.append(run(sampler, **cfg))
-        print_table(rows[-1:], COLS)
+        for r in range(args.replicates):
+            rows.append(run(sampler, **cfg, chain_seed=cfg["seed"] + r))
+            print_table(rows[-1:], COLS)
     print()
     print_table(rows, COLS)
+    summary = summarise(rows) if args.replicates > 1 else []
+    if summary:
+        print()
+        print_table(summary, ["sampler", "runs", *SUMMARY])
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b, "
         "K_max = 32, alpha ~ Gamma(2, 1) by IBPAlphaGibbs; 4 chains, cores=2.  polya_gamma: "
@@ -122,12 +143,37 @@ def main():
         "(compilation included).",
         "Command: python -m benchmarks.logit_samplers"
         + (" --quick" if args.quick else "")
-        + f" --samplers {' '.join(args.samplers)}" + length,
+        + f" --samplers {' '.join(args.samplers)}" + length
+        + (f" --replicates {args.replicates}" if args.replicates > 1 else ""),
     ]
+    if summary:
+        notes.insert(2, f"Each sampler ran {args.replicates} times on the same data with chain "
+                        f"seeds {cfg['seed']}..{cfg['seed'] + args.replicates - 1}; the "
+                        "summary gives each statistic's median over the runs and its range "
+                        "[min, max].")
     name = ("logit_samplers_quick" if args.quick
-            else "logit_samplers_long" if length else "logit_samplers")
-    write_results(name, rows, COLS, "Samplers for a Bernoulli-logit IBP model (digits)", notes,
-                  info)
+            else "logit_samplers_replicates" + length.replace(" --", "_").replace(" ", "")
+            if summary else "logit_samplers_long" if length else "logit_samplers")
+    write_results(name, summary if summary else rows, ["sampler", "runs", *SUMMARY]
+                  if summary else COLS, "Samplers for a Bernoulli-logit IBP model (digits)",
+                  notes, info, extra_tables=[("Every run", rows, COLS)] if summary else [],
+                  csv_rows=rows)
+
+
+def summarise(rows):
+    """Per sampler: each statistic of :data:`SUMMARY` as ``"median [min, max]"`` over its runs."""
+    out = []
+    for sampler in dict.fromkeys(r["sampler"] for r in rows):
+        runs = [r for r in rows if r["sampler"] == sampler]
+        row = {"sampler": sampler, "runs": len(runs)}
+        for c in SUMMARY:
+            v = np.array([r[c] for r in runs], dtype=float)
+            digits_ = 0 if c in ("log_lik_mean", "wall_s") else 1 if c.endswith("ess") else 2 \
+                if c.endswith("rhat") else 3
+            row[c] = (f"{np.median(v):.{digits_}f} [{v.min():.{digits_}f}, "
+                      f"{v.max():.{digits_}f}]")
+        out.append(row)
+    return out
 
 
 if __name__ == "__main__":

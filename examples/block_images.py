@@ -65,7 +65,7 @@ def main():
     # ---- label-invariant summary ----------------------------------------------------------
     print("\nLabel-invariant posterior summary (ibp_n_active = K+, ibp_log_joint = log p(X, Z),")
     print("m_sorted[i] = size of the i-th largest feature):")
-    print(pmi.summary(idata, var_names=["alpha", "sigma_x", "sigma_a"]).head(9).to_string())
+    print(pmi.summary(idata, var_names=["alpha", "sigma_x", "sigma_a"]).head(10).to_string())
 
     metrics = pmi.heldout_metrics(idata, data.X, mask, last=50)
     print("\nHeld-out pixels (10%, last 50 draws per chain):")

@@ -89,11 +89,12 @@ def main():
     print(table.head(8).to_string())
     worst = float(table["r_hat"].max())
     if worst > 1.01:
-        print(f"\nR-hat up to {worst:.2f}: the chains do not agree yet.  This posterior has "
-              "several modes and its chains need thousands of iterations (docs: "
-              "PolyaGammaGibbs, 'Measured', for what 4 x 1800 iterations reach); before "
-              "using the features, run longer (e.g. --tune 600 --draws 1200 --chains 4) and "
-              "check R-hat again.")
+        print(f"\nR-hat up to {worst:.2f}: the chains do not agree yet.  This posterior mixes "
+              "slowly along how many ones Z holds (the log-likelihood, ibp_log_lik, above "
+              "all; docs: PolyaGammaGibbs, 'Measured': even pm.sample's default 4 x (1000 + "
+              "1000) iterations leave its R-hat above 1.1); before using the features, run "
+              "longer and more chains (e.g. --tune 1000 --draws 2000 --chains 4) and check "
+              "R-hat again.")
     hit = float(idata["sample_stats"]["ibp_kmax_hit"].mean())
     if hit > 0:
         print(f"\nAll K_max={args.k_max} slots were in use in {100 * hit:.0f}% of the draws: the "

@@ -77,7 +77,7 @@ def main():
                           initvals=fit.initvals(), progressbar=False,
                           compute_convergence_checks=False)
     print("\nMCMC started from the variational fit:")
-    print(pmi.summary(idata, var_names=["alpha", "sigma_x", "sigma_a"]).head(8).to_string())
+    print(pmi.summary(idata, var_names=["alpha", "sigma_x", "sigma_a"]).head(9).to_string())
     fig = pmi.plot_features(idata, image_shape=(6, 6), true_features=data.A)
     fig.savefig(out / "mcmc_features.png", dpi=100)
     print(f"\nPictures in {out}/")

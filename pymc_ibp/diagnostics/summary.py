@@ -32,7 +32,10 @@ from pymc_ibp.step_methods.stats import SEP
 __all__ = ["feature_sizes", "sorted_feature_sizes", "summary"]
 
 _SAMPLE_DIMS = ("chain", "draw")
-DEFAULT_STATS = ("ibp_n_active", "ibp_log_joint")
+#: the label-invariant sample stats summarised by default (when present): K+, the log joint
+#: (``ibp_log_joint``: the collapsed steps; ``ibp_model_logp``: the steps that keep A) and the
+#: log-likelihood
+DEFAULT_STATS = ("ibp_n_active", "ibp_log_joint", "ibp_model_logp", "ibp_log_lik")
 #: name of the rank dimension of the sorted feature sizes (row labels ``m_sorted[0]``, ...)
 RANK_DIM = "m_sorted_dim_0"
 
@@ -157,8 +160,13 @@ def summary(
     ``mcse_mean``, ``mcse_sd``):
 
     1. the sample stats in `stat_names` that exist in ``idata["sample_stats"]`` (by default
-       ``ibp_n_active`` = :math:`K_+` and ``ibp_log_joint``).  If ``ibp_n_active`` is requested
-       but absent it is computed from Z as the number of non-empty columns;
+       ``ibp_n_active`` = :math:`K_+`, the log joint — ``ibp_log_joint`` of the collapsed
+       steps such as :class:`~pymc_ibp.AcceleratedGibbs`, ``ibp_model_logp`` of the steps that
+       keep ``A`` such as :class:`~pymc_ibp.IBPGibbs` and :class:`~pymc_ibp.PolyaGammaGibbs`
+       — and the log-likelihood ``ibp_log_lik``; chains can agree on K+ and disagree on
+       these, e.g. on the digits model of ``docs/step-methods/polya-gamma-gibbs.md``).  If
+       ``ibp_n_active`` is requested but absent it is computed from Z as the number of
+       non-empty columns;
     2. the posterior variables with no dims besides (chain, draw), e.g. ``alpha``,
        ``sigma_x``, ``sigma_a`` — or exactly `var_names` when given (these may have extra dims,
        e.g. ``var_names=["A"]`` after :func:`~pymc_ibp.diagnostics.relabel.relabel`);
@@ -175,16 +183,18 @@ def summary(
         Posterior variables to include instead of the automatically selected scalars.
     z_name : str, default "Z"
         Name of the binary feature-assignment matrix.
-    stat_names : sequence of str, default ("ibp_n_active", "ibp_log_joint")
-        Sample stats to include when present.
+    stat_names : sequence of str, optional
+        Sample stats to include when present; default ``("ibp_n_active", "ibp_log_joint",
+        "ibp_model_logp", "ibp_log_lik")``.
     **summary_kwargs
         Passed to :func:`arviz.summary` (e.g. ``kind=``, ``ci_prob=``, ``round_to="none"``).
 
     Returns
     -------
     pandas.DataFrame
-        ArviZ's summary table; rows are ``ibp_n_active``, ``ibp_log_joint``, the scalar
-        variables, then ``m_sorted[0]``, ``m_sorted[1]``, ...
+        ArviZ's summary table; rows are the sample stats (``ibp_n_active``, ``ibp_log_joint``
+        or ``ibp_model_logp``, ``ibp_log_lik``, those present), the scalar variables, then
+        ``m_sorted[0]``, ``m_sorted[1]``, ...
 
     Raises
     ------

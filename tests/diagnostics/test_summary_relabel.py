@@ -124,6 +124,25 @@ def test_summary_invariant_under_relabelling(idata):
     assert list(a.index) == list(b.index)
 
 
+def test_summary_reports_the_log_joint_and_log_likelihood_of_every_step():
+    """Steps that keep A (IBPGibbs, PolyaGammaGibbs) name their log joint ibp_model_logp:
+    it is summarised by default, as is the log-likelihood ibp_log_lik, and a pair of chains
+    that agree on K+ but sit at different log-likelihoods gets a large R-hat there."""
+    dt = fake_idata()
+    stats = dt["sample_stats"].to_dataset()
+    rng = np.random.default_rng(3)
+    shift = np.repeat([[0.0], [0.0], [60.0], [60.0]], N_DRAWS, axis=1)  # two chains higher
+    stats = stats.rename({"ibp_log_joint": "ibp_model_logp"}).assign(
+        ibp_log_lik=(("chain", "draw"), rng.normal(-300.0, 5.0, (N_CHAINS, N_DRAWS)) + shift))
+    dt = xr.DataTree.from_dict({"posterior": dt["posterior"].to_dataset(),
+                                "sample_stats": stats})
+    s = summary(dt, round_to="none")
+    assert list(s.index[:3]) == ["ibp_n_active", "ibp_model_logp", "ibp_log_lik"]
+    assert s.loc["ibp_model_logp", "r_hat"] < 1.05
+    assert s.loc["ibp_log_lik", "r_hat"] > 1.5
+    assert "ibp_log_lik" not in summary(dt, stat_names=("ibp_n_active",)).index
+
+
 def test_summary_var_names_stats_fallback_and_constant():
     dt = fake_idata(with_stats=False, const_k=True)
     s = summary(dt, var_names=["alpha"], round_to="none")
