@@ -25,7 +25,7 @@ log joints, the wall time of ``pm.sample`` and the log joint's bulk ESS per seco
 
 Other chain lengths than the default 150 + 300 are saved as ``logit_samplers_long``.  On this
 posterior one run's R-hat says little: with the same data and sampler, runs that differ only in
-the chains' seeds gave log-joint R-hats from 1.04 to 1.65 (4 x (150 + 300)).
+the chains' seeds gave log-joint R-hats from 1.12 to 1.65 (4 x (150 + 300)).
 ``--replicates R`` runs every sampler with ``R`` chain seeds (the data fixed) and adds a table of
 the median and range of each statistic over the runs (saved as ``logit_samplers_replicates``,
 with the length appended when it is not the default).
@@ -47,9 +47,11 @@ COLS = ["sampler", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plu
         "log_joint_mean", "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "wall_s",
         "log_joint_ess_per_s"]
 SAMPLERS = ["polya_gamma", "polya_gamma_collapsed", "ibpgibbs_nuts", "ibpgibbs_pg"]
-#: statistics summarised over replicate runs (median, min, max)
-SUMMARY = ["log_joint_rhat", "log_joint_ess", "K_plus_rhat", "K_plus_ess", "log_lik_rhat",
-           "log_lik_ess", "log_lik_mean", "wall_s", "log_joint_ess_per_s"]
+#: statistics summarised over replicate runs (median, min, max), with their decimals
+SUMMARY = {"log_joint_rhat": 2, "log_joint_ess": 1, "K_plus_rhat": 2, "K_plus_ess": 1,
+           "log_lik_rhat": 2, "log_lik_ess": 1, "log_lik_mean": 0, "wall_s": 0,
+           "log_joint_ess_per_s": 3}
+SUMMARY_COLS = ["sampler", "runs", *SUMMARY]
 
 
 def digits(n, seed):
@@ -127,7 +129,7 @@ def main():
     summary = summarise(rows) if args.replicates > 1 else []
     if summary:
         print()
-        print_table(summary, ["sampler", "runs", *SUMMARY])
+        print_table(summary, SUMMARY_COLS)
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b, "
         "K_max = 32, alpha ~ Gamma(2, 1) by IBPAlphaGibbs; 4 chains, cores=2.  polya_gamma: "
@@ -151,13 +153,18 @@ def main():
                         f"seeds {cfg['seed']}..{cfg['seed'] + args.replicates - 1}; the "
                         "summary gives each statistic's median over the runs and its range "
                         "[min, max].")
-    name = ("logit_samplers_quick" if args.quick
-            else "logit_samplers_replicates" + length.replace(" --", "_").replace(" ", "")
-            if summary else "logit_samplers_long" if length else "logit_samplers")
-    write_results(name, summary if summary else rows, ["sampler", "runs", *SUMMARY]
-                  if summary else COLS, "Samplers for a Bernoulli-logit IBP model (digits)",
-                  notes, info, extra_tables=[("Every run", rows, COLS)] if summary else [],
-                  csv_rows=rows)
+    title = "Samplers for a Bernoulli-logit IBP model (digits)"
+    if args.quick:
+        name = "logit_samplers_quick"
+    elif summary:
+        name = "logit_samplers_replicates" + length.replace(" --", "_").replace(" ", "")
+    else:
+        name = "logit_samplers_long" if length else "logit_samplers"
+    if summary:  # the summary first, every run below it and in the CSV
+        write_results(name, summary, SUMMARY_COLS, title, notes, info,
+                      extra_tables=[("Every run", rows, COLS)], csv_rows=rows)
+    else:
+        write_results(name, rows, COLS, title, notes, info)
 
 
 def summarise(rows):
@@ -166,12 +173,9 @@ def summarise(rows):
     for sampler in dict.fromkeys(r["sampler"] for r in rows):
         runs = [r for r in rows if r["sampler"] == sampler]
         row = {"sampler": sampler, "runs": len(runs)}
-        for c in SUMMARY:
+        for c, dec in SUMMARY.items():
             v = np.array([r[c] for r in runs], dtype=float)
-            digits_ = 0 if c in ("log_lik_mean", "wall_s") else 1 if c.endswith("ess") else 2 \
-                if c.endswith("rhat") else 3
-            row[c] = (f"{np.median(v):.{digits_}f} [{v.min():.{digits_}f}, "
-                      f"{v.max():.{digits_}f}]")
+            row[c] = f"{np.median(v):.{dec}f} [{v.min():.{dec}f}, {v.max():.{dec}f}]"
         out.append(row)
     return out
 

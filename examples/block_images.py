@@ -64,7 +64,7 @@ def main():
 
     # ---- label-invariant summary ----------------------------------------------------------
     print("\nLabel-invariant posterior summary (ibp_n_active = K+, ibp_log_joint = log p(X, Z),")
-    print("m_sorted[i] = size of the i-th largest feature):")
+    print("ibp_log_lik = log p(X | Z), m_sorted[i] = size of the i-th largest feature):")
     print(pmi.summary(idata, var_names=["alpha", "sigma_x", "sigma_a"]).head(10).to_string())
 
     metrics = pmi.heldout_metrics(idata, data.X, mask, last=50)
