@@ -18,7 +18,9 @@ Model: the digits example (``examples/digits.py``): ``N = 300`` binarised scikit
 
 Reported: R-hat and bulk ESS (ArviZ) of K+, of the log-likelihood and of the log joint
 (``ibp_model_logp``, the model's log density at each draw), the spread of the chains' mean
-log joints, the wall time of ``pm.sample`` and the log joint's bulk ESS per second.
+log joints, R-hat of the five largest feature sizes (the sorted column sums of ``Z``,
+label-invariant: do the chains hold the same features?), the wall time of ``pm.sample`` and
+the log joint's bulk ESS per second.
 
     python -m benchmarks.logit_samplers [--quick] [--tune T --draws D] [--samplers ...]
         [--replicates R]
@@ -44,12 +46,16 @@ from benchmarks._mixing_stats import ess_bulk, rhat
 
 COLS = ["sampler", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
         "K_plus_rhat", "K_plus_ess", "log_lik_mean", "log_lik_rhat", "log_lik_ess",
-        "log_joint_mean", "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "wall_s",
+        "log_joint_mean", "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread",
+        "size1_rhat", "size2_rhat", "sizes_rhat_max", "size2_chain_means", "wall_s",
         "log_joint_ess_per_s"]
+#: the sorted feature sizes m_(1) >= m_(2) >= ... whose R-hat is reported (label-invariant)
+SIZE_RANKS = 5
 SAMPLERS = ["polya_gamma", "polya_gamma_collapsed", "ibpgibbs_nuts", "ibpgibbs_pg"]
 #: statistics summarised over replicate runs (median, min, max), with their decimals
 SUMMARY = {"log_joint_rhat": 2, "log_joint_ess": 1, "K_plus_rhat": 2, "K_plus_ess": 1,
-           "log_lik_rhat": 2, "log_lik_ess": 1, "log_lik_mean": 0, "wall_s": 0,
+           "log_lik_rhat": 2, "log_lik_ess": 1, "log_lik_mean": 0, "size2_rhat": 2,
+           "sizes_rhat_max": 2, "wall_s": 0,
            "log_joint_ess_per_s": 3}
 SUMMARY_COLS = ["sampler", "runs", *SUMMARY]
 
@@ -85,8 +91,11 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
         t = time.perf_counter()
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2, step=step,
                           random_seed=chain_seed, compute_convergence_checks=False,
-                          progressbar=False, var_names=["alpha"])
+                          progressbar=False, var_names=["alpha", "Z"])
         wall = time.perf_counter() - t
+    # the chains' feature sets, label-invariant: the r-th largest column sum of Z in each draw
+    sizes = -np.sort(-idata["posterior"]["Z"].values.sum(axis=2), axis=-1)[..., :SIZE_RANKS]
+    size_rhat = [rhat(sizes[..., r].astype(float)) for r in range(SIZE_RANKS)]
     ss = idata["sample_stats"]
     kp, ll, lj = (ss[k].values for k in ("ibp_n_active", "ibp_log_lik", "ibp_model_logp"))
     return {
@@ -96,6 +105,9 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
         "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
         "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
         "log_joint_ess": ess_bulk(lj), "log_joint_chain_spread": float(np.ptp(lj.mean(axis=1))),
+        "size1_rhat": size_rhat[0], "size2_rhat": size_rhat[1],
+        "sizes_rhat_max": float(np.max(size_rhat)),
+        "size2_chain_means": "/".join(f"{v:.0f}" for v in sizes[..., 1].mean(axis=1)),
         "wall_s": wall, "log_joint_ess_per_s": ess_bulk(lj) / wall,
     }
 
@@ -141,6 +153,10 @@ def main():
         "log_lik = ibp_log_lik (the log-likelihood of X at the draw); "
         "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; "
         "log_joint_chain_spread = max - min of the chains' mean log joints (nats); "
+        f"size1_rhat, size2_rhat, sizes_rhat_max: R-hat of the largest, the second largest "
+        f"and the worst of the {SIZE_RANKS} largest feature sizes m_(r) (the number of rows "
+        "of the r-th largest feature in each draw, label-invariant): how far the chains agree "
+        "on the features themselves; size2_chain_means: each chain's mean m_(2); "
         "log_joint_ess_per_s = bulk ESS of the log joint / wall time of pm.sample "
         "(compilation included).",
         "Command: python -m benchmarks.logit_samplers"
