@@ -94,7 +94,7 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
                           progressbar=False, var_names=["alpha", "Z"])
         wall = time.perf_counter() - t
     # the chains' feature sets, label-invariant: the r-th largest column sum of Z in each draw
-    sizes = -np.sort(-idata["posterior"]["Z"].values.sum(axis=2), axis=-1)[..., :SIZE_RANKS]
+    sizes = pmi.diagnostics.sorted_feature_sizes(idata, "Z", k=SIZE_RANKS).values
     size_rhat = [rhat(sizes[..., r].astype(float)) for r in range(SIZE_RANKS)]
     ss = idata["sample_stats"]
     kp, ll, lj = (ss[k].values for k in ("ibp_n_active", "ibp_log_lik", "ibp_model_logp"))
@@ -153,7 +153,7 @@ def main():
         "log_lik = ibp_log_lik (the log-likelihood of X at the draw); "
         "R-hat and bulk ESS (ArviZ) over the kept draws of all chains; "
         "log_joint_chain_spread = max - min of the chains' mean log joints (nats); "
-        f"size1_rhat, size2_rhat, sizes_rhat_max: R-hat of the largest, the second largest "
+        "size1_rhat, size2_rhat, sizes_rhat_max: R-hat of the largest, the second largest "
         f"and the worst of the {SIZE_RANKS} largest feature sizes m_(r) (the number of rows "
         "of the r-th largest feature in each draw, label-invariant): how far the chains agree "
         "on the features themselves; size2_chain_means: each chain's mean m_(2); "
