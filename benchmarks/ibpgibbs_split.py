@@ -5,9 +5,10 @@ A chain's log density is far below the density at the true parameters even at eq
 (a draw of A's hundreds of entries sits in the typical set, not at the mode), so chains are
 compared with chains started at the truth, which stand for the posterior here.
 
-Data: 300 binary block images generated from the model itself, ``X ~ Bernoulli(logit_p =
-Z @ A + b)`` with the four 6 x 6 glyphs of ``pmi.datasets.block_images`` (``A = 4 x glyph``,
-``b = -2``: a pixel is on with probability 0.88 under a glyph, 0.12 elsewhere).  Model:
+Data: 300 binary block images generated from the model itself,
+``pmi.datasets.binary_block_images(300, seed=0)``: ``X ~ Bernoulli(logit_p = Z @ A + b)`` with
+the four 6 x 6 glyphs of ``pmi.datasets.block_images`` (``A = 4 x glyph``, ``b = -2``: a pixel
+is on with probability 0.88 under a glyph, 0.12 elsewhere).  Model:
 ``Z ~ pmi.IBP(2)`` with ``K_max = 20``, ``A ~ Normal(0, 3)``, ``b ~ Normal(-2, 2)``; ``Z`` by
 ``pmi.IBPGibbs``, ``A`` and ``b`` by NUTS (both passed explicitly). Starts: ``truth`` (every
 chain at the true ``Z``, ``A`` and ``b``: the reference), ``merged`` (at the true ``Z`` with
@@ -50,12 +51,8 @@ N, K_MAX, CHAINS, TUNE, DRAWS, LAST = 300, 20, 4, 50, 100, 50
 def data(seed=0):
     import pymc_ibp as pmi
 
-    blocks = pmi.datasets.block_images(N, noise=0.5, seed=1)
-    z = blocks.Z.astype("int64")
-    a = 4.0 * blocks.A
-    rng = np.random.default_rng(seed)
-    x = (rng.random(blocks.X.shape) < 1.0 / (1.0 + np.exp(-(z @ a - 2.0)))).astype("int64")
-    return x, z, a
+    blocks = pmi.datasets.binary_block_images(N, seed=seed)
+    return blocks.X, blocks.Z, blocks.A
 
 
 def run(start, moves, x, z_true, a_true, seed=7):

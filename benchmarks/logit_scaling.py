@@ -1,7 +1,8 @@
 """Cost of one pmi.PolyaGammaGibbs step against the number of rows N (Bernoulli-logit model).
 
-Data: binary block images generated from the model (``pmi.datasets.block_images`` glyphs,
-``logit = 4 Z A - 2``, D = 36), N = 10^3, 10^4, 10^5 (``--large``: also 10^6).  Model:
+Data: binary block images generated from the model (``pmi.datasets.binary_block_images``:
+``logit = 4 Z G - 2`` with the four glyphs ``G``, D = 36), N = 10^3, 10^4, 10^5 (``--large``:
+also 10^6).  Model:
 ``Z ~ pmi.IBP(2)`` with ``K_max = 16``, ``A ~ Normal(0, 3)``, ``b ~ Normal(-2, 2)``,
 ``X ~ Bernoulli(logit_p = Z @ A + b)``.  The step is driven by hand (``init_z="point"``, from
 the true Z so that K+ is the same at every N): ``WARMUP`` steps, then the median wall time of
@@ -33,11 +34,8 @@ K_MAX, WARMUP, REPS = 16, 1, 3
 def data(n, seed=0):
     import pymc_ibp as pmi
 
-    blocks = pmi.datasets.block_images(n, noise=0.5, seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    logit = 4.0 * blocks.Z @ blocks.A - 2.0
-    X = (rng.random(logit.shape) < 1.0 / (1.0 + np.exp(-logit))).astype(np.int8)
-    return X, blocks.Z
+    blocks = pmi.datasets.binary_block_images(n, seed=seed)
+    return blocks.X.astype(np.int8), blocks.Z
 
 
 def run(n):

@@ -8,6 +8,7 @@ from pymc_ibp.datasets.synthetic import (
     BLOCK_GLYPHS,
     GLYPHS_8X8,
     IBPData,
+    binary_block_images,
     block_combinations,
     block_images,
     dependent_glyphs,
@@ -16,5 +17,5 @@ from pymc_ibp.datasets.synthetic import (
 )
 
 __all__ = ["BLOCK_COMBINATIONS", "BLOCK_GLYPHS", "GLYPHS_8X8", "IBPData", "ShardedData",
-           "ShardedDataNotGathered", "block_combinations",
+           "ShardedDataNotGathered", "binary_block_images", "block_combinations",
            "block_images", "dependent_glyphs", "ibp_linear_gaussian", "markov_glyphs"]

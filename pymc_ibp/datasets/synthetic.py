@@ -1,16 +1,17 @@
 """Synthetic data sets with known ground truth.
 
-Two generators are provided:
+Among the generators:
 
 * :func:`block_images` — the "block images" benchmark in the style of Griffiths & Ghahramani
   [1]_ (also used by Doshi-Velez & Ghahramani [3]_, Table 3): four binary 6×6 glyphs, each
-  present in every image independently, plus Gaussian noise.
+  present in every image independently, plus Gaussian noise; :func:`binary_block_images`
+  draws binary images from the same glyphs through a logistic link.
 * :func:`ibp_linear_gaussian` — draws from the linear-Gaussian IBP model itself:
   ``Z ~ IBP(α, β)`` by the restaurant construction ([2]_; two-parameter form of Ghahramani,
   Griffiths & Sollich [4]_), ``A ~ N(0, σ_a²)``, ``X = Z A + ε`` with ``ε ~ N(0, σ_x²)``
   ([3]_, eq. 2).
 
-Both return an :class:`IBPData`.  Noise names: ``sigma_x`` is the noise std (``σ_x`` in [3]_,
+Each returns an :class:`IBPData`.  Noise names: ``sigma_x`` is the noise std (``σ_x`` in [3]_,
 ``σ_n`` in Doshi-Velez [5]_ ch. 5–6 and App. A, ``ε_X`` in Williamson, Orbanz & Ghahramani
 (2010), ``σ_X`` in Reed (2013)); ``sigma_a`` is the feature std (``σ_a``, ``σ_A``, ``ε_A``).
 The data are *not* centred; centre them yourself if the model expects it (the features have
@@ -37,9 +38,11 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 
-__all__ = ["BLOCK_COMBINATIONS", "BLOCK_GLYPHS", "GLYPHS_8X8", "IBPData", "block_combinations",
-           "block_images", "dependent_glyphs", "ibp_linear_gaussian", "markov_glyphs"]
+__all__ = ["BLOCK_COMBINATIONS", "BLOCK_GLYPHS", "GLYPHS_8X8", "IBPData", "binary_block_images",
+           "block_combinations", "block_images", "dependent_glyphs", "ibp_linear_gaussian",
+           "markov_glyphs"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,14 +56,14 @@ class IBPData:
     Attributes
     ----------
     X : ndarray of float64, shape (N, D)
-        Observed data.
+        Observed data (int64 0/1 for :func:`binary_block_images`).
     Z : ndarray of int64, shape (N, K)
         True binary feature assignments.  For :func:`ibp_linear_gaussian` the columns are in
         order of first appearance (customer order), so every column is non-empty and ``K = K+``.
     A : ndarray of float64, shape (K, D)
         True feature values.
-    sigma_x : float
-        Noise standard deviation used to generate ``X``.
+    sigma_x : float or None
+        Noise standard deviation used to generate ``X`` (``None`` for binary data).
     image_shape : tuple of int or None
         Shape of one image (``(6, 6)`` for block images), so ``X[n].reshape(image_shape)`` is
         an image; ``None`` when rows are not images.
@@ -78,12 +81,15 @@ class IBPData:
         The covariate value of each row, for data whose features change with a covariate.
     probabilities : ndarray of float64, shape (T, K), or None
         The true probability of each feature at each distinct covariate value (sorted).
+    offset : float or None
+        The offset ``b`` of the linear predictor, for binary data with a logistic link
+        (``X ~ Bernoulli(sigmoid(Z @ A + offset))``).
     """
 
     X: np.ndarray
     Z: np.ndarray
     A: np.ndarray
-    sigma_x: float
+    sigma_x: float | None
     image_shape: tuple[int, int] | None = None
     sigma_a: float | None = None
     alpha: float | None = None
@@ -92,6 +98,7 @@ class IBPData:
     M: np.ndarray | None = None
     covariate: np.ndarray | None = None
     probabilities: np.ndarray | None = None
+    offset: float | None = None
 
     @property
     def n(self) -> int:
@@ -207,6 +214,54 @@ def block_images(n, noise=0.5, seed=None, p=0.5) -> IBPData:
     Z = (rng.random((n, A.shape[0])) < p).astype(np.int64)
     X = Z @ A + noise * rng.standard_normal((n, A.shape[1]))
     return IBPData(X=X, Z=Z, A=A, sigma_x=noise, image_shape=(6, 6))
+
+
+def binary_block_images(n, weight=4.0, offset=-2.0, seed=None, p=0.5) -> IBPData:
+    """Binary block images drawn from a Bernoulli-logit latent feature model whose features
+    are the four glyphs of :func:`block_images` (binary data for
+    :class:`pymc_ibp.PolyaGammaGibbs` and :class:`pymc_ibp.IBPGibbs` with a known truth)::
+
+        z_nk ~ Bernoulli(p)  i.i.d.,  k = 1..4
+        x_nd ~ Bernoulli(sigmoid((Z A)_nd + offset)),   A = weight x BLOCK_GLYPHS
+
+    so a pixel is on with probability ``sigmoid(offset)`` off the glyphs present in the image
+    and ``sigmoid(weight + offset)`` on one of them (0.12 and 0.88 by default).
+
+    Parameters
+    ----------
+    n : int
+        Number of images, ``n >= 1``.
+    weight : float, default 4.0
+        Log-odds that a glyph adds to its pixels (finite).
+    offset : float, default -2.0
+        Log-odds of a pixel no glyph covers (finite).
+    seed : None, int, array_like or numpy.random.Generator, optional
+        Passed to :func:`numpy.random.default_rng`.  The same seed gives the same data.
+    p : float, default 0.5
+        Probability that each glyph is present in each image, ``0 <= p <= 1``.
+
+    Returns
+    -------
+    IBPData
+        ``X`` (n×36 int64, 0/1), ``Z`` (n×4 int64), ``A`` (4×36 float64, ``weight`` x the
+        glyphs), ``offset``, ``sigma_x=None``, ``image_shape=(6, 6)``.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not an integer >= 1, ``weight`` or ``offset`` is not finite, or ``p`` is
+        outside ``[0, 1]``.
+    """
+    n = _check_int("n", n, 1)
+    weight = _check_real("weight", weight, lower=-math.inf, strict=False)
+    offset = _check_real("offset", offset, lower=-math.inf, strict=False)
+    p = _check_real("p", p, lower=0.0, strict=False, upper=1.0)
+    rng = np.random.default_rng(seed)
+    A = weight * np.array(BLOCK_GLYPHS, dtype=np.float64)
+    Z = (rng.random((n, A.shape[0])) < p).astype(np.int64)
+    logit = Z @ A + offset
+    X = (rng.random(logit.shape) < special.expit(logit)).astype(np.int64)
+    return IBPData(X=X, Z=Z, A=A, sigma_x=None, image_shape=(6, 6), offset=offset)
 
 
 BLOCK_COMBINATIONS = np.array([

@@ -276,10 +276,8 @@ def test_chains_find_the_features_of_binary_data(monkeypatch):
     kept (no surrogate start); init_z="point" sweeps from PyMC's empty start."""
     from pymc_ibp.step_methods import polya_gamma
 
-    data = pmi.datasets.block_images(150, noise=0.5, seed=3)
-    rng = np.random.default_rng(0)
-    logit = 4.0 * data.Z @ data.A - 2.0
-    X = (rng.random(logit.shape) < special.expit(logit)).astype("int64")
+    data = pmi.datasets.binary_block_images(150, seed=3)
+    X = data.X
     starts = []
     start = polya_gamma.surrogate_z
     monkeypatch.setattr(polya_gamma, "surrogate_z",

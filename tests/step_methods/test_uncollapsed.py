@@ -239,10 +239,8 @@ def test_surrogate_start_finds_the_features_of_binary_data(monkeypatch):
     init_z="surrogate".  Models without the pattern are told what it needs."""
     from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 
-    data = pmi.datasets.block_images(150, noise=0.5, seed=3)
-    rng = np.random.default_rng(0)
-    logit = 4.0 * data.Z @ data.A - 2.0
-    X = (rng.random(logit.shape) < 1.0 / (1.0 + np.exp(-logit))).astype("int64")
+    data = pmi.datasets.binary_block_images(150, seed=3)
+    X = data.X
     common = dict(draws=1, tune=0, chains=1, random_seed=4, progressbar=False,
                   compute_convergence_checks=False)
     starts = []
