@@ -5,7 +5,8 @@ Data: binary block images generated from the model (``pmi.datasets.binary_block_
 also 10^6).  Model:
 ``Z ~ pmi.IBP(2)`` with ``K_max = 16``, ``A ~ Normal(0, 3)``, ``b ~ Normal(-2, 2)``,
 ``X ~ Bernoulli(logit_p = Z @ A + b)``.  The step is driven by hand (``init_z="point"``, from
-the true Z so that K+ is the same at every N): ``WARMUP`` steps, then the median wall time of
+the true Z so that every N starts from the same four features; the table gives K+ after the
+steps): ``WARMUP`` steps, then the median wall time of
 ``REPS`` steps, split into the Pólya-Gamma draws, the Z sweep with A and b integrated out,
 the (A, b) draw and the sweep of Z given A (timed with the same kernels on the same state);
 peak resident memory of the process at the end (the largest N runs last) and the log-log slope
