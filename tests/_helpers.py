@@ -1,5 +1,6 @@
 """The shared exact-enumeration harness of the statistical tests: every binary matrix of a
-tiny problem, its exact posterior, chain runners and the pooled χ² test."""
+tiny problem, its exact posterior, chain runners, the pooled χ² test, and the Monte Carlo
+standard error of a chain's mean with the Geweke (2004) z-score built on it."""
 
 import itertools
 
@@ -7,6 +8,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+from arviz_stats.base import array_stats
 from scipy import special, stats
 
 import pymc_ibp as pmi
@@ -37,6 +39,31 @@ def chi2_pooled(observed, expected, min_expected=5.0):
     keep = exp > 0
     obs, exp = obs[keep], exp[keep]
     return stats.chisquare(obs, exp * obs.sum() / exp.sum())
+
+
+def mcse_mean(x, n_batches=50):
+    """Monte Carlo standard error of the mean of a correlated chain ``x`` (shape (n,) or
+    (n, p), one column per test function): the larger of the batch-means estimate
+    (``n_batches`` batches) and ArviZ's ESS-based one (sd / sqrt(ESS), Geyer's initial
+    monotone sequence), so that neither a slow-mixing column (too few batches' worth of
+    independent draws) nor a short batch length makes the error look smaller than it is."""
+    x = np.asarray(x, dtype=float)
+    cols = x.reshape(len(x), -1)
+    b = cols[: len(cols) // n_batches * n_batches].reshape(n_batches, -1, cols.shape[1])
+    se_batch = b.mean(axis=1).std(axis=0, ddof=1) / np.sqrt(n_batches)
+    ess = np.array([array_stats.ess(cols[None, :, j], method="mean")
+                    for j in range(cols.shape[1])])
+    se_ess = cols.std(axis=0, ddof=1) / np.sqrt(ess)
+    se = np.fmax(se_batch, se_ess)  # fmax: a constant column's ESS is nan
+    return se.reshape(x.shape[1:]) if x.ndim > 1 else float(se[0])
+
+
+def geweke_z(mc, sc):
+    """Geweke (2004) z-scores of the differences between the means of the test functions
+    (columns) under the marginal-conditional simulator ``mc`` (independent draws) and the
+    successive-conditional one ``sc`` (a correlated chain, error by :func:`mcse_mean`)."""
+    se_mc = mc.std(axis=0, ddof=1) / np.sqrt(len(mc))
+    return (mc.mean(axis=0) - sc.mean(axis=0)) / np.sqrt(se_mc**2 + mcse_mean(sc)**2)
 
 
 def lg_model(X, k_max, alpha=1.0, sigma_x=0.7, sigma_a=1.0, beta=1.0):

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 import pymc_ibp as pmi
-from tests.step_methods.test_geweke import geweke_z
+from tests._helpers import geweke_z
 
 Z = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [1, 0]], dtype=np.int8)
 A = np.array([[1, 0, 1], [0, 0, 1]], dtype=np.int8)

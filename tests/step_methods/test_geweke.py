@@ -16,6 +16,7 @@ import pymc_ibp as pmi
 from pymc_ibp.distributions.ibp import ibp_draw_core
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.hyperparameters import alpha_update
+from tests._helpers import geweke_z
 
 N, D, K_MAX = 6, 2, 6
 A0, B0 = 2.0, 2.0
@@ -74,14 +75,6 @@ def successive(rng, n_iter, update_alpha=alpha_update):
         X = Z @ A + sx * rng.standard_normal((N, D))
         out[it] = g(alpha, sx, sa, Z)
     return out
-
-
-def geweke_z(mc, sc, n_batches=50):
-    """z-scores of the mean differences; the successive chain's variance by batch means."""
-    se_mc = mc.std(axis=0, ddof=1) / np.sqrt(len(mc))
-    b = sc[: len(sc) // n_batches * n_batches].reshape(n_batches, -1, sc.shape[1]).mean(axis=1)
-    se_sc = b.std(axis=0, ddof=1) / np.sqrt(n_batches)
-    return (mc.mean(axis=0) - sc.mean(axis=0)) / np.sqrt(se_mc**2 + se_sc**2)
 
 
 def test_geweke_alpha_scales_and_z_sweep():

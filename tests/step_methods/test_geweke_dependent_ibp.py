@@ -13,7 +13,7 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
-from tests.step_methods.test_geweke import geweke_z
+from tests._helpers import geweke_z
 
 ROW_T = np.array([0.0, 1.0])
 K = 2

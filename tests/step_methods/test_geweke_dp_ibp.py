@@ -16,7 +16,7 @@ import pytest
 import pymc_ibp as pmi
 from pymc_ibp.distributions.crp import _log_s, crp_draw_core
 from pymc_ibp.distributions.ibp import ibp_draw_core
-from tests.step_methods.test_geweke import geweke_z
+from tests._helpers import geweke_z
 
 N, L_MAX, K_MAX, D = 5, 3, 3, 2
 AC, BC, AM, BM = 2.0, 1.0, 2.0, 2.0

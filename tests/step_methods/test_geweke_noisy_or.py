@@ -15,7 +15,7 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
-from tests.step_methods.test_geweke import geweke_z
+from tests._helpers import geweke_z
 
 N, L_MAX, K_MAX, D = 4, 2, 3, 2
 A_FIXED = np.array([[1.5, -0.5], [-1.0, 1.0], [0.5, 1.5]])

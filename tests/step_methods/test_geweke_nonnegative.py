@@ -11,7 +11,7 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
-from tests.step_methods.test_geweke import geweke_z
+from tests._helpers import geweke_z
 
 Z = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 0], [1, 1, 0]], dtype=np.int8)
 K, D, SX = 3, 2, 0.7

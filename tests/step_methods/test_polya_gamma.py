@@ -12,8 +12,7 @@ from scipy import special
 
 import pymc_ibp as pmi
 from pymc_ibp.distributions.ibp import ibp_draw_core
-from tests._helpers import all_binary_matrices, chi2_pooled, codes, ibp_logp_fn
-from tests.step_methods.test_geweke import geweke_z
+from tests._helpers import all_binary_matrices, chi2_pooled, codes, geweke_z, ibp_logp_fn, mcse_mean
 from tests.step_methods.test_state import assert_same_state, drive
 
 N, K = 3, 2
@@ -70,11 +69,6 @@ def logit_model(X, alpha=1.5, k_max=K, z=None):
     return model
 
 
-def batch_se(x, n_batches=50):
-    b = x[: len(x) // n_batches * n_batches].reshape(n_batches, -1).mean(axis=1)
-    return b.std(ddof=1) / np.sqrt(n_batches)
-
-
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
 @pytest.mark.parametrize("feature_sweeps", [1, 0])
 def test_exact_posterior_with_features_and_offsets_integrated_out(feature_sweeps):
@@ -96,7 +90,7 @@ def test_exact_posterior_with_features_and_offsets_integrated_out(feature_sweeps
     assert res.pvalue > 1e-3, res
     b0 = draws["b"][:, 0]
     exact = post @ expect(lambda a0, a1, b: b, 0)
-    assert abs(b0.mean() - exact) < 5.0 * batch_se(b0), (b0.mean(), exact)
+    assert abs(b0.mean() - exact) < 5.0 * mcse_mean(b0), (b0.mean(), exact)
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
