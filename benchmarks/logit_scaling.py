@@ -9,8 +9,9 @@ the true Z so that every N starts from the same four features; the table gives K
 steps): ``WARMUP`` steps, then the median wall time of
 ``REPS`` steps, split into the Pólya-Gamma draws, the Z sweep with A and b integrated out,
 the (A, b) draw and the sweep of Z given A (timed with the same kernels on the same state);
-peak resident memory of the process at the end (the largest N runs last) and the log-log slope
-of the step time against N.
+peak resident memory of the process after the steps at each N (before the parts are timed;
+sizes run in increasing order, so it is the peak up to that N) and the log-log slope of the
+step time against N.
 
     python -m benchmarks.logit_scaling [--quick] [--large]
 """
@@ -36,7 +37,7 @@ def data(n, seed=0):
     import pymc_ibp as pmi
 
     blocks = pmi.datasets.binary_block_images(n, seed=seed)
-    return blocks.X.astype(np.int8), blocks.Z
+    return blocks.X, blocks.Z  # X: int8
 
 
 def run(n):
@@ -65,6 +66,7 @@ def run(n):
         t = time.perf_counter()
         point, [stats] = step.step(point)
         times.append(time.perf_counter() - t)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # before the parts
     # the parts, on the state reached (each kernel called once before it is timed)
     rng = np.random.default_rng(2)
     Zc = np.array(point["Z"], dtype=np.int8)
@@ -91,16 +93,15 @@ def run(n):
         rng, Zc, np.ascontiguousarray(kappa - W * b), W, sa2, np.full(d, -2.0),
         np.full(d, 4.0), True))
     A = np.ascontiguousarray(point["A"], dtype=np.float64)
-    X01 = np.asarray(X, dtype=np.float64)
     _, t_f = timed(lambda: kernels.logit_feature_sweep(
-        rng, Zc.copy(), X01, obs, psi.copy(), A, Zc.sum(axis=0).astype(np.int64), 1.0,
+        rng, Zc.copy(), X, obs, psi.copy(), A, Zc.sum(axis=0).astype(np.int64), 1.0,
         kernels.NO_LOGODDS, True))
     step_s = float(np.median(times))
     return {"N": n, "D": d, "K_max": K_MAX, "K_plus": int(stats["ibp_n_active"]),
             "step_s": step_s, "pg_draws_s": t_pg, "z_sweep_s": t_sweep, "weights_s": t_w,
             "feature_sweep_s": t_f,
             "s_per_million_entries": step_s / (n * d) * 1e6,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+            "peak_rss_mb": peak_mb}
 
 
 def main():
@@ -129,8 +130,8 @@ def main():
         "pg_draws_s, z_sweep_s, weights_s, feature_sweep_s: the step's four kernels timed "
         "once each (after one untimed call) on the state reached (Pólya-Gamma draws, Z sweep "
         "with A and b integrated out, (A, b) draw, sweep of Z given A); "
-        "peak_rss_mb: the process's peak resident memory after that size (sizes run in "
-        "increasing order).",
+        "peak_rss_mb: the process's peak resident memory after the steps at that size (before "
+        "the parts are timed; sizes run in increasing order), data and model included.",
         f"log-log slope of step_s against N: {slope:.2f}.",
         "Command: python -m benchmarks.logit_scaling" + (" --quick" if args.quick else "")
         + (" --large" if args.large else ""),

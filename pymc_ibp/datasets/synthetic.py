@@ -56,7 +56,7 @@ class IBPData:
     Attributes
     ----------
     X : ndarray of float64, shape (N, D)
-        Observed data (int64 0/1 for :func:`binary_block_images`).
+        Observed data (int8 0/1 for :func:`binary_block_images`).
     Z : ndarray of int64, shape (N, K)
         True binary feature assignments.  For :func:`ibp_linear_gaussian` the columns are in
         order of first appearance (customer order), so every column is non-empty and ``K = K+``.
@@ -216,6 +216,9 @@ def block_images(n, noise=0.5, seed=None, p=0.5) -> IBPData:
     return IBPData(X=X, Z=Z, A=A, sigma_x=noise, image_shape=(6, 6))
 
 
+_CHUNK_ROWS = 1 << 16  # rows generated at a time by binary_block_images
+
+
 def binary_block_images(n, weight=4.0, offset=-2.0, seed=None, p=0.5) -> IBPData:
     """Binary block images drawn from a Bernoulli-logit latent feature model whose features
     are the four glyphs of :func:`block_images` (binary data for
@@ -243,7 +246,7 @@ def binary_block_images(n, weight=4.0, offset=-2.0, seed=None, p=0.5) -> IBPData
     Returns
     -------
     IBPData
-        ``X`` (n×36 int64, 0/1), ``Z`` (n×4 int64), ``A`` (4×36 float64, ``weight`` x the
+        ``X`` (n×36 int8, 0/1), ``Z`` (n×4 int64), ``A`` (4×36 float64, ``weight`` x the
         glyphs), ``offset``, ``sigma_x=None``, ``image_shape=(6, 6)``.
 
     Raises
@@ -259,8 +262,10 @@ def binary_block_images(n, weight=4.0, offset=-2.0, seed=None, p=0.5) -> IBPData
     rng = np.random.default_rng(seed)
     A = weight * np.array(BLOCK_GLYPHS, dtype=np.float64)
     Z = (rng.random((n, A.shape[0])) < p).astype(np.int64)
-    logit = Z @ A + offset
-    X = (rng.random(logit.shape) < special.expit(logit)).astype(np.int64)
+    X = np.empty((n, A.shape[1]), dtype=np.int8)
+    for lo in range(0, n, _CHUNK_ROWS):  # in row blocks: no N x D float temporaries
+        prob = special.expit(Z[lo:lo + _CHUNK_ROWS] @ A + offset)
+        X[lo:lo + _CHUNK_ROWS] = rng.random(prob.shape) < prob
     return IBPData(X=X, Z=Z, A=A, sigma_x=None, image_shape=(6, 6), offset=offset)
 
 

@@ -214,7 +214,6 @@ class PolyaGammaGibbs(BlockedStep):
                     f"None of {[v.name for v in value_vars]} is the binary matrix or the "
                     f"feature matrix of a Bernoulli-logit model. Needed pattern: "
                     f"{LOGIT_PATTERN}.")
-        self.spec = spec
         self.update_z = bool(z_vals)
         owned = spec.rvs if self.update_z else [rv for rv in spec.rvs if rv is not spec.z_rv]
         owned_vals = [model.rvs_to_values[rv] for rv in owned]
@@ -247,7 +246,8 @@ class PolyaGammaGibbs(BlockedStep):
         self.k_max = spec.k_max
         self.mode = prior_mode(spec.prior, self.n, self.k_max)
         self._observed = ~np.isnan(spec.X) if spec.missing_mask is None else ~spec.missing_mask
-        self._kappa = np.where(self._observed, np.nan_to_num(spec.X) - 0.5, 0.0)
+        # the data as one byte per entry (0 where missing: never read there)
+        self._x = np.where(self._observed, np.nan_to_num(spec.X), 0.0).astype(np.int8)
         self._mask = spec.missing_mask
         d = self.d
         b_terms = ([spec.b_mu, spec.b_sigma] if spec.b_rv is not None
@@ -299,14 +299,16 @@ class PolyaGammaGibbs(BlockedStep):
 
     def _values(self, point):
         """``(σ_a², μ_b, σ_b², offset)`` per column at ``point`` (the prior mode's parameters
-        set from the same point); the offset broadcast to ``N x D``."""
+        set from the same point); the offset as ``1 x D`` (one row for all) or ``N x D``."""
         sa, b_mu, b_sigma, off, *prior = self._hyper_fn(point)
         self.mode.set_params(*prior)
         shape = (self.d,)
         sa = np.broadcast_to(np.asarray(sa, dtype=np.float64), shape)
         b_sigma = np.broadcast_to(np.asarray(b_sigma, dtype=np.float64), shape)
         b_mu = np.ascontiguousarray(np.broadcast_to(np.asarray(b_mu, dtype=np.float64), shape))
-        off = np.broadcast_to(np.asarray(off, dtype=np.float64), (self.n, self.d))
+        off = np.asarray(off, dtype=np.float64)
+        off = np.ascontiguousarray(np.broadcast_to(
+            off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d)))
         for name, v in (("sigma", sa), ("sigma", b_sigma)):
             if not np.all(np.isfinite(v)) or np.any(v <= 0):
                 raise FloatingPointError(f"PolyaGammaGibbs: a prior {name} of "
@@ -323,14 +325,14 @@ class PolyaGammaGibbs(BlockedStep):
             if self._surrogate is not None and (self.init_z == "surrogate"
                                                 or not self._z_given):
                 Z = surrogate_z(self._surrogate, self.rng)
-        A = np.asarray(point[self.a_name], dtype=np.float64)
+        A = np.ascontiguousarray(point[self.a_name], dtype=np.float64)
         b = (np.asarray(point[self.b_name], dtype=np.float64) if self.b_name is not None
              else np.zeros(self.d))
-        fixed = off + (0.0 if self.with_b else b)  # what the (A, b) draw conditions on
-        psi = Z @ A + b + off
-        obs = self._observed
-        W = (kernels.polya_gamma_matrix(self.rng, np.ascontiguousarray(psi), obs)
-             if self.update_a else None)
+        x, obs = self._x, self._observed
+        # two N x D float buffers: ``buf`` holds ψ, then the pseudo-observations, then κ for
+        # the draw of A, then ψ again; ``W`` the Pólya-Gamma draws
+        buf = kernels.logit_linear_predictor(Z, A, b, off, np.empty((self.n, self.d)))
+        W = kernels.polya_gamma_matrix(self.rng, buf, obs) if self.update_a else None
         flips = refreshes = 0
         if self.update_z:
             # pseudo-observations; b (when this step's) is integrated out with A: a last
@@ -341,8 +343,7 @@ class PolyaGammaGibbs(BlockedStep):
                 Zs = np.concatenate([Z, np.ones((self.n, 1), dtype=np.int8)], axis=1)
             else:
                 Zs = Z
-            Y = np.where(obs, self._kappa / np.where(obs, W, 1.0)
-                         - (b_mu if self.with_b else b) - off, 0.0)
+            Y = kernels.logit_targets(x, obs, W, b_mu if self.with_b else b, off, True, buf)
             m = Z.sum(axis=0).astype(np.int64)
             counts = self.mode.counts
             flips, refreshes, _ = kernels.logit_collapsed_sweep(
@@ -353,20 +354,22 @@ class PolyaGammaGibbs(BlockedStep):
             Z = np.ascontiguousarray(Zs[:, :self.k_max])
         new = dict(point)
         if self.update_a:
-            kappa = np.ascontiguousarray(self._kappa - W * fixed)
+            # what the (A, b) draw conditions on: the offset, and b when not this step's
+            kappa = kernels.logit_targets(x, obs, W, np.zeros(self.d) if self.with_b else b,
+                                          off, False, buf)
             A, b_new = kernels.draw_logit_weights(self.rng, Z, kappa, W, sa2, b_mu, b_var,
                                                   self.with_b)
             new[self.a_name] = A.astype(point[self.a_name].dtype, copy=False)
             if self.with_b:
                 b = b_new
                 new[self.b_name] = b.astype(point[self.b_name].dtype, copy=False)
-        psi = Z @ A + b + off
-        x = self._kappa + 0.5 if self.update_z else None  # the data, read where observed
+        del W
+        psi = kernels.logit_linear_predictor(Z, A, b, off, buf)
         if self.update_z and self.feature_sweeps:
             # m: the column counts, kept by the collapsed sweep
             for _ in range(self.feature_sweeps):
                 flips += kernels.logit_feature_sweep(
-                    self.rng, Z, x, obs, psi, np.ascontiguousarray(A), m,
+                    self.rng, Z, x, obs, psi, A, m,
                     self.mode.beta if self.mode.counts else 1.0,
                     kernels.NO_LOGODDS if self.mode.counts else self.mode.logodds,
                     self.mode.counts)
@@ -384,7 +387,7 @@ class PolyaGammaGibbs(BlockedStep):
         if hit and self.mode.counts and not self.warned and self.sweeps > self.n_tune:
             self.warned = True
             warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max)
-        loglik = float(np.sum(np.where(obs, x * psi - np.logaddexp(0.0, psi), 0.0)))
+        loglik = float(kernels.logit_log_lik(x, obs, psi))
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                   "ibp_model_logp": (float(self._model_logp(new)) if self._model_logp is not None
                                      else np.nan),

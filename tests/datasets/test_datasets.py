@@ -288,12 +288,12 @@ def test_block_combinations_rows_follow_their_category():
         pmi.datasets.block_combinations(0)
 
 
-def test_binary_block_images_follow_the_logistic_model():
+def test_binary_block_images_follow_the_logistic_model(monkeypatch):
     """Binary images from the glyphs through a logistic link: the pixel frequencies off and on
     the glyphs present match sigmoid(offset) and sigmoid(weight + offset) (binomial z-tests),
     the glyphs appear with probability p, the same seed gives the same data."""
     data = pmi.datasets.binary_block_images(4000, weight=3.0, offset=-1.5, seed=5, p=0.3)
-    assert data.X.shape == (4000, 36) and data.X.dtype == np.int64
+    assert data.X.shape == (4000, 36) and data.X.dtype == np.int8  # one byte per pixel
     assert set(np.unique(data.X)) == {0, 1}
     assert data.Z.shape == (4000, 4) and data.offset == -1.5 and data.sigma_x is None
     np.testing.assert_array_equal(data.A, 3.0 * pmi.datasets.BLOCK_GLYPHS)
@@ -306,6 +306,12 @@ def test_binary_block_images_follow_the_logistic_model():
     assert abs((data.Z.mean() - 0.3) / np.sqrt(0.21 / n)) < Z_MAX
     again = pmi.datasets.binary_block_images(4000, weight=3.0, offset=-1.5, seed=5, p=0.3)
     np.testing.assert_array_equal(again.X, data.X)
+    # generated in row blocks (no N x D float temporaries): the blocks do not change the data
+    from pymc_ibp.datasets import synthetic
+
+    monkeypatch.setattr(synthetic, "_CHUNK_ROWS", 7)
+    blocks = pmi.datasets.binary_block_images(4000, weight=3.0, offset=-1.5, seed=5, p=0.3)
+    np.testing.assert_array_equal(blocks.X, data.X)
     for bad in (dict(n=0), dict(weight=np.inf), dict(offset=np.nan), dict(p=1.5)):
         with pytest.raises(ValueError):
             pmi.datasets.binary_block_images(**{"n": 5, **bad})

@@ -130,3 +130,32 @@ def test_logit_feature_sweep_leaves_its_conditional_invariant(prior):
     counts = np.bincount(out, minlength=len(mats))[codes(mats)]
     res = chi2_pooled(counts, post * n_draws)
     assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.parametrize("full_offset", [False, True])
+def test_logit_data_arrays_match_their_formulas(full_offset):
+    """The step's one-pass N x D kernels against numpy: ψ = Z A + b + off, the pseudo-
+    observations κ/ω - shift - off and κ - ω (shift + off) where observed (0 elsewhere), and
+    the Bernoulli-logit log-likelihood of the observed entries; offset 1 x D or N x D."""
+    rng = np.random.default_rng(4)
+    n, k, d = 9, 3, 5
+    Z = (rng.random((n, k)) < 0.5).astype(np.int8)
+    A, b = rng.normal(size=(k, d)), rng.normal(size=d)
+    off = rng.normal(size=(n if full_offset else 1, d))
+    x = (rng.random((n, d)) < 0.4).astype(np.int8)
+    obs = rng.random((n, d)) < 0.8
+    W = rng.gamma(1.0, 0.3, size=(n, d))
+    shift = rng.normal(size=d)
+    psi = Z @ A + b + off
+    np.testing.assert_allclose(
+        kernels.logit_linear_predictor(Z, A, b, off, np.empty((n, d))), psi, rtol=1e-13)
+    kappa = x - 0.5
+    np.testing.assert_allclose(
+        kernels.logit_targets(x, obs, W, shift, off, True, np.empty((n, d))),
+        np.where(obs, kappa / W - shift - off, 0.0), rtol=1e-13)
+    np.testing.assert_allclose(
+        kernels.logit_targets(x, obs, W, shift, off, False, np.empty((n, d))),
+        np.where(obs, kappa - W * (shift + off), 0.0), rtol=1e-13)
+    psi[0, 0] = 800.0  # the log-likelihood stays finite far in the tails
+    expected = np.sum(np.where(obs, x * psi - np.logaddexp(0.0, psi), 0.0))
+    assert math.isclose(kernels.logit_log_lik(x, obs, psi), expected, rel_tol=1e-12)

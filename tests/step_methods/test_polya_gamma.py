@@ -196,8 +196,8 @@ def test_geweke_polya_gamma_augmentation_and_collapsed_sweep():
     sc = np.empty((n_draws, 7))
     for it in range(n_draws):
         psi = point["Z"] @ point["A"] + point["b"]
-        X = (rng.random(psi.shape) < special.expit(psi)).astype(float)
-        step._kappa = X - 0.5  # the data change every iteration of this simulator
+        # the data change every iteration of this simulator
+        step._x = (rng.random(psi.shape) < special.expit(psi)).astype(np.int8)
         point, _ = step.step(point)
         sc[it] = g(point["Z"], point["A"], point["b"])
     z = geweke_z(mc, sc)

@@ -44,7 +44,10 @@ from pymc_ibp.step_methods.kernels.logit import (
     draw_logit_weights,
     logit_collapsed_sweep,
     logit_feature_sweep,
+    logit_linear_predictor,
+    logit_log_lik,
     logit_precisions,
+    logit_targets,
 )
 from pymc_ibp.step_methods.kernels.pair_swaps import pair_pattern_swaps
 from pymc_ibp.step_methods.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
@@ -109,7 +112,10 @@ __all__ = [
     "log_joint_of",
     "logit_collapsed_sweep",
     "logit_feature_sweep",
+    "logit_linear_predictor",
+    "logit_log_lik",
     "logit_precisions",
+    "logit_targets",
     "noise_blocks",
     "observed_loglik",
     "pair_pattern_swaps",

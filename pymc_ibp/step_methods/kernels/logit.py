@@ -47,7 +47,10 @@ __all__ = [
     "draw_logit_weights",
     "logit_feature_sweep",
     "logit_collapsed_sweep",
+    "logit_linear_predictor",
+    "logit_log_lik",
     "logit_precisions",
+    "logit_targets",
 ]
 
 _MIN_DENOM = 1e-10  # a downdate with 1 - ω z P zᵀ below this is recomputed instead
@@ -280,6 +283,61 @@ def _bern_logit_ll(x, psi):
     if psi > 0.0:
         return (x - 1.0) * psi - math.log1p(math.exp(-psi))
     return x * psi - math.log1p(math.exp(psi))
+
+
+# The N x D arrays of a Pólya-Gamma step, one pass each, written into a buffer the caller
+# owns: ``x`` the data as 0/1 (int8, read where ``obs``), ``off`` the fixed offset as
+# ``1 x D`` (one row for all) or ``N x D``.  No N x D temporaries: at 10^6 rows each such
+# array is 8 bytes x N x D.
+
+@numba.njit(cache=True)
+def logit_linear_predictor(Z, A, b, off, out):
+    """``out = Z A + 1 bᵀ + off`` (``Z`` binary ``N x K``, ``A`` ``K x D``); returns ``out``."""
+    n, k = Z.shape
+    d = A.shape[1]
+    full = off.shape[0] != 1
+    for i in range(n):
+        oi = i if full else 0
+        for j in range(d):
+            out[i, j] = b[j] + off[oi, j]
+        for a in range(k):
+            if Z[i, a] != 0:
+                for j in range(d):
+                    out[i, j] += A[a, j]
+    return out
+
+
+@numba.njit(cache=True)
+def logit_targets(x, obs, W, shift, off, pseudo, out):
+    """Where observed (0 elsewhere), with ``κ = x - 1/2``: ``pseudo = True``, the Gaussian
+    pseudo-observations ``y_nd = κ_nd/ω_nd - shift_d - off_nd`` of the collapsed sweep;
+    ``pseudo = False``, ``κ_nd - ω_nd (shift_d + off_nd)``, what the draw of ``A``
+    (:func:`draw_logit_weights`) regresses on when ``shift + off`` is held fixed.  Returns
+    ``out``."""
+    n, d = x.shape
+    full = off.shape[0] != 1
+    for i in range(n):
+        oi = i if full else 0
+        for j in range(d):
+            if not obs[i, j]:
+                out[i, j] = 0.0
+            elif pseudo:
+                out[i, j] = (x[i, j] - 0.5) / W[i, j] - shift[j] - off[oi, j]
+            else:
+                out[i, j] = (x[i, j] - 0.5) - W[i, j] * (shift[j] + off[oi, j])
+    return out
+
+
+@numba.njit(cache=True)
+def logit_log_lik(x, obs, psi):
+    """``Σ log p(x_nd | ψ_nd)`` over the observed entries (Bernoulli-logit)."""
+    n, d = x.shape
+    total = 0.0
+    for i in range(n):
+        for j in range(d):
+            if obs[i, j]:
+                total += _bern_logit_ll(float(x[i, j]), psi[i, j])
+    return total
 
 
 @numba.njit(cache=True)
