@@ -205,11 +205,11 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
                                           point_fn=True, **(compile_kwargs or {}))
         # sharded data stay on their shards (pmi.DataParallelGibbs reads them there)
-        self._X = None if self._sharded is not None else np.where(np.isnan(spec.X), 0.0, spec.X)
+        self._X = None if self._sharded is not None else spec.filled()  # read only
         self._mask = spec.missing_mask
         self._offset_fn = spec.compile_offset(model, **(compile_kwargs or {}))
         fixed = self._mask is None and self._offset_fn is None
-        self._colsq = np.sum(self._X**2, axis=0) if fixed and self._X is not None else None
+        self._colsq = kernels.column_sq_norms(self._X) if fixed and self._X is not None else None
         self._col_var = {}  # data variance of a block of columns, for the annealing
         if init_z not in ("auto", "prior", "point"):
             raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")

@@ -159,6 +159,11 @@ class GaussianBlock:
         """The random variables whose logp holds this block's data terms."""
         return [self.obs_rv] + ([self.missing_rv] if self.missing_rv is not None else [])
 
+    def filled(self):
+        """``X`` with the missing entries set to 0: ``X`` itself (not a copy) when none are
+        missing, so callers must not write into it (the imputing steps copy it first)."""
+        return self.X if self.missing_mask is None else np.where(self.missing_mask, 0.0, self.X)
+
 
 @dataclass
 class LinearGaussianIBP:
@@ -190,7 +195,16 @@ class LinearGaussianIBP:
                 f"The observed data of {self.blocks[0].obs_rv.name!r} is a {self.sharded!r}: "
                 "it stays on its shards, and only pmi.DataParallelGibbs (with the plugin's "
                 "alpha and scale steps) samples such a model.")
+        if len(self.blocks) == 1:
+            return self.blocks[0].X
         return np.hstack([b.X for b in self.blocks])
+
+    def filled(self):
+        """:attr:`X` with the missing entries set to 0 (not a copy when none are missing and
+        there is one block: read it, never write into it)."""
+        if len(self.blocks) == 1:
+            return self.blocks[0].filled()
+        return np.hstack([b.filled() for b in self.blocks])
 
     @property
     def cols(self):
@@ -397,9 +411,10 @@ def _column_scale(sigma, what, masked=False):
 
 
 def _block_data(model, z_rv, obs_rv, obs_mask, shape):
-    """The data of ``obs_rv`` as an ``N x D_b`` array (NaN where PyMC imputes)."""
+    """The data of ``obs_rv`` as an ``N x D_b`` float array (NaN where PyMC imputes).  Without
+    imputed entries it is the model's own array when that is already float64 and C-ordered
+    (no copy: at 10^6 rows each copy costs as much as the data; the steps only read it)."""
     n, d = shape
-    X = np.full((n, d), np.nan)
     data = observed_data(model.rvs_to_values[obs_rv])
     if obs_mask is None:
         if data.shape != (n, d):
@@ -407,13 +422,13 @@ def _block_data(model, z_rv, obs_rv, obs_mask, shape):
                 f"Shape mismatch: observed {obs_rv.name!r} has shape {data.shape} "
                 f"but {z_rv.name} @ A is {n} x {d}."
             )
-        X[:] = data
-    else:
-        if obs_mask.shape != (n, d):
-            raise ModelPatternError(
-                f"Mask shape {obs_mask.shape} does not match {z_rv.name} @ A ({n} x {d})."
-            )
-        X[obs_mask] = data
+        return np.ascontiguousarray(data, dtype=np.float64)
+    if obs_mask.shape != (n, d):
+        raise ModelPatternError(
+            f"Mask shape {obs_mask.shape} does not match {z_rv.name} @ A ({n} x {d})."
+        )
+    X = np.full((n, d), np.nan)
+    X[obs_mask] = data
     return X
 
 

@@ -141,7 +141,7 @@ class NonNegativeFeatureGibbs(BlockedStep):
         blk = self.spec.block
         self.miss_name = (model.rvs_to_values[blk.missing_rv].name
                           if blk.missing_rv is not None else None)
-        self._X = np.where(np.isnan(blk.X), 0.0, blk.X)
+        self._X = blk.filled()  # read only
         self._mask = blk.missing_mask
         self._params = self.spec.compile(model, **(compile_kwargs or {}))
         self.rng = get_random_generator(rng)

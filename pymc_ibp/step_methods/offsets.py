@@ -95,7 +95,7 @@ class IBPOffsetGibbs(BlockedStep):
         self.a_name = model.rvs_to_values[blk.a_rv].name
         self.miss_name = (model.rvs_to_values[blk.missing_rv].name
                           if blk.missing_rv is not None else None)
-        self._X = np.where(np.isnan(blk.X), 0.0, blk.X)
+        self._X = blk.filled()  # read only
         self._mask = blk.missing_mask
         self.rng = get_random_generator(rng)
 

@@ -32,6 +32,7 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import matched_models
 from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 
@@ -118,7 +119,7 @@ def data_start(X, role, spread=None):
     initial value (PyMC's default start, the prior's support point, can be far from the
     data's scale) by :class:`IBPScaleSlice` and :func:`pymc_ibp.inference.fit_variational`."""
     if spread is None:
-        spread = float(np.sqrt(np.nanmean((X - np.nanmean(X, axis=0)) ** 2)))
+        spread = kernels.centred_spread(X)
     return spread / 2.0 if role == "sigma_x" else spread
 
 
@@ -187,7 +188,8 @@ class IBPScaleSlice(BlockedStep):
             # sharded data: the start from the shards' column sums (at the first step, when
             # pmi.DataParallelGibbs has loaded them on its workers)
             start_u = None if spec.sharded is not None else float(fwd_fn(max(data_start(
-                np.hstack([spec.blocks[i].X for i in blocks]), role), 1e-3)))
+                spec.blocks[blocks[0]].X if len(blocks) == 1
+                else np.hstack([spec.blocks[i].X for i in blocks]), role), 1e-3)))
             self.entries.append(dict(
                 start_u=start_u, fwd_fn=fwd_fn, default_u=float(ip[value_var.name]),
                 has_initval=model.rvs_to_initial_values.get(rv) is not None,
@@ -198,7 +200,7 @@ class IBPScaleSlice(BlockedStep):
                          (model.rvs_to_values[spec.blocks[i].missing_rv].name
                           if spec.blocks[i].missing_rv is not None else None),
                          spec.blocks[i].missing_mask) for i in blocks],
-                X=None if spec.sharded is not None else np.where(np.isnan(spec.X), 0.0, spec.X),
+                X=None if spec.sharded is not None else spec.filled(),  # read only
                 sharded=spec.sharded,
                 offset_fn=(spec.compile_offset(model, **(compile_kwargs or {}))
                            if role == "sigma_x" else None),
@@ -219,20 +221,21 @@ class IBPScaleSlice(BlockedStep):
         if e["sharded"] is not None and e["role"] == "sigma_x":
             return self._sharded_suff(e, point)
         count, ss = 0, 0.0
-        offset = None if e["offset_fn"] is None else np.asarray(e["offset_fn"](point))
+        offset = (None if e["offset_fn"] is None
+                  else np.ascontiguousarray(e["offset_fn"](point), dtype=np.float64))
         for c0, c1, a_name, miss_name, mask in e["blocks"]:
-            A = point[a_name]
+            A = np.ascontiguousarray(point[a_name], dtype=np.float64)
             if e["role"] == "sigma_a":
                 count, ss = count + A.size, ss + float(np.sum(A * A))
                 continue
-            X = e["X"][:, c0:c1]
-            if mask is not None:
-                X = X.copy()
+            X, xc = e["X"], c0
+            if mask is not None:  # this block's columns with the imputed values filled in
+                X, xc = np.array(X[:, c0:c1]), 0
                 X[mask] = point[miss_name]
-            R = X - e["spec"].z_value(point, e["z_name"]) @ A
-            if offset is not None:
-                R -= offset[:, c0:c1]
-            count, ss = count + R.size, ss + float(np.sum(R * R))
+            Z = np.ascontiguousarray(e["spec"].z_value(point, e["z_name"]), dtype=np.int8)
+            off, oc = (np.zeros((1, c1 - c0)), 0) if offset is None else (offset, c0)
+            ss += kernels.residual_sq_sum(X, xc, Z, A, off, oc)
+            count += X.shape[0] * (c1 - c0)
         return count, ss
 
     @staticmethod

@@ -154,3 +154,34 @@ def test_rank_one_drift_ill_conditioned():
     Sig0, mu0 = kernels.posterior_from_stats(G, RX, noise)
     assert np.abs(Sig - Sig0).max() / np.abs(Sig0).max() < 1e-8
     assert np.abs(mu - mu0).max() / np.abs(mu0).max() < 1e-8
+
+
+def test_data_summaries_match_numpy():
+    """The one-pass summaries of the data (no N x D temporaries) against numpy's formulas:
+    per-block squared norms, block variances and the column-centred spread with NaN entries
+    skipped, and ``‖X_b − off_b − Z A‖²`` with an N-row, a one-row and no offset."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(3.0, 2.0, size=(60, 7))
+    Xn = X.copy()
+    Xn[rng.random(X.shape) < 0.15] = np.nan
+    cols = np.array([0, 2, 3, 7])
+    noise = kernels.noise_blocks(np.ones(7), np.ones(7), 7)._replace(
+        cols=cols, sx2=np.ones(3), sa2=np.ones(3))
+    blocks = list(zip(cols[:-1], cols[1:], strict=True))
+    np.testing.assert_allclose(kernels.block_sq_norms(X, noise),
+                               [np.sum(X[:, a:b] ** 2) for a, b in blocks], rtol=1e-12)
+    np.testing.assert_allclose(kernels.block_variances(Xn, cols),
+                               [np.nanvar(Xn[:, a:b]) for a, b in blocks], rtol=1e-12)
+    np.testing.assert_allclose(kernels.centred_spread(Xn),
+                               np.sqrt(np.nanmean((Xn - np.nanmean(Xn, axis=0)) ** 2)),
+                               rtol=1e-12)
+    Z = (rng.random((60, 4)) < 0.5).astype(np.int8)
+    A = rng.normal(size=(4, 3))
+    off = rng.normal(size=(60, 9))
+    ref = np.sum((X[:, 2:5] - off[:, 4:7] - Z @ A) ** 2)
+    assert kernels.residual_sq_sum(X, 2, Z, A, off, 4) == pytest.approx(ref, rel=1e-12)
+    ref1 = np.sum((X[:, 2:5] - off[:1, 4:7] - Z @ A) ** 2)
+    assert kernels.residual_sq_sum(X, 2, Z, A, off[:1], 4) == pytest.approx(ref1, rel=1e-12)
+    ref0 = np.sum((X[:, 2:5] - Z @ A) ** 2)
+    assert kernels.residual_sq_sum(X, 2, Z, A, np.zeros((1, 3)), 0) == pytest.approx(ref0,
+                                                                                   rel=1e-12)

@@ -63,17 +63,58 @@ def noise_blocks(sx2, sa2, d) -> Noise:
     return Noise(cols, np.ascontiguousarray(sx2[starts]), np.ascontiguousarray(sa2[starts]))
 
 
+@numba.njit(cache=True)
+def column_moments(X):
+    """Per column of ``X``: the number of finite entries, their mean and their sum of squared
+    deviations from it (NaN entries skipped), in two passes over the rows and no ``N x D``
+    temporary.  The data summaries below are sums of these."""
+    n, d = X.shape
+    count = np.zeros(d)
+    mean = np.zeros(d)
+    m2 = np.zeros(d)
+    for i in range(n):
+        for j in range(d):
+            if not np.isnan(X[i, j]):
+                count[j] += 1.0
+                mean[j] += X[i, j]
+    for j in range(d):
+        mean[j] = mean[j] / count[j] if count[j] > 0 else 0.0
+    for i in range(n):
+        for j in range(d):
+            if not np.isnan(X[i, j]):
+                dev = X[i, j] - mean[j]
+                m2[j] += dev * dev
+    return count, mean, m2
+
+
+def column_sq_norms(X) -> np.ndarray:
+    """``‖X_·d‖²`` of each column (NaN entries skipped)."""
+    count, mean, m2 = column_moments(np.ascontiguousarray(X, dtype=np.float64))
+    return m2 + count * mean * mean
+
+
 def block_sq_norms(X, noise) -> np.ndarray:
     """``‖X_b‖²`` of each column block (the ``trXX`` argument of the kernels)."""
-    return np.array([float(np.sum(X[:, a:b] ** 2))
-                     for a, b in zip(noise.cols[:-1], noise.cols[1:], strict=True)])
+    return np.add.reduceat(column_sq_norms(X), np.asarray(noise.cols[:-1]))
 
 
 def block_variances(X, cols) -> np.ndarray:
     """The variance of the entries of each column block ``cols[b]:cols[b+1]`` of ``X``, NaN
-    entries ignored (the annealing's starting noise variances)."""
-    return np.array([float(np.nanvar(X[:, a:b]))
-                     for a, b in zip(cols[:-1], cols[1:], strict=True)])
+    entries ignored (the annealing's starting noise variances): the columns' moments pooled
+    about the block's mean."""
+    count, mean, m2 = column_moments(np.ascontiguousarray(X, dtype=np.float64))
+    out = []
+    for a, b in zip(cols[:-1], cols[1:], strict=True):
+        n = count[a:b].sum()
+        grand = float(np.dot(count[a:b], mean[a:b])) / n
+        out.append(float(m2[a:b].sum() + np.dot(count[a:b], (mean[a:b] - grand) ** 2)) / n)
+    return np.array(out)
+
+
+def centred_spread(X) -> float:
+    """The root mean square of the column-centred entries of ``X`` (NaN entries skipped)."""
+    count, _, m2 = column_moments(np.ascontiguousarray(X, dtype=np.float64))
+    return float(np.sqrt(m2.sum() / count.sum()))
 
 
 @numba.njit(cache=True)
@@ -216,6 +257,30 @@ def collapsed_log_joint(G, RX, m_act, trXX, n, noise, alpha, beta, k_max):
     benchmarks all use this function."""
     loglik = collapsed_loglik(G, RX, trXX, n, noise)
     return loglik + ibp_log_pmf(m_act, n, k_max, alpha, beta), loglik
+
+
+@numba.njit(cache=True)
+def residual_sq_sum(X, xc, Z, A, off, oc):
+    """``‖X_b − off_b − Z A‖²`` in one pass over the rows, no ``N x D`` temporary: ``X_b``
+    the columns ``xc : xc + D_b`` of ``X``, ``off_b`` the columns ``oc : oc + D_b`` of
+    ``off`` (``N`` rows, or one row added to every row), ``A`` ``K x D_b``, ``Z`` binary
+    ``N x K``.  The noise scale's sufficient statistic (:class:`~pymc_ibp.IBPScaleSlice`)."""
+    n, k = Z.shape
+    d = A.shape[1]
+    full = off.shape[0] != 1
+    r = np.empty(d)
+    total = 0.0
+    for i in range(n):
+        oi = i if full else 0
+        for j in range(d):
+            r[j] = X[i, xc + j] - off[oi, oc + j]
+        for t in range(k):
+            if Z[i, t] != 0:
+                for j in range(d):
+                    r[j] -= A[t, j]
+        for j in range(d):
+            total += r[j] * r[j]
+    return total
 
 
 def observed_loglik(Z, X, miss, noise):
