@@ -351,7 +351,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         """:meth:`_log_joint` (complete data) from the statistics ``G``, ``RX`` of the active
         columns ``act``."""
         if ibp is not None and not self.mode.counts:
-            return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, self.n,
+            return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, Z.shape[0],
                                                noise, ibp[0], ibp[1], self.k_max)
         return self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
 

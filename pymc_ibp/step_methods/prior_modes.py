@@ -46,9 +46,12 @@ class IBPMode:
 
     def log_joint(self, G, RX, Z, m, act, trXX, noise):
         """``(log p(X | Z) + log P(Z), log p(X | Z))`` (the one home:
-        :func:`pymc_ibp.step_methods.kernels.collapsed_log_joint`)."""
-        return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, self.n, noise,
-                                           self.alpha, self.beta, self.k_max)
+        :func:`pymc_ibp.step_methods.kernels.collapsed_log_joint`) for the rows of ``Z``: all
+        ``N`` of them, or the subset a start search runs on (scored as an IBP of that many
+        rows; at ``N`` the search's candidates were compared under a prior for rows they do
+        not have)."""
+        return kernels.collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, Z.shape[0],
+                                           noise, self.alpha, self.beta, self.k_max)
 
 
 class LogOddsMode:
@@ -104,7 +107,7 @@ class LogOddsMode:
 
     def log_joint(self, G, RX, Z, m, act, trXX, noise):
         """``(log p(X | Z) + Σ log Bernoulli(z_nk; p_nk), log p(X | Z))``."""
-        loglik = kernels.collapsed_loglik(G, RX, trXX, self.n, noise)
+        loglik = kernels.collapsed_loglik(G, RX, trXX, Z.shape[0], noise)
         return loglik + self.log_prior(Z), loglik
 
 
