@@ -81,21 +81,25 @@ from pymc_ibp.step_methods.kernels.split_merge import (
     sequential_split_merge,
 )
 from pymc_ibp.step_methods.kernels.sweeps import (
+    NO_EXT,
     NO_LOGODDS,
     NO_MISS,
     SweepStats,
     accelerated_sweep,
+    accelerated_sweep_core,
     accelerated_sweep_window,
     collapsed_sweep,
     shard_sweep,
 )
 
 __all__ = [
+    "NO_EXT",
     "NO_LOGODDS",
     "NO_MISS",
     "Noise",
     "SweepStats",
     "accelerated_sweep",
+    "accelerated_sweep_core",
     "accelerated_sweep_window",
     "active_slots",
     "append_empty",
