@@ -105,7 +105,7 @@ def shard_sweeps(X, source, m_global, G_global, RX_global, noise, alpha, beta, n
     Z = _z_of(source).copy()
     rng = np.random.default_rng(seed)
     m = np.asarray(m_global, dtype=np.int64).copy()
-    refresh = max(5, X.shape[0] // 10)
+    refresh = kernels.refresh_interval(X.shape[0])
     flips = born = died = hit = 0
     for _ in range(int(sweeps)):
         s = kernels.shard_sweep(rng, Z, X, m, noise, float(alpha), float(beta), refresh,

@@ -372,6 +372,23 @@ class DataParallelGibbs(AcceleratedGibbs):
             self.restarts, self.segment = 1, 0
         return Z
 
+    def _assign_rows(self, Z, X, noise, ibp):
+        """With sharded data the rows outside the start's subset are on the workers: each
+        shard sweeps its rows once, without births, given the start's features (the global
+        statistics of ``Z`` before the sweep, as in one synchronous outer iteration), at the
+        start's noise; ``Z`` in place."""
+        if self._sharded is None:
+            super()._assign_rows(Z, X, noise, ibp)
+            return
+
+        def assign(client):
+            self._hold(client, Z, X)
+            self._sync_sweeps(client, Z, noise, ibp, 1, -1,
+                              "assigning their rows to the start's features")
+            self._z_last = Z.copy()
+
+        self._run(assign)
+
     def _gather(self, client, futures, what, shards=None):
         """The shards' results, or an error naming the shards that failed (never a hang:
         ``timeout`` seconds at most).  ``shards[i]`` is the shard of ``futures[i]`` (default:
@@ -522,11 +539,25 @@ class DataParallelGibbs(AcceleratedGibbs):
         from the start of the iteration; the new global statistics are summed on a tree."""
         P = len(self._x)
         token = self.sweeps % P
+        reports = self._sync_sweeps(client, Z, noise, (self.mode.alpha, self.mode.beta),
+                                    self.inner_sweeps, token, "their sweeps")
+        self.last_iteration = {"token": token, "births": [r.births for r in reports],
+                               "deaths": [r.deaths for r in reports],
+                               "flips": [r.flips for r in reports]}
+        self._record(reports, range(P), token)
+        return (sum(r.flips for r in reports), sum(r.births for r in reports),
+                sum(r.deaths for r in reports), max(r.kmax_hit for r in reports))
+
+    def _sync_sweeps(self, client, Z, noise, ibp, sweeps, token, what):
+        """``sweeps`` sweeps of every shard's rows given the others' statistics from the
+        start (:func:`~pymc_ibp.distributed.shards.shard_sweeps`, prior ``ibp = (α, β)``), only
+        shard ``token`` creating features (none for ``token = -1``); their changes applied to
+        ``Z`` (in place) and the new global statistics kept.  Returns the shards' reports."""
+        P = len(self._x)
         seeds = self.rng.integers(0, 2**63 - 1, size=P)
-        alpha, beta = self.mode.alpha, self.mode.beta
         G, RX, m_glob = self._global
         futs = [self._submit(client, p, shard_sweeps, xf, self._results[p], m_glob, G, RX,
-                             noise, alpha, beta, self.n, self.inner_sweeps, int(seeds[p]),
+                             noise, ibp[0], ibp[1], self.n, sweeps, int(seeds[p]),
                              p == token)
                 for p, (_, _, _, xf) in enumerate(self._x)]
         # each shard reports the entries of its Z_p that changed (never the whole Z_p) and, with
@@ -536,8 +567,7 @@ class DataParallelGibbs(AcceleratedGibbs):
         reports = self._gather(client, [self._submit(client, p, shard_report, f, xf,
                                                      self._results[p], not tree)
                                         for p, (f, (_, _, _, xf)) in
-                                        enumerate(zip(futs, self._x, strict=True))],
-                               "their sweeps")
+                                        enumerate(zip(futs, self._x, strict=True))], what)
         if tree:
             [total] = self._gather(client, [root], "summing their statistics")
             total = Stats(*total)
@@ -547,12 +577,7 @@ class DataParallelGibbs(AcceleratedGibbs):
             apply_changes(Z, a, r.changes)
         self._results = futs
         self._global = total
-        self.last_iteration = {"token": token, "births": [r.births for r in reports],
-                               "deaths": [r.deaths for r in reports],
-                               "flips": [r.flips for r in reports]}
-        self._record(reports, range(P), token)
-        return (sum(r.flips for r in reports), sum(r.births for r in reports),
-                sum(r.deaths for r in reports), max(r.kmax_hit for r in reports))
+        return reports
 
     def _launch(self, client, p, noise, seed):
         """Start shard ``p``'s sweeps (asynchronous mode) from the latest global statistics.

@@ -88,7 +88,7 @@ def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=No
     if Z.shape != (n, spec.k_max):
         raise ValueError(f"start must have shape {(n, spec.k_max)}; got {Z.shape}.")
     trXX = kernels.block_sq_norms(X, noise)
-    refresh = max(5, n // 10)
+    refresh = kernels.refresh_interval(n)
     trace = []
     sweeps = 0
     while sweeps < max_sweeps:

@@ -403,23 +403,23 @@ class _LinearGaussianIBPStep(BlockedStep):
             return best
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z[rows] = best
-        if isinstance(X, np.ndarray):  # sharded data: the workers' first sweeps assign them
+        if rows.size < self.n:
             self._assign_rows(Z, X, best_noise, ibp)
         return Z
 
     def _assign_rows(self, Z, X, noise, ibp):
-        """After a search on a subset of the rows, one sweep of all rows given the searched
-        features, at the search's estimate of the noise and without births (``Z`` in place):
-        the start then covers every row.  Left empty, the other rows made the first steps of
-        the hyperparameters see a ``Z`` that explains almost nothing (a free ``σx`` jumped to
-        the data's spread, about twice the noise on block images) and the first sweeps of the
-        chain ran at that noise; at N = 10^6 the chain then kept 7 features for the 4 glyphs,
-        2.6 x 10^5 nats below the truth."""
+        """After a start fitted on a subset of the rows (the search, the variational start),
+        one sweep of all rows given the fitted features, at the fit's estimate of the noise
+        and without births (``Z`` in place): the start then covers every row.  Left empty,
+        the other rows made the first steps of the hyperparameters see a ``Z`` that explains
+        almost nothing (a free ``σx`` jumped to the data's spread, about twice the noise on
+        block images) and the first sweeps of the chain ran at that noise; at N = 10^6 the
+        chain then kept 7 features for the 4 glyphs, 2.6 x 10^5 nats below the truth."""
         miss = kernels.NO_MISS if self._mask is None else self._mask
         kernels.accelerated_sweep_core(
             self.rng, Z, X, Z.sum(axis=0).astype(np.int64), noise, ibp[0], ibp[1],
-            max(5, self.n // 10), False, kernels.NO_LOGODDS, kernels.NO_EXT, kernels.NO_EXT,
-            self.n, False, miss)
+            kernels.refresh_interval(self.n), False, kernels.NO_LOGODDS, kernels.NO_EXT,
+            kernels.NO_EXT, self.n, False, miss)
 
     def _anneal(self, X, noise, trXX, M=None):
         """Sweeps with split–merge and birth/death moves from a prior draw, the noise variance
@@ -450,13 +450,11 @@ class _LinearGaussianIBPStep(BlockedStep):
             if M is not None and t > 0:
                 _fill_from_z(Z, X, M, m, target)
                 trXX = kernels.block_sq_norms(X, noise)
-            if self._free_sx and t > 0:  # a free σx: its estimate given the current Z
-                target = target._replace(sx2=self._residual_variance(Z, X, m, target, v0))
-            if self._free_sa and t > 0:  # a free σa likewise
-                target = target._replace(sa2=self._feature_variance(Z, X, m, target))
+            if t > 0:  # a free σx or σa: its estimate given the current Z
+                target = self._noise_estimate(Z, X, m, target, v0)
             s2 = self._tempered(target, min(1.0, t / span), v0)
             kernels.accelerated_sweep(rng, Z, X, m, s2, alpha, beta,
-                                      max(5, nr // 10), False, kernels.NO_LOGODDS,
+                                      kernels.refresh_interval(nr), False, kernels.NO_LOGODDS,
                                       kernels.NO_MISS if M is None else M)
             self._split_merge_fn(rng, Z, X, m, s2, alpha, beta, n_sm, trXX)
             kernels.column_split_merge(rng, Z, X, m, s2, alpha, beta, n_csm, trXX)
@@ -467,12 +465,17 @@ class _LinearGaussianIBPStep(BlockedStep):
                 self._dissolve_combinations(Z, X, trXX, s2, (alpha, beta), M)
         if M is not None:
             _fill_from_z(Z, X, M, Z.sum(axis=0), target)
+        return Z, X, self._noise_estimate(Z, X, Z.sum(axis=0), target, v0)
+
+    def _noise_estimate(self, Z, X, m, noise, v0):
+        """``noise`` with a free ``σx`` and a free ``σa`` replaced by their estimates given
+        ``Z`` (:meth:`_residual_variance`, then :meth:`_feature_variance`); ``v0`` the data's
+        variance per block."""
         if self._free_sx:
-            target = target._replace(sx2=self._residual_variance(Z, X, Z.sum(axis=0), target,
-                                                                 v0))
+            noise = noise._replace(sx2=self._residual_variance(Z, X, m, noise, v0))
         if self._free_sa:
-            target = target._replace(sa2=self._feature_variance(Z, X, Z.sum(axis=0), target))
-        return Z, X, target
+            noise = noise._replace(sa2=self._feature_variance(Z, X, m, noise))
+        return noise
 
     @staticmethod
     def _feature_variance(Z, X, m, noise):
@@ -601,19 +604,26 @@ class _LinearGaussianIBPStep(BlockedStep):
         return np.maximum(ms, 1e-4 * v0)
 
     def _vi_start(self, X, noise):
-        """A fresh start from a finite variational fit (:func:`pymc_ibp.inference.variational_z`;
-        on a random subset of ``init_subsample`` rows when ``N > 2 · init_subsample``, the other
-        rows starting empty), at the current scales as starting values."""
+        """A fresh start from a finite variational fit (:func:`pymc_ibp.inference.variational_z`),
+        at the current scales as starting values; on a random subset of ``init_subsample``
+        rows when ``N > 2 · init_subsample``, the other rows then assigned to its features by
+        :meth:`_assign_rows` (at the scales a free ``σx`` or ``σa`` would have given the fitted
+        rows, as after the search)."""
         from pymc_ibp.inference.variational import variational_z  # inference imports steps
 
         ns = self.init_subsample
         rows = (np.sort(self.rng.choice(self.n, size=ns, replace=False))
                 if ns and self.n > 2 * ns else np.arange(self.n))
         widths = np.diff(noise.cols)
+        Xs = X[rows]
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
-        Z[rows] = variational_z(X[rows], np.repeat(noise.sx2, widths),
-                                np.repeat(noise.sa2, widths), self.mode.alpha, self.k_max,
-                                self.rng, cols=noise.cols)
+        Z[rows] = Zs = variational_z(Xs, np.repeat(noise.sx2, widths),
+                                     np.repeat(noise.sa2, widths), self.mode.alpha, self.k_max,
+                                     self.rng, cols=noise.cols)
+        if rows.size < self.n:
+            fit = self._noise_estimate(Zs, Xs, Zs.sum(axis=0), noise,
+                                       kernels.block_variances(Xs, noise.cols))
+            self._assign_rows(Z, X, fit, self._search_prior())
         return Z
 
     def _from_prior(self, Z):
@@ -975,7 +985,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
                 f"window > 1 is implemented for the pmi.IBP prior only; {self.z_name!r} has a "
                 "Bernoulli prior: use window=1."
             )
-        self.refresh = int(refresh) if refresh is not None else max(5, self.n // 10)
+        self.refresh = int(refresh) if refresh is not None else kernels.refresh_interval(self.n)
 
     def _sweep(self, Z, X, m, noise):
         mode = self.mode

@@ -134,6 +134,12 @@ def match_prior(model, z_rv):
     return None
 
 
+def side_by_side(arrays):
+    """The arrays' columns side by side; a lone array itself, not a copy (``np.hstack`` would
+    copy it): the caller reads it and never writes into it."""
+    return arrays[0] if len(arrays) == 1 else np.hstack(arrays)
+
+
 @dataclass
 class GaussianBlock:
     """One observed Normal whose mean is ``Z @ A (+ offset)``: a block of columns of the data
@@ -195,16 +201,12 @@ class LinearGaussianIBP:
                 f"The observed data of {self.blocks[0].obs_rv.name!r} is a {self.sharded!r}: "
                 "it stays on its shards, and only pmi.DataParallelGibbs (with the plugin's "
                 "alpha and scale steps) samples such a model.")
-        if len(self.blocks) == 1:
-            return self.blocks[0].X
-        return np.hstack([b.X for b in self.blocks])
+        return side_by_side([b.X for b in self.blocks])
 
     def filled(self):
         """:attr:`X` with the missing entries set to 0 (not a copy when none are missing and
         there is one block: read it, never write into it)."""
-        if len(self.blocks) == 1:
-            return self.blocks[0].filled()
-        return np.hstack([b.filled() for b in self.blocks])
+        return side_by_side([b.filled() for b in self.blocks])
 
     @property
     def cols(self):

@@ -33,7 +33,7 @@ from pytensor.graph.traversal import ancestors
 
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods.model_matching import matched_models
+from pymc_ibp.step_methods.model_matching import matched_models, side_by_side
 from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 
 __all__ = ["IBPScaleSlice", "slice_sample"]
@@ -188,8 +188,7 @@ class IBPScaleSlice(BlockedStep):
             # sharded data: the start from the shards' column sums (at the first step, when
             # pmi.DataParallelGibbs has loaded them on its workers)
             start_u = None if spec.sharded is not None else float(fwd_fn(max(data_start(
-                spec.blocks[blocks[0]].X if len(blocks) == 1
-                else np.hstack([spec.blocks[i].X for i in blocks]), role), 1e-3)))
+                side_by_side([spec.blocks[i].X for i in blocks]), role), 1e-3)))
             self.entries.append(dict(
                 start_u=start_u, fwd_fn=fwd_fn, default_u=float(ip[value_var.name]),
                 has_initval=model.rvs_to_initial_values.get(rv) is not None,
@@ -223,6 +222,8 @@ class IBPScaleSlice(BlockedStep):
         count, ss = 0, 0.0
         offset = (None if e["offset_fn"] is None
                   else np.ascontiguousarray(e["offset_fn"](point), dtype=np.float64))
+        Z = (None if e["role"] == "sigma_a" else
+             np.ascontiguousarray(e["spec"].z_value(point, e["z_name"]), dtype=np.int8))
         for c0, c1, a_name, miss_name, mask in e["blocks"]:
             A = np.ascontiguousarray(point[a_name], dtype=np.float64)
             if e["role"] == "sigma_a":
@@ -232,7 +233,6 @@ class IBPScaleSlice(BlockedStep):
             if mask is not None:  # this block's columns with the imputed values filled in
                 X, xc = np.array(X[:, c0:c1]), 0
                 X[mask] = point[miss_name]
-            Z = np.ascontiguousarray(e["spec"].z_value(point, e["z_name"]), dtype=np.int8)
             off, oc = (np.zeros((1, c1 - c0)), 0) if offset is None else (offset, c0)
             ss += kernels.residual_sq_sum(X, xc, Z, A, off, oc)
             count += X.shape[0] * (c1 - c0)

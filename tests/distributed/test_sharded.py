@@ -13,6 +13,7 @@ from pymc_ibp.datasets.sharded import ShardedData, ShardedDataNotGathered
 from pymc_ibp.distributed import DataParallelGibbs
 from pymc_ibp.distributed.shards import apply_changes, shard_report, shard_stats, z_changes
 from pymc_ibp.exceptions import DataError, ModelPatternError
+from tests._helpers import noise_of
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
@@ -228,3 +229,24 @@ def test_a_lost_worker_reloads_its_shard(tmp_path, client):
     for (z1, a1), (z2, a2) in zip(clean, recovered, strict=True):
         np.testing.assert_array_equal(z1, z2)
         np.testing.assert_array_equal(a1, a2)
+
+
+def test_a_subset_start_assigns_the_other_rows_on_their_shards(tmp_path, client):
+    """With sharded data and N > init_subsample the start search runs on rows fetched from
+    the shards; then every shard sweeps its rows once without births, so the chain's first
+    steps see a Z covering every row (not the searched rows only), and the shards' global
+    statistics are those of that Z."""
+    data = ShardedData.from_npy(npy_shards(tmp_path, X))
+    model = model_of(data.tensor())
+    with model:
+        step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=60,
+                                 init_subsample=30, init_sweeps=15, init_restarts=2)
+    step.setup_chain(np.random.default_rng(3), tune=20, draws=5)
+    Z = step._start(np.zeros((90, 8), dtype=np.int64), step._X, noise_of(step, 0.25))
+    assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
+    assert (Z.sum(axis=1) > 0).sum() > 60  # the other rows were given features
+    assert step._z_last is not None and np.array_equal(step._z_last, Z)
+    np.testing.assert_array_equal(step._global.m, Z.sum(axis=0))
+    stats = shard_stats(X, Z)
+    np.testing.assert_allclose(step._global.RX, stats.RX, atol=1e-9)
+    assert step.restarts == 1 and step.segment == 0

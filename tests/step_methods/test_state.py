@@ -202,6 +202,20 @@ def test_vi_start_policy():
             pmi.AcceleratedGibbs([model["Z"]], init_method="nope")
 
 
+def test_vi_start_on_a_subset_assigns_the_other_rows():
+    """init_method="vi" with N > 2 init_subsample: the fit runs on a row subset, then one
+    sweep without births gives the other rows the fitted features."""
+    data = pmi.datasets.block_images(300, noise=0.5, seed=3)
+    model = readme_model(data.X, k_max=8)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi", init_subsample=100)
+    step.setup_chain(np.random.default_rng(0), 0, 10)
+    out = step._start(np.zeros((300, 8), dtype=np.int64), step._X, noise_of(step, 0.25, 1.0))
+    assert (out.sum(axis=1) > 0).sum() > 250  # not only the 100 fitted rows (281 have glyphs)
+    m = out.sum(axis=0)
+    assert (m > 0).sum() >= 3 and m.max() > 120  # features of the fit, given to other rows
+
+
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 @pytest.mark.parametrize("split", [0, 4], ids=["before-the-start", "after-the-start"])
 def test_ibpgibbs_checkpoint_and_resume_gives_the_same_draws(split):

@@ -89,6 +89,7 @@ from pymc_ibp.step_methods.kernels.sweeps import (
     accelerated_sweep_core,
     accelerated_sweep_window,
     collapsed_sweep,
+    refresh_interval,
     shard_sweep,
 )
 
@@ -136,6 +137,7 @@ __all__ = [
     "posterior_from_stats",
     "random_free_slots",
     "random_split_merge",
+    "refresh_interval",
     "reset_to_prior",
     "residual",
     "residual_sq_sum",

@@ -76,6 +76,14 @@ NO_EXT = np.zeros((0, 0))
 NO_MISS = np.zeros((0, 0), dtype=np.bool_)
 
 
+def refresh_interval(n):
+    """Rows between the sweeps' exact recomputations of the feature posterior ``(Σ, μ)``
+    from ``G`` and ``RX`` (the rank-one updates between them drift): a tenth of the ``n``
+    rows swept, at least 5.  The ``refresh`` argument of :func:`accelerated_sweep` and the
+    other sweeps, wherever a caller does not choose it."""
+    return max(5, int(n) // 10)
+
+
 @numba.njit(cache=True)
 def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds, miss):
     """One sweep of the accelerated collapsed Gibbs sampler (Doshi-Velez & Ghahramani 2009,
