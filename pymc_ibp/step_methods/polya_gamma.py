@@ -257,8 +257,10 @@ class PolyaGammaGibbs(BlockedStep):
                                             *self.mode.symbolic])
         self._hyper_fn = model.compile_fn(outs, inputs=model.value_vars,
                                           on_unused_input="ignore", point_fn=True, **kw)
-        # the ibp_model_logp stat (recorded with the Z move only)
-        self._model_logp = model_logp_fn(model, kw) if self.update_z else None
+        # the ibp_model_logp stat (recorded with the Z move only): PyTensor's graph for every
+        # term but the data's, whose log-likelihood the step has from its own kernel
+        self._model_logp = (model_logp_fn(model, kw, without=[spec.obs_rv]) if self.update_z
+                            else None)
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name,
                                             only=None if self.update_z else ())
         if init_z not in ("auto", "point", "surrogate"):
@@ -389,8 +391,8 @@ class PolyaGammaGibbs(BlockedStep):
             warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max)
         loglik = float(kernels.logit_log_lik(x, obs, psi))
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
-                  "ibp_model_logp": (float(self._model_logp(new)) if self._model_logp is not None
-                                     else np.nan),
+                  "ibp_model_logp": (float(self._model_logp(new)) + loglik
+                                     if self._model_logp is not None else np.nan),
                   "ibp_kmax_hit": bool(hit),
                   "ibp_refreshes": int(refreshes)}
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]

@@ -9,6 +9,8 @@ and the plots look up the names of the matrix the user names (:func:`matrix_stat
 
 from __future__ import annotations
 
+import pytensor.tensor as pt
+
 __all__ = ["SEP", "group_by_matrix", "matrix_stat", "model_logp_fn", "one_step_per_matrix",
            "per_matrix_stats", "sampled_matrices"]
 
@@ -50,12 +52,18 @@ def matrix_stat(stats, name, z_name):
     return name if name in stats else None
 
 
-def model_logp_fn(model, compile_kwargs=None):
+def model_logp_fn(model, compile_kwargs=None, without=()):
     """The point function behind the ``ibp_model_logp`` stat: the model's log density (every
-    free variable and the data, no Jacobian terms); ``None`` for a model with a variable that
-    has no logp (e.g. ``pm.Simulator``), whose stat is then NaN."""
+    free variable, the data and the potentials, no Jacobian terms) but the terms of the
+    observed variables ``without``, which the caller adds from its own kernels (PyTensor's
+    graph of a likelihood ``Bernoulli(σ(Z A + b))`` allocates ``N x D`` arrays per call);
+    ``None`` for a model with a variable that has no logp (e.g. ``pm.Simulator``), whose stat
+    is then NaN."""
+    skip = {id(rv) for rv in without}
+    terms = ([rv for rv in model.free_RVs + model.observed_RVs if id(rv) not in skip]
+             + list(model.potentials))
     try:
-        logp = model.logp(jacobian=False)
+        logp = model.logp(vars=terms, jacobian=False) if terms else pt.constant(0.0)
     except NotImplementedError:
         return None
     return model.compile_fn(logp, inputs=model.value_vars, on_unused_input="ignore",

@@ -69,6 +69,36 @@ def logit_model(X, alpha=1.5, k_max=K, z=None):
     return model
 
 
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+@pytest.mark.parametrize("missing", [False, True], ids=["complete", "nan-entries"])
+def test_model_logp_stat_is_the_log_joint_at_the_returned_point(missing):
+    """ibp_model_logp: the model's log density (no Jacobians) at the point step() returns,
+    with the data's term from the step's own kernel and every other term from PyTensor (the
+    offset b, imputed entries, another observed variable and a Potential included)."""
+    rng = np.random.default_rng(5)
+    X = (rng.random((12, 5)) < 0.4).astype(float)
+    if missing:
+        X[[1, 4, 7], [0, 3, 2]] = np.nan
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(12, 10))
+        A = pm.Normal("A", 0.0, SA, shape=(10, 5))
+        b = pm.Normal("b", B_MEAN, B_SD, shape=5)
+        pm.Bernoulli("X", logit_p=Z @ A + b,
+                     observed=np.ma.masked_array(np.nan_to_num(X), mask=np.isnan(X))
+                     if missing else X.astype(np.int64))
+        pm.Normal("y", alpha, 1.0, observed=[0.5, 1.5])
+        pm.Potential("pot", -0.3 * alpha)
+        step = pmi.PolyaGammaGibbs()
+        logp = model.compile_logp(jacobian=False)
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=5)
+    point = model.initial_point()
+    for it in range(5):
+        point["alpha_log__"] = np.asarray(0.2 * it)  # the other terms follow the point
+        point, [stats] = step.step(point)
+        assert stats["ibp_model_logp"] == pytest.approx(float(logp(point)), rel=1e-10)
+
+
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
 @pytest.mark.parametrize("feature_sweeps", [1, 0])
 def test_exact_posterior_with_features_and_offsets_integrated_out(feature_sweeps):
