@@ -82,3 +82,18 @@ def rhat(x) -> float:
         return float("nan")
     r = float(az.rhat(x))
     return r if math.isfinite(r) else float("nan")
+
+
+def replicate_summary(rows, keys, stats):
+    """Per setting (the distinct values of the columns ``keys``, in order of appearance):
+    each statistic of ``stats`` (column -> decimals) as ``"median [min, max]"`` over its runs,
+    with the number of runs."""
+    out = []
+    for setting in dict.fromkeys(tuple(r[k] for k in keys) for r in rows):
+        runs = [r for r in rows if tuple(r[k] for k in keys) == setting]
+        row = {**dict(zip(keys, setting, strict=True)), "runs": len(runs)}
+        for c, dec in stats.items():
+            v = np.array([r[c] for r in runs], dtype=float)
+            row[c] = f"{np.median(v):.{dec}f} [{v.min():.{dec}f}, {v.max():.{dec}f}]"
+        out.append(row)
+    return out

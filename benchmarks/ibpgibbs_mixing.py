@@ -22,9 +22,13 @@ at every draw) over the kept draws; the spread of the chains' mean log joints (m
 the accepted proposals of each kind per iteration; the wall time of ``pm.sample``
 (``cores=2``: two chains at a time).
 
-    python -m benchmarks.ibpgibbs_mixing [--quick] [--tune T --draws D]
+    python -m benchmarks.ibpgibbs_mixing [--quick] [--tune T --draws D] [--replicates R]
 
 Other chain lengths than the default 150 + 300 are saved as ``ibpgibbs_mixing_long``.
+``--replicates R`` runs every setting with ``R`` chain seeds (the data fixed; the first seed's
+run is the single run's) and adds a table of the median and range of each statistic over the
+runs (saved as ``ibpgibbs_mixing_replicates``, with the length appended when it is not the
+default).
 """
 
 from __future__ import annotations
@@ -36,27 +40,35 @@ import numpy as np
 
 from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
-from benchmarks._mixing_stats import ess_bulk, rhat
+from benchmarks._mixing_stats import ess_bulk, replicate_summary, rhat
 
-COLS = ["start", "moves", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
+COLS = ["start", "moves", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
         "K_plus_rhat", "K_plus_ess", "log_lik_rhat", "log_lik_ess", "log_joint_mean",
         "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "sm_accepted_per_it",
         "cm_accepted_per_it", "fm_accepted_per_it", "fsm_accepted_per_it", "wall_s"]
+#: statistics summarised over replicate runs (median, min, max), with their decimals
+SUMMARY = {"log_joint_mean": 0, "log_joint_rhat": 2, "log_joint_ess": 1,
+           "log_joint_chain_spread": 0, "K_plus_rhat": 2, "K_plus_ess": 1, "log_lik_rhat": 2,
+           "log_lik_ess": 1, "wall_s": 0}
+SUMMARY_COLS = ["start", "moves", "runs", *SUMMARY]
 MOVES = {"none": dict(split_merge=0, combination_moves=0, feature_moves=0,
                       feature_split_merge=0),
          "no_fsm": dict(feature_split_merge=0),
          "default": {}}
 
 
-def run(n, k_max, chains, tune, draws, start, moves, seed):
+def run(n, k_max, chains, tune, draws, start, moves, seed, chain_seed=None):
     import pymc as pm
     from sklearn.datasets import load_digits
 
     import pymc_ibp as pmi
 
     digits = load_digits()
+    chain_seed = seed if chain_seed is None else chain_seed
     rng = np.random.default_rng(seed)
     rows = rng.choice(len(digits.data), size=n, replace=False)
+    if chain_seed != seed:  # the same data; the chains' own random starts and draws
+        rng = np.random.default_rng(chain_seed)
     X = (digits.data[rows] > 7).astype("int64")
     d = X.shape[1]
     starts = None
@@ -77,7 +89,7 @@ def run(n, k_max, chains, tune, draws, start, moves, seed):
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2,
                           step=[pmi.IBPGibbs([Z], **MOVES[moves], **start_kw), pm.NUTS([A, b])],
                           initvals=starts,
-                          random_seed=seed, compute_convergence_checks=False,
+                          random_seed=chain_seed, compute_convergence_checks=False,
                           progressbar=False, var_names=["alpha"])
         wall = time.perf_counter() - t
     ss = idata["sample_stats"]
@@ -85,8 +97,8 @@ def run(n, k_max, chains, tune, draws, start, moves, seed):
     ll = ss["ibp_log_lik"].values
     lj = ss["ibp_model_logp"].values
     return {
-        "start": start, "moves": moves, "N": n, "K_max": k_max, "chains": chains,
-        "tune": tune, "draws": draws,
+        "start": start, "moves": moves, "chain_seed": chain_seed, "N": n, "K_max": k_max,
+        "chains": chains, "tune": tune, "draws": draws,
         "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp), "K_plus_ess": ess_bulk(kp),
         "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
         "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
@@ -111,7 +123,22 @@ def main():
                     help="move settings to run (default: all)")
     ap.add_argument("--tune", type=int, default=150, help="tuning iterations (default 150)")
     ap.add_argument("--draws", type=int, default=300, help="kept draws per chain (default 300)")
+    ap.add_argument("--settings", nargs="+", metavar="START:MOVES",
+                    help="(start, moves) pairs to run instead of every start x moves, e.g. "
+                         "point:none surrogate:default")
+    ap.add_argument("--replicates", type=int, default=1,
+                    help="runs per setting with chain seeds seed, seed + 1, ... (default 1)")
     args = ap.parse_args()
+    if args.replicates < 1:
+        ap.error("--replicates must be >= 1")
+    if args.settings:
+        settings = [tuple(x.split(":", 1)) for x in args.settings]
+        bad = [x for x, (st, mv) in zip(args.settings, settings, strict=True)
+               if st not in ("point", "surrogate", "random") or mv not in MOVES]
+        if bad or any(len(x) != 2 for x in settings):
+            ap.error(f"--settings takes START:MOVES pairs; got {args.settings}")
+    else:
+        settings = [(st, mv) for st in args.starts for mv in args.moves]
     quiet()
     info = machine_info()
     if args.quick:
@@ -123,12 +150,17 @@ def main():
     length = ("" if (args.tune, args.draws) == (150, 300)
               else f" --tune {args.tune} --draws {args.draws}")
     rows = []
-    for start in args.starts:
-        for moves in args.moves:
-            rows.append(run(start=start, moves=moves, **cfg))
+    for start, moves in settings:
+        for r in range(args.replicates):
+            rows.append(run(start=start, moves=moves, chain_seed=cfg["seed"] + r, **cfg))
             print_table(rows[-1:], COLS)
     print()
     print_table(rows, COLS)
+    summary = (replicate_summary(rows, ["start", "moves"], SUMMARY) if args.replicates > 1
+               else [])
+    if summary:
+        print()
+        print_table(summary, SUMMARY_COLS)
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b; Z by "
         "pmi.IBPGibbs, A / b by NUTS, alpha by IBPAlphaGibbs; cores=2.  start = point: "
@@ -146,12 +178,24 @@ def main():
         "split / merge moves of a feature with its parameters per iteration.",
         "Command: python -m benchmarks.ibpgibbs_mixing"
         + (" --quick" if args.quick else f" --k-max {args.k_max}")
-        + f" --starts {' '.join(args.starts)} --moves {' '.join(args.moves)}" + length,
+        + (f" --settings {' '.join(args.settings)}" if args.settings else
+           f" --starts {' '.join(args.starts)} --moves {' '.join(args.moves)}") + length
+        + (f" --replicates {args.replicates}" if args.replicates > 1 else ""),
     ]
+    title = "IBPGibbs mixing with and without its mode-crossing moves (digits)"
+    if summary:
+        notes.insert(3, f"Each setting ran {args.replicates} times on the same data with chain "
+                        f"seeds {cfg['seed']}..{cfg['seed'] + args.replicates - 1}; the "
+                        "summary gives each statistic's median over the runs and its range "
+                        "[min, max].")
+        name = ("ibpgibbs_mixing_quick_replicates" if args.quick else
+                "ibpgibbs_mixing_replicates" + length.replace(" --", "_").replace(" ", ""))
+        write_results(name, summary, SUMMARY_COLS, title, notes, info,
+                      extra_tables=[("Every run", rows, COLS)], csv_rows=rows)
+        return
     name = ("ibpgibbs_mixing_quick" if args.quick
             else "ibpgibbs_mixing_long" if length else "ibpgibbs_mixing")
-    write_results(name, rows, COLS,
-                  "IBPGibbs mixing with and without its mode-crossing moves (digits)", notes, info)
+    write_results(name, rows, COLS, title, notes, info)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import numpy as np
 
 from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
-from benchmarks._mixing_stats import ess_bulk, rhat
+from benchmarks._mixing_stats import ess_bulk, replicate_summary, rhat
 
 COLS = ["sampler", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
         "K_plus_rhat", "K_plus_ess", "log_lik_mean", "log_lik_rhat", "log_lik_ess",
@@ -138,7 +138,7 @@ def main():
             print_table(rows[-1:], COLS)
     print()
     print_table(rows, COLS)
-    summary = summarise(rows) if args.replicates > 1 else []
+    summary = replicate_summary(rows, ["sampler"], SUMMARY) if args.replicates > 1 else []
     if summary:
         print()
         print_table(summary, SUMMARY_COLS)
@@ -181,19 +181,6 @@ def main():
                       extra_tables=[("Every run", rows, COLS)], csv_rows=rows)
     else:
         write_results(name, rows, COLS, title, notes, info)
-
-
-def summarise(rows):
-    """Per sampler: each statistic of :data:`SUMMARY` as ``"median [min, max]"`` over its runs."""
-    out = []
-    for sampler in dict.fromkeys(r["sampler"] for r in rows):
-        runs = [r for r in rows if r["sampler"] == sampler]
-        row = {"sampler": sampler, "runs": len(runs)}
-        for c, dec in SUMMARY.items():
-            v = np.array([r[c] for r in runs], dtype=float)
-            row[c] = f"{np.median(v):.{dec}f} [{v.min():.{dec}f}, {v.max():.{dec}f}]"
-        out.append(row)
-    return out
 
 
 if __name__ == "__main__":
