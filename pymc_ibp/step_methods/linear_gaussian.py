@@ -615,7 +615,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         rows = (np.sort(self.rng.choice(self.n, size=ns, replace=False))
                 if ns and self.n > 2 * ns else np.arange(self.n))
         widths = np.diff(noise.cols)
-        Xs = X[rows]
+        Xs = X if rows.size == self.n else X[rows]  # no copy of X when fitting every row
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z[rows] = Zs = variational_z(Xs, np.repeat(noise.sx2, widths),
                                      np.repeat(noise.sa2, widths), self.mode.alpha, self.k_max,

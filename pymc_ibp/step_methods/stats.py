@@ -9,8 +9,6 @@ and the plots look up the names of the matrix the user names (:func:`matrix_stat
 
 from __future__ import annotations
 
-import pytensor.tensor as pt
-
 __all__ = ["SEP", "group_by_matrix", "matrix_stat", "model_logp_fn", "one_step_per_matrix",
            "per_matrix_stats", "sampled_matrices"]
 
@@ -63,7 +61,7 @@ def model_logp_fn(model, compile_kwargs=None, without=()):
     terms = ([rv for rv in model.free_RVs + model.observed_RVs if id(rv) not in skip]
              + list(model.potentials))
     try:
-        logp = model.logp(vars=terms, jacobian=False) if terms else pt.constant(0.0)
+        logp = model.logp(vars=terms, jacobian=False)
     except NotImplementedError:
         return None
     return model.compile_fn(logp, inputs=model.value_vars, on_unused_input="ignore",
