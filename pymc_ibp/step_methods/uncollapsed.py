@@ -610,8 +610,11 @@ class IBPGibbs(BlockedStep):
         if int(feature_rows) < 1:
             raise ValueError(f"feature_rows must be >= 1; got {feature_rows!r}.")
         self._features = None
-        if ((self.feature_moves or self.feature_split_merge or feature_params)
-                and feature_params is not False):
+        # the surrogate start needs A too (its rows set given the Z found), moves on or off
+        wants_surrogate = row_moves and (init_z == "surrogate" or (
+            init_z == "auto" and _explain and spec is None))
+        if ((self.feature_moves or self.feature_split_merge or feature_params
+             or wants_surrogate) and feature_params is not False):
             if not row_moves:
                 raise ModelPatternError(
                     f"IBPGibbs(feature_params=True) needs {z_rv.name!r} to be a pmi.IBP whose "

@@ -262,6 +262,13 @@ def test_surrogate_start_finds_the_features_of_binary_data(monkeypatch):
         assert len(starts) == 1  # a user's Z is kept
         pm.sample(step=[pmi.IBPGibbs([Z], init_z="surrogate")], initvals={"Z": Z0}, **common)
         assert len(starts) == 2
+        # the start needs A, not the feature moves: with every move off it still applies
+        off = dict(split_merge=0, combination_moves=0, feature_moves=0, feature_split_merge=0)
+        for init_z in ("auto", "surrogate"):
+            step = pmi.IBPGibbs([Z], init_z=init_z, **off)
+            assert (step.feature_moves, step.feature_split_merge) == (0, 0)
+            pm.sample(step=[step], **common)
+        assert len(starts) == 4
     z = sur["posterior"]["Z"].values[0, 0]
     a = sur["posterior"]["A"].values[0, 0]
     for g in range(4):
