@@ -51,6 +51,7 @@ SUMMARY = {"log_joint_mean": 0, "log_joint_rhat": 2, "log_joint_ess": 1,
            "log_joint_chain_spread": 0, "K_plus_rhat": 2, "K_plus_ess": 1, "log_lik_rhat": 2,
            "log_lik_ess": 1, "wall_s": 0}
 SUMMARY_COLS = ["start", "moves", "runs", *SUMMARY]
+STARTS = ["point", "surrogate", "random"]
 MOVES = {"none": dict(split_merge=0, combination_moves=0, feature_moves=0,
                       feature_split_merge=0),
          "no_fsm": dict(feature_split_merge=0),
@@ -116,8 +117,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N = 100, 2 chains x (20 + 20)")
     ap.add_argument("--k-max", type=int, default=32, help="feature slots (default 32)")
-    ap.add_argument("--starts", nargs="+", default=["point", "surrogate", "random"],
-                    choices=["point", "surrogate", "random"],
+    ap.add_argument("--starts", nargs="+", default=STARTS, choices=STARTS,
                     help="starts to run (default: all)")
     ap.add_argument("--moves", nargs="+", default=list(MOVES), choices=list(MOVES),
                     help="move settings to run (default: all)")
@@ -133,9 +133,7 @@ def main():
         ap.error("--replicates must be >= 1")
     if args.settings:
         settings = [tuple(x.split(":", 1)) for x in args.settings]
-        bad = [x for x, (st, mv) in zip(args.settings, settings, strict=True)
-               if st not in ("point", "surrogate", "random") or mv not in MOVES]
-        if bad or any(len(x) != 2 for x in settings):
+        if any(len(x) != 2 or x[0] not in STARTS or x[1] not in MOVES for x in settings):
             ap.error(f"--settings takes START:MOVES pairs; got {args.settings}")
     else:
         settings = [(st, mv) for st in args.starts for mv in args.moves]

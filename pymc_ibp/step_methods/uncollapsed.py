@@ -610,11 +610,12 @@ class IBPGibbs(BlockedStep):
         if int(feature_rows) < 1:
             raise ValueError(f"feature_rows must be >= 1; got {feature_rows!r}.")
         self._features = None
-        # the surrogate start needs A too (its rows set given the Z found), moves on or off
-        wants_surrogate = row_moves and (init_z == "surrogate" or (
-            init_z == "auto" and _explain and spec is None))
-        if ((self.feature_moves or self.feature_split_merge or feature_params
-             or wants_surrogate) and feature_params is not False):
+        # the surrogate start: asked for, or by default where the accelerated step's own
+        # search does not apply (not linear-Gaussian); it needs A too (its rows set given the
+        # Z found), so A is looked for whether or not the moves are on
+        auto = init_z == "auto" and _explain and spec is None and row_moves
+        if ((self.feature_moves or self.feature_split_merge or feature_params or auto
+             or (row_moves and init_z == "surrogate")) and feature_params is not False):
             if not row_moves:
                 raise ModelPatternError(
                     f"IBPGibbs(feature_params=True) needs {z_rv.name!r} to be a pmi.IBP whose "
@@ -625,12 +626,9 @@ class IBPGibbs(BlockedStep):
                                                     max_rows=feature_rows)
         if self._features is None:
             self.feature_moves = self.feature_split_merge = 0
-        # the surrogate start: asked for, or by default where the accelerated step's own
-        # search does not apply (not linear-Gaussian) and the pattern holds
         self.init_z = init_z
         self._surrogate = None
-        auto = (init_z == "auto" and _explain and spec is None and row_moves
-                and self._features is not None)
+        auto = auto and self._features is not None  # by default only where the pattern holds
         if init_z == "surrogate" or auto:
             try:
                 if not row_moves or self._features is None:
