@@ -41,6 +41,7 @@ import xarray as xr
 from scipy.optimize import minimize
 
 from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.inference import vi_kernels as vk
 from pymc_ibp.step_methods.model_matching import (
@@ -224,8 +225,7 @@ class VariationalResult:
         model = self.model
         rng = np.random.default_rng(random_seed)
         trace_vars = model.unobserved_value_vars
-        fn = model.compile_fn(trace_vars, inputs=model.value_vars, on_unused_input="ignore",
-                              point_fn=False)
+        fn = compile_point_fn(model, trace_vars)
         base = model.initial_point()
         for name, val in self._scalars().items():
             rv = model[name]
@@ -248,7 +248,7 @@ class VariationalResult:
                     sd = np.broadcast_to(self.sigma_x[b.c0:b.c1], mean.shape)
                     point[b.miss_name] = (mean + sd * rng.standard_normal(mean.shape))[
                         b.miss_mask]
-            for v, val in zip(trace_vars, fn(**point), strict=True):
+            for v, val in zip(trace_vars, fn(point), strict=True):
                 out[v.name].append(val)
         names = pm.util.get_default_varnames([v.name for v in trace_vars],
                                              include_transformed=False)

@@ -37,6 +37,7 @@ from pytensor.tensor.random.basic import BernoulliRV
 from pytensor.tensor.subtensor import AdvancedSubtensor
 
 from pymc_ibp._numba_utils import bernoulli_logodds, column_rows, interrupt_safe
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.hyperparameters import _users
 from pymc_ibp.step_methods.model_matching import observed_data, one_value_var
@@ -133,7 +134,7 @@ def match_binary_features(model, a_rv):
                 f"two complementary masks. Needed: {PATTERN}.")
     p = bases[0]
     dot = _find_dot(p, a_rv)
-    s_in = pt.matrix("S", dtype="float64")
+    s_in = pt.matrix("__ibp_S", dtype="float64")
     p_of_s = graph_replace(p, {dot: s_in.astype(dot.dtype)}, strict=False)
     if a_rv in set(ancestors([p_of_s])):
         raise ModelPatternError(f"{a_rv.name!r} enters the probability of "
@@ -205,18 +206,15 @@ class BinaryFeatureGibbs(BlockedStep):
         ck = compile_kwargs or {}
         [z_v, p_v, lo_v] = model.replace_rvs_by_values(
             [z_graph, p_of_s, pt.log(a_rv.owner.inputs[-1]) - pt.log1p(-a_rv.owner.inputs[-1])])
-        self._z = model.compile_fn(z_v, inputs=model.value_vars, on_unused_input="ignore",
-                                   point_fn=True, **ck)
-        self._p = model.compile_fn(p_v, inputs=[*model.value_vars, s_in],
-                                   on_unused_input="ignore", point_fn=False, **ck)
-        self._value_names = [v.name for v in model.value_vars]
-        self._prior_lo = model.compile_fn(lo_v, inputs=model.value_vars,
-                                          on_unused_input="ignore", point_fn=True, **ck)
+        self._z = compile_point_fn(model, z_v, **ck)
+        self._p = compile_point_fn(model, p_v, extra_inputs=[s_in], **ck)
+        self._s_name = s_in.name
+        self._prior_lo = compile_point_fn(model, lo_v, **ck)
         self._check_pattern(model, name)
         self.rng = get_random_generator(rng)
 
     def _p_of(self, point, S):
-        return np.asarray(self._p(*[point[n] for n in self._value_names], S), dtype=float)
+        return np.asarray(self._p({**point, self._s_name: S}), dtype=float)
 
     def tables(self, point):
         """``(log p_d(s), log(1 - p_d(s)))`` for ``s = 0..K`` (rows) and every column."""

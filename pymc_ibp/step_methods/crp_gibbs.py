@@ -21,6 +21,7 @@ from pymc.util import get_random_generator
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp._numba_utils import categorical_logp, interrupt_safe
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.crp import CRPRV
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods.model_matching import one_value_var
@@ -303,12 +304,9 @@ class CRPGibbs(BlockedStep):
             # added to their observations' rows
             rows.append(per_row(term, self.n, masked_entry_rows(child, c_rv, model, self.n)))
         row_ll = rows[0] if len(rows) == 1 else sum(rows[1:], rows[0])
-        self._row_ll = model.compile_fn(row_ll, inputs=model.value_vars, on_unused_input="ignore",
-                                        point_fn=True, **(compile_kwargs or {}))
+        self._row_ll = compile_point_fn(model, row_ll, **(compile_kwargs or {}))
         [alpha_v] = model.replace_rvs_by_values([alpha])
-        self._alpha = model.compile_fn(alpha_v, inputs=model.value_vars,
-                                       on_unused_input="ignore", point_fn=True,
-                                       **(compile_kwargs or {}))
+        self._alpha = compile_point_fn(model, alpha_v, **(compile_kwargs or {}))
         self._check_factorisation(ip, [ch.name for ch in children])
         self.split_merge = max(10, self.n // 5) if split_merge is None else int(split_merge)
         if self.split_merge < 0:

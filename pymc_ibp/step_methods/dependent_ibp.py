@@ -88,6 +88,7 @@ from scipy.special import expit as sp_expit
 from scipy.special import log_ndtr as sp_log_ndtr
 
 from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_threshold, sticks_from_z
 from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
@@ -430,9 +431,8 @@ class DependentIBPGibbs(BlockedStep):
         else:
             self.z_name, self._z_data = model.rvs_to_values[z_rv].name, None
         alpha = sticks_rv.owner.inputs[2] if sticks_rv is not None else pt.constant(1.0)
-        self._params = model.compile_fn(model.replace_rvs_by_values([alpha, *outs]),
-                                        inputs=model.value_vars, on_unused_input="ignore",
-                                        point_fn=True, **(compile_kwargs or {}))
+        self._params = compile_point_fn(model, model.replace_rvs_by_values([alpha, *outs]),
+                                        **(compile_kwargs or {}))
         self.k_max = int(np.asarray(self._params(ip)[1]).shape[0])
         if self.update_sticks:
             self.sticks_name = model.rvs_to_values[sticks_rv].name

@@ -68,6 +68,7 @@ import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
 from scipy import special
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 
 __all__ = ["FeatureParameterMoves"]
@@ -106,10 +107,8 @@ class FeatureParameterMoves:
         grad = pt.grad(total, a_val)
         hess_dir = pt.grad((grad * direction).sum(), a_val)
         kw = compile_kwargs or {}
-        self._grad = model.compile_fn([grad, hess_dir], inputs=[*model.value_vars, direction],
-                                      on_unused_input="ignore", point_fn=True, **kw)
-        self._prior = model.compile_fn(prior_rows, inputs=model.value_vars,
-                                       on_unused_input="ignore", point_fn=True, **kw)
+        self._grad = compile_point_fn(model, [grad, hess_dir], extra_inputs=[direction], **kw)
+        self._prior = compile_point_fn(model, prior_rows, **kw)
         self._q0 = {}  # slot -> the prior's Laplace approximation, within one sweep
 
     def new_sweep(self):

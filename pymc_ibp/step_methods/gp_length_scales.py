@@ -56,6 +56,7 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import MvNormalRV
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.exceptions import ModelPatternError
 
@@ -150,9 +151,7 @@ class GPLengthScaleHMC(BlockedStep):
         terms = list(dict.fromkeys(rvs + [u for rv in rvs for u in _users(model, rv)]))
         logp = model.logp(vars=terms, jacobian=True)
         grads = pt.grad(logp, value_vars)
-        self._fn = model.compile_fn([logp, *grads], inputs=model.value_vars,
-                                    on_unused_input="ignore", point_fn=True,
-                                    **(compile_kwargs or {}))
+        self._fn = compile_point_fn(model, [logp, *grads], **(compile_kwargs or {}))
         ip = model.initial_point() if initial_point is None else initial_point
         self._shapes = [np.shape(ip[n]) for n in self.names]
         self._sizes = [int(np.prod(s, dtype=int)) for s in self._shapes]

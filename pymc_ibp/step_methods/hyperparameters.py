@@ -39,6 +39,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV, BetaRV, ExponentialRV, GammaRV
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.crp import CRPRV, crp_log_normaliser
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
@@ -148,8 +149,7 @@ class ExponentialRateGibbs(BlockedStep):
         total = pt.add(*[v.sum() for v in values]) if len(values) > 1 else values[0].sum()
         self.count = sum(int(np.prod(model.initial_point()[model.rvs_to_values[u].name].shape))
                          for u in users)
-        self._sum = model.compile_fn(total, inputs=model.value_vars, on_unused_input="ignore",
-                                     point_fn=True, **(compile_kwargs or {}))
+        self._sum = compile_point_fn(model, total, **(compile_kwargs or {}))
         self._fwd, _ = _scalar_transform(model, rate_rv)
         self.rng = get_random_generator(rng)
 
@@ -237,9 +237,7 @@ class IBPAlphaGibbs(BlockedStep):
         self.sticks = isinstance(z_rv.owner.op, IBPStickBreakingRV)
         if self.sticks:  # the last stick of each stick vector, on the natural scale
             [sticks_v] = model.replace_rvs_by_values([z_rv])
-            self._sticks_fn = model.compile_fn(sticks_v, inputs=model.value_vars,
-                                               on_unused_input="ignore", point_fn=True,
-                                               **(compile_kwargs or {}))
+            self._sticks_fn = compile_point_fn(model, sticks_v, **(compile_kwargs or {}))
             self._stat_names = {"ibp_alpha_accept": "ibp_alpha_accept"}
             self.rng = get_random_generator(rng)
             return
@@ -247,8 +245,7 @@ class IBPAlphaGibbs(BlockedStep):
         self.n = int(pt.get_underlying_scalar_constant_value(n))
         self.k_max = int(pt.get_underlying_scalar_constant_value(k_max))
         [beta_v] = model.replace_rvs_by_values([beta])
-        self._beta_fn = model.compile_fn(beta_v, inputs=model.value_vars, on_unused_input="ignore",
-                                         point_fn=True, **(compile_kwargs or {}))
+        self._beta_fn = compile_point_fn(model, beta_v, **(compile_kwargs or {}))
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
 
@@ -509,8 +506,7 @@ class DetectionRateGibbs(BlockedStep):
         self.vars = [value_var]
         self.value_name = value_var.name
         [cond_v] = model.replace_rvs_by_values([cond])
-        self._cond = model.compile_fn(cond_v, inputs=model.value_vars, on_unused_input="ignore",
-                                      point_fn=True, **(compile_kwargs or {}))
+        self._cond = compile_point_fn(model, cond_v, **(compile_kwargs or {}))
         ip = model.initial_point() if initial_point is None else initial_point
         shape = np.broadcast_shapes(np.shape(self._cond(ip)),
                                     *(pt_.mask.shape for pt_ in parts if pt_.mask is not None))

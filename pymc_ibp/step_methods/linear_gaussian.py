@@ -37,6 +37,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 
 from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.ibp import ibp_draw_core
 from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
 from pymc_ibp.step_methods import kernels
@@ -202,8 +203,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._free_sx = any(v in free for v in ancestors([spec.column_scales()[0]]))
         self._free_sa = any(v in free for v in ancestors([spec.column_scales()[1]]))
         hyper = model.replace_rvs_by_values([*spec.column_scales(), *self.mode.symbolic])
-        self._hyper_fn = model.compile_fn(hyper, inputs=model.value_vars, on_unused_input="ignore",
-                                          point_fn=True, **(compile_kwargs or {}))
+        self._hyper_fn = compile_point_fn(model, hyper, **(compile_kwargs or {}))
         # sharded data stay on their shards (pmi.DataParallelGibbs reads them there)
         self._X = None if self._sharded is not None else spec.filled()  # read only
         self._mask = spec.missing_mask

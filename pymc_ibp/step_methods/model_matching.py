@@ -41,6 +41,7 @@ from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.datasets.sharded import sharded_data_of
 from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_log_probs
 from pymc_ibp.distributions.ibp import IBPRV
@@ -249,10 +250,8 @@ class LinearGaussianIBP:
         Used by the fits of :mod:`pymc_ibp.inference`, which take the hyperparameters there."""
         if not isinstance(self.prior, IBPPrior):
             raise ModelPatternError(f"{self.z_rv.name!r} needs a pmi.IBP prior.")
-        fn = model.compile_fn(
-            model.replace_rvs_by_values([*self.column_scales(), self.prior.alpha,
-                                         self.prior.beta]),
-            inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
+        fn = compile_point_fn(model, model.replace_rvs_by_values(
+            [*self.column_scales(), self.prior.alpha, self.prior.beta]))
         sx, sa, alpha, beta = fn(model.initial_point() if point is None else point)
         return (np.array(sx, dtype=float), np.array(sa, dtype=float),
                 float(np.asarray(alpha)), float(np.asarray(beta)))
@@ -265,8 +264,7 @@ class LinearGaussianIBP:
         parts = [pt.zeros((n, b.shape[1])) if b.offset is None
                  else pt.broadcast_to(b.offset, (n, b.shape[1])) for b in self.blocks]
         [off] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1)])
-        return model.compile_fn(off, inputs=model.value_vars, on_unused_input="ignore",
-                                point_fn=True, **compile_kwargs)
+        return compile_point_fn(model, off, **compile_kwargs)
 
 
 def _strip(var):
@@ -632,8 +630,7 @@ class NonNegativeFeatures:
         off = pt.zeros((n, d)) if b.offset is None else pt.broadcast_to(b.offset, (n, d))
         outs = model.replace_rvs_by_values([
             self.z, pt.broadcast_to(self.scale, (k, d)), pt.broadcast_to(b.sigma_x, (d,)), off])
-        return model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore",
-                                point_fn=True, **compile_kwargs)
+        return compile_point_fn(model, outs, **compile_kwargs)
 
 
 def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
@@ -687,8 +684,7 @@ def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
     z_shape = tuple(z.type.shape)
     if None in z_shape:  # no static shape: evaluate Z once (this runs in competence too)
         [z_val] = model.replace_rvs_by_values([z])
-        z_shape = model.compile_fn(z_val, inputs=model.value_vars, on_unused_input="ignore",
-                                   point_fn=True)(ip).shape
+        z_shape = compile_point_fn(model, z_val)(ip).shape
     if len(z_shape) != 2 or z_shape[1] != a_shape[0]:
         raise ModelPatternError(f"Shape mismatch: Z is {z_shape} but {a_rv.name!r} is "
                                 f"{a_shape}; A must be K x D with K the columns of Z.")

@@ -32,6 +32,7 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.basic import BernoulliRV
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.hyperparameters import _users
 from pymc_ibp.step_methods.model_matching import BINARY_MATRIX_OPS, observed_data
@@ -76,8 +77,7 @@ def _children_exponents(model, q_rv):
             p_ref = graph_replace(p, {q_rv: pt.constant(q_ref, dtype=q_rv.dtype)}, strict=False)
             exps.append(pt.log1p(-p_ref) / math.log(q_ref))
         [s_e, s_3] = model.replace_rvs_by_values(exps)
-        fn = model.compile_fn([s_e, s_3], inputs=model.value_vars, on_unused_input="ignore",
-                              point_fn=True)
+        fn = compile_point_fn(model, [s_e, s_3])
         ip = model.initial_point()
         ones = {k: (np.ones_like(v) if k in _binary_values(model) else v) for k, v in ip.items()}
         for point in (ip, ones):
@@ -152,15 +152,12 @@ class NoisyOrQSlice(BlockedStep):
         self.vars = [value_var]
         self.value_name = value_var.name
         self._children = [(name, fn) for name, fn in (
-            (name, model.compile_fn(s, inputs=model.value_vars, on_unused_input="ignore",
-                                    point_fn=True, **(compile_kwargs or {})))
+            (name, compile_point_fn(model, s, **(compile_kwargs or {})))
             for name, _, _, s in children)]
         self._data = {name: observed_data(model.rvs_to_values[rv])
                       for name, free, rv, _ in children if not free}
         [prior] = model.logp(vars=[q_rv], jacobian=True, sum=False)
-        self._prior = model.compile_fn(prior, inputs=model.value_vars,
-                                       on_unused_input="ignore", point_fn=True,
-                                       **(compile_kwargs or {}))
+        self._prior = compile_point_fn(model, prior, **(compile_kwargs or {}))
         transform = model.rvs_to_transforms.get(q_rv)
         u = pt.dscalar("u")
         back = transform.backward(u, *q_rv.owner.inputs) if transform is not None else u

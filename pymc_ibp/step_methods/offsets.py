@@ -24,6 +24,7 @@ from pymc.util import get_random_generator
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.model_matching import _strip, matched_models, one_value_var
 
@@ -88,8 +89,7 @@ class IBPOffsetGibbs(BlockedStep):
         _, _, mu0, s0 = rv.owner.inputs
         sx_cols = pt.broadcast_to(blk.sigma_x, (blk.X.shape[1],))
         sym = model.replace_rvs_by_values([mu0, s0, sx_cols])
-        self._params = model.compile_fn(sym, inputs=model.value_vars, on_unused_input="ignore",
-                                        point_fn=True, **(compile_kwargs or {}))
+        self._params = compile_point_fn(model, sym, **(compile_kwargs or {}))
         self.spec = spec
         self.z_name = model.rvs_to_values[spec.z_rv].name
         self.a_name = model.rvs_to_values[blk.a_rv].name

@@ -46,6 +46,7 @@ from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from scipy import special
 
 from pymc_ibp._numba_utils import interrupt_safe
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
@@ -255,8 +256,7 @@ class PolyaGammaGibbs(BlockedStep):
         off = spec.offset if spec.offset is not None else pt.zeros((1, d))
         outs = model.replace_rvs_by_values([spec.sigma_a, *b_terms, pt.as_tensor(off),
                                             *self.mode.symbolic])
-        self._hyper_fn = model.compile_fn(outs, inputs=model.value_vars,
-                                          on_unused_input="ignore", point_fn=True, **kw)
+        self._hyper_fn = compile_point_fn(model, outs, **kw)
         # the ibp_model_logp stat (recorded with the Z move only): PyTensor's graph for every
         # term but the data's, whose log-likelihood the step has from its own kernel
         self._model_logp = (model_logp_fn(model, kw, without=[spec.obs_rv]) if self.update_z

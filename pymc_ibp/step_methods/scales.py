@@ -31,6 +31,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import matched_models, side_by_side
@@ -174,8 +175,7 @@ class IBPScaleSlice(BlockedStep):
                 raise ModelPatternError(f"{rv.name!r} must be a scalar.")
             spec, role, blocks = _match_scale(model, rv)
             [prior] = model.logp(vars=[rv], jacobian=True, sum=False)
-            prior_fn = model.compile_fn(prior, inputs=model.value_vars, on_unused_input="ignore",
-                                        point_fn=True, **(compile_kwargs or {}))
+            prior_fn = compile_point_fn(model, prior, **(compile_kwargs or {}))
             transform = model.rvs_to_transforms.get(rv)
             u = pt.dscalar("u")
             back = transform.backward(u, *rv.owner.inputs) if transform is not None else u

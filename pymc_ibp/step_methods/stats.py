@@ -9,6 +9,8 @@ and the plots look up the names of the matrix the user names (:func:`matrix_stat
 
 from __future__ import annotations
 
+from pymc_ibp._pytensor_utils import compile_point_fn
+
 __all__ = ["SEP", "group_by_matrix", "matrix_stat", "model_logp_fn", "one_step_per_matrix",
            "per_matrix_stats", "sampled_matrices"]
 
@@ -64,8 +66,7 @@ def model_logp_fn(model, compile_kwargs=None, without=()):
         logp = model.logp(vars=terms, jacobian=False)
     except NotImplementedError:
         return None
-    return model.compile_fn(logp, inputs=model.value_vars, on_unused_input="ignore",
-                            point_fn=True, **(compile_kwargs or {}))
+    return compile_point_fn(model, logp, **(compile_kwargs or {}))
 
 
 def group_by_matrix(model, vars_, matrices):
