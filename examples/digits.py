@@ -95,10 +95,14 @@ def main():
               "1000) iterations leave its R-hat above 1.1); before using the features, run "
               "longer and more chains (e.g. --tune 1000 --draws 2000 --chains 4) and check "
               "R-hat again.")
-    hit = float(idata["sample_stats"]["ibp_kmax_hit"].mean())
-    if hit > 0:
-        print(f"\nAll K_max={args.k_max} slots were in use in {100 * hit:.0f}% of the draws: the "
-              "truncation binds, so rerun with a larger --k-max for the untruncated posterior "
+        print("\nWhere each chain is (its means; log_joint_gap: nats below the highest chain; "
+              "different m_sorted: different features):")
+        print(pmi.chain_summary(idata, ranks=3).round(1).to_string())
+    hits = idata["sample_stats"]["ibp_kmax_hit"].values
+    if hits.any():
+        print(f"\nAll K_max={args.k_max} slots were in use in {int(hits.sum())} of the "
+              f"{hits.size} draws, where the truncation binds: rerun with a larger --k-max "
+              "for the untruncated posterior "
               "(a sweep costs O(N D K_max^2)).")
 
     # ---- features picture --------------------------------------------------------------------

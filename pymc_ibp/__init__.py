@@ -8,6 +8,7 @@ from pymc_ibp import datasets, distributed, inference, likelihoods
 from pymc_ibp.datasets import ShardedData
 from pymc_ibp.diagnostics import (
     bernoulli_heldout_metrics,
+    chain_summary,
     cusum,
     hairiness,
     hairiness_index,
@@ -115,6 +116,7 @@ __all__ = [
     "plot_features",
     "relabel",
     "summary",
+    "chain_summary",
     "plot_cusum",
 ]
 

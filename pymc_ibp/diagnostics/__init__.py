@@ -10,7 +10,12 @@ from pymc_ibp.diagnostics.cusum import cusum, hairiness, hairiness_index
 from pymc_ibp.diagnostics.feature_plots import plot_assignments, plot_features, posterior_features
 from pymc_ibp.diagnostics.heldout import bernoulli_heldout_metrics, heldout_metrics, holdout_mask
 from pymc_ibp.diagnostics.relabel import relabel, relabel_permutations
-from pymc_ibp.diagnostics.summary import feature_sizes, sorted_feature_sizes, summary
+from pymc_ibp.diagnostics.summary import (
+    chain_summary,
+    feature_sizes,
+    sorted_feature_sizes,
+    summary,
+)
 
 
 def __getattr__(name):
@@ -24,6 +29,7 @@ def __getattr__(name):
 
 
 __all__ = [
+    "chain_summary",
     "cusum",
     "feature_sizes",
     "hairiness",

@@ -29,7 +29,7 @@ import xarray as xr
 
 from pymc_ibp.step_methods.stats import SEP
 
-__all__ = ["feature_sizes", "sorted_feature_sizes", "summary"]
+__all__ = ["chain_summary", "feature_sizes", "sorted_feature_sizes", "summary"]
 
 _SAMPLE_DIMS = ("chain", "draw")
 #: the label-invariant sample stats summarised by default (when present): K+, the log joint
@@ -140,6 +140,48 @@ def _scalar_stat(da: xr.DataArray) -> xr.DataArray:
     return da
 
 
+def _label_invariant(idata, var_names, z_name, stat_names, ranks=None) -> xr.Dataset:
+    """The label-invariant quantities of :func:`summary` as (chain, draw) variables: the sample
+    stats of ``stat_names`` (K+ from Z when absent), the scalar posterior variables (or
+    ``var_names``) and the sorted feature sizes ``m_sorted`` (``ranks`` of them; default every
+    rank that is non-zero in some draw)."""
+    post = _posterior(idata)
+    Z = _get_z(post, z_name)
+    stats = _sample_stats(idata, z_name)
+
+    out: dict[str, xr.DataArray] = {}
+    for name in stat_names:
+        if stats is not None and name in stats:
+            out[name] = _scalar_stat(stats[name])
+        elif name == "ibp_n_active":
+            out[name] = (Z.sum(Z.dims[2]) > 0).sum(Z.dims[3]).astype(np.int64)
+
+    if var_names is None:
+        var_names = [
+            v for v, da in post.data_vars.items() if v != z_name and da.dims == _SAMPLE_DIMS
+        ]
+    else:
+        var_names = [var_names] if isinstance(var_names, str) else list(var_names)
+        missing = [v for v in var_names if v not in post]
+        if missing:
+            raise ValueError(
+                f"var_names {missing} not in the posterior (variables: {sorted(post.data_vars)})."
+            )
+    for v in var_names:
+        if v in out:
+            raise ValueError(f"posterior variable {v!r} clashes with the sample stat of that name.")
+        out[v] = post[v]
+
+    m_sorted = sorted_feature_sizes(post, z_name, k=ranks)
+    if m_sorted.sizes[RANK_DIM] > 0:
+        out["m_sorted"] = m_sorted
+
+    return xr.Dataset(
+        {k: v.reset_coords(drop=True) for k, v in out.items()},
+        coords={"chain": post["chain"].values, "draw": post["draw"].values},
+    )
+
+
 # ------------------------------------------------------------------------------------------------
 # public
 # ------------------------------------------------------------------------------------------------
@@ -207,41 +249,7 @@ def summary(
     Quantities that are constant over all draws (e.g. :math:`K_+` in a short, stuck run) get
     ``r_hat = NaN``; ArviZ's 0/0 RuntimeWarnings for them are suppressed here.
     """
-    post = _posterior(idata)
-    Z = _get_z(post, z_name)
-    stats = _sample_stats(idata, z_name)
-
-    out: dict[str, xr.DataArray] = {}
-    for name in stat_names:
-        if stats is not None and name in stats:
-            out[name] = _scalar_stat(stats[name])
-        elif name == "ibp_n_active":
-            out[name] = (Z.sum(Z.dims[2]) > 0).sum(Z.dims[3]).astype(np.int64)
-
-    if var_names is None:
-        var_names = [
-            v for v, da in post.data_vars.items() if v != z_name and da.dims == _SAMPLE_DIMS
-        ]
-    else:
-        var_names = [var_names] if isinstance(var_names, str) else list(var_names)
-        missing = [v for v in var_names if v not in post]
-        if missing:
-            raise ValueError(
-                f"var_names {missing} not in the posterior (variables: {sorted(post.data_vars)})."
-            )
-    for v in var_names:
-        if v in out:
-            raise ValueError(f"posterior variable {v!r} clashes with the sample stat of that name.")
-        out[v] = post[v]
-
-    m_sorted = sorted_feature_sizes(post, z_name)
-    if m_sorted.sizes[RANK_DIM] > 0:
-        out["m_sorted"] = m_sorted
-
-    ds = xr.Dataset(
-        {k: v.reset_coords(drop=True) for k, v in out.items()},
-        coords={"chain": post["chain"].values, "draw": post["draw"].values},
-    )
+    ds = _label_invariant(idata, var_names, z_name, stat_names)
     import arviz as az
 
     with warnings.catch_warnings():
@@ -252,3 +260,80 @@ def summary(
                                 category=RuntimeWarning)
         warnings.filterwarnings("ignore", message="Degrees of freedom", category=RuntimeWarning)
         return az.summary(ds, **summary_kwargs)
+
+
+def chain_summary(
+    idata,
+    var_names: Sequence[str] | None = None,
+    z_name: str = "Z",
+    *,
+    stat_names: Sequence[str] = DEFAULT_STATS,
+    ranks: int = 5,
+):
+    """Each chain's means of the label-invariant quantities of :func:`summary`: where chains
+    that disagree sit.
+
+    When :func:`summary` gives R-hats above 1.01 for the log joint, the log-likelihood or the
+    sorted feature sizes, the chains are in different places, and this table says which chain
+    is where: one row per chain, the mean over its draws of
+
+    * the sample stats of `stat_names` (K+, the log joint ``ibp_log_joint`` or
+      ``ibp_model_logp``, the log-likelihood ``ibp_log_lik``, those present; K+ from Z when
+      the stat is absent), the scalar posterior variables (or exactly `var_names`);
+    * ``n_ones``, the number of ones in Z, :math:`\\sum_{n,k} z_{nk}`;
+    * the `ranks` largest sorted feature sizes ``m_sorted[r]`` :math:`= m_{(r+1)}`;
+    * ``log_joint_gap``: the chain's mean log joint minus the highest chain's (nats; 0 for
+      the highest chain), when the sample stats hold a log joint.
+
+    Chains whose ``m_sorted`` differ by many rows hold different sets of features (different
+    decompositions of the data), and their log joints say how well each decomposition
+    explains the data. A chain's mean log joint is not its mode's posterior mass, so do not
+    keep only the best chain as "the" posterior: run more chains (or longer) and compare,
+    e.g. with :func:`pymc_ibp.plot_features` of each chain.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        Output of ``pm.sample`` with `z_name` in its posterior.
+    var_names, z_name, stat_names
+        As in :func:`summary`.
+    ranks : int, default 5
+        How many of the largest feature sizes to report (at most ``K_max``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by chain; columns as listed above (a variable with more dimensions than
+        (chain, draw), e.g. ``var_names=["A"]`` after :func:`~pymc_ibp.relabel`, gets a column
+        per entry, ``A[k, d]``).
+
+    Raises
+    ------
+    ValueError
+        As :func:`summary`, and if `ranks` is not a positive integer.
+    """
+    import pandas as pd
+
+    if isinstance(ranks, bool) or not isinstance(ranks, (int, np.integer)) or ranks < 1:
+        raise ValueError(f"ranks must be a positive integer; got {ranks!r}.")
+    ds = _label_invariant(idata, var_names, z_name, stat_names, ranks=int(ranks))
+    Z = _get_z(_posterior(idata), z_name)
+    m_sorted = ds.data_vars.get("m_sorted")
+    ds = ds.drop_vars("m_sorted") if m_sorted is not None else ds
+    ds["n_ones"] = Z.sum((Z.dims[2], Z.dims[3])).reset_coords(drop=True)
+    if m_sorted is not None:
+        ds["m_sorted"] = m_sorted
+    means = ds.mean("draw")
+    columns = {}
+    for name, da in means.data_vars.items():
+        values = np.asarray(da.transpose("chain", ...).values, dtype=float)
+        if values.ndim == 1:
+            columns[name] = values
+            continue
+        for idx in np.ndindex(*values.shape[1:]):
+            columns[f"{name}[{', '.join(str(i) for i in idx)}]"] = values[(slice(None), *idx)]
+    table = pd.DataFrame(columns, index=pd.Index(means["chain"].values, name="chain"))
+    joint = next((s for s in ("ibp_log_joint", "ibp_model_logp") if s in table), None)
+    if joint is not None:
+        table["log_joint_gap"] = table[joint] - table[joint].max()
+    return table

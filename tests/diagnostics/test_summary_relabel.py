@@ -15,7 +15,7 @@ import xarray as xr
 import pymc_ibp as pmi
 from pymc_ibp.diagnostics.feature_plots import plot_assignments, plot_features, posterior_features
 from pymc_ibp.diagnostics.relabel import relabel, relabel_permutations
-from pymc_ibp.diagnostics.summary import sorted_feature_sizes, summary
+from pymc_ibp.diagnostics.summary import chain_summary, sorted_feature_sizes, summary
 
 N, K_MAX, K_TRUE, D = 60, 6, 3, 4
 N_CHAINS, N_DRAWS = 4, 200
@@ -141,6 +141,43 @@ def test_summary_reports_the_log_joint_and_log_likelihood_of_every_step():
     assert s.loc["ibp_model_logp", "r_hat"] < 1.05
     assert s.loc["ibp_log_lik", "r_hat"] > 1.5
     assert "ibp_log_lik" not in summary(dt, stat_names=("ibp_n_active",)).index
+
+
+def test_chain_summary_gives_each_chains_means():
+    """One row per chain: its means of the stats, the scalars, the number of ones and the
+    largest sorted feature sizes, and its mean log joint's gap to the highest chain's; the same
+    after relabelling (label-invariant)."""
+    dt = fake_idata()
+    stats = dt["sample_stats"].to_dataset()
+    stats = stats.rename({"ibp_log_joint": "ibp_model_logp"})
+    stats["ibp_model_logp"] = stats["ibp_model_logp"] + np.array([0.0, -40.0, 0.0, 25.0])[:, None]
+    dt = xr.DataTree.from_dict({"posterior": dt["posterior"].to_dataset(),
+                                "sample_stats": stats})
+    t = chain_summary(dt, ranks=3)
+    Z = dt["posterior"]["Z"].values
+    lj = stats["ibp_model_logp"].values
+    assert list(t.index) == list(range(N_CHAINS)) and t.index.name == "chain"
+    assert list(t.columns) == ["ibp_n_active", "ibp_model_logp", "alpha", "sigma_x", "n_ones",
+                               "m_sorted[0]", "m_sorted[1]", "m_sorted[2]", "log_joint_gap"]
+    np.testing.assert_allclose(t["ibp_model_logp"], lj.mean(axis=1))
+    np.testing.assert_allclose(t["log_joint_gap"], lj.mean(axis=1) - lj.mean(axis=1).max())
+    assert t["log_joint_gap"].idxmax() == 3 and t["log_joint_gap"][1] < -60
+    np.testing.assert_allclose(t["alpha"], dt["posterior"]["alpha"].values.mean(axis=1))
+    np.testing.assert_allclose(t["n_ones"], Z.sum(axis=(2, 3)).mean(axis=1))
+    sizes = -np.sort(-Z.sum(axis=2), axis=-1)
+    for r in range(3):
+        np.testing.assert_allclose(t[f"m_sorted[{r}]"], sizes[..., r].mean(axis=1))
+    np.testing.assert_allclose(t["ibp_n_active"], (Z.sum(axis=2) > 0).sum(-1).mean(axis=1))
+    relabelled = relabel(dt)
+    np.testing.assert_allclose(chain_summary(relabelled, ranks=3).values, t.values)
+    per_entry = chain_summary(relabelled, var_names=["A"], ranks=1)
+    assert f"A[{K_MAX - 1}, {D - 1}]" in per_entry and "alpha" not in per_entry
+    # without a log joint in the stats: no gap column; K+ from Z
+    bare = chain_summary(fake_idata(with_stats=False))
+    assert "log_joint_gap" not in bare and "ibp_n_active" in bare
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="ranks"):
+            chain_summary(dt, ranks=bad)
 
 
 def test_summary_var_names_stats_fallback_and_constant():
