@@ -244,6 +244,11 @@ def summary(
         If `idata` has no posterior group, the posterior has no `z_name`, or a name in
         `var_names` is not in the posterior.
 
+    See Also
+    --------
+    chain_summary : each chain's means of the same quantities, to see where chains that
+        disagree (R-hat above 1.01) sit.
+
     Notes
     -----
     Quantities that are constant over all draws (e.g. :math:`K_+` in a short, stuck run) get
@@ -311,6 +316,10 @@ def chain_summary(
     ------
     ValueError
         As :func:`summary`, and if `ranks` is not a positive integer.
+
+    See Also
+    --------
+    summary : the same quantities over all chains, with R-hat and ESS.
     """
     import pandas as pd
 
