@@ -70,10 +70,15 @@ def compile_point_fn(model, outs, *, extra_inputs: Sequence = (), **compile_kwar
     ``compile_kwargs`` go to ``model.compile_fn`` (e.g. ``mode``).
     """
     inputs = [*model.value_vars, *extra_inputs]
+    taken = {v.name for v in model.value_vars}
     for v in extra_inputs:
         if not v.name:
             raise ValueError("compile_point_fn: every extra input needs a name (its key in the "
                              "point).")
+        if v.name in taken:
+            raise ValueError(f"compile_point_fn: the extra input {v.name!r} has the name of a "
+                             "value variable of the model (or of another extra input).")
+        taken.add(v.name)
     fn = model.compile_fn(outs, inputs=inputs, on_unused_input="ignore", point_fn=False,
                           **compile_kwargs)
     return PointFunction(fn)

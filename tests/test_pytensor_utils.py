@@ -91,3 +91,6 @@ def test_extra_inputs_are_read_from_the_point(model):
         point["A"].sum())
     with pytest.raises(ValueError, match="name"):
         compile_point_fn(model, d.sum(), extra_inputs=[pt.matrix()])
+    for clash in ([pt.matrix("A")], [d, pt.matrix("__direction")]):  # would overwrite a value
+        with pytest.raises(ValueError, match="has the name of a value variable"):
+            compile_point_fn(model, d.sum(), extra_inputs=clash)

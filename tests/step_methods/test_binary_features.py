@@ -95,3 +95,22 @@ def test_assigned_by_pm_sample_and_patterns_checked():
             pmi.BinaryFeatureGibbs([A])
         _, sel = assign_step_methods(bad)
     assert "BinaryFeatureGibbs" not in {k.__name__ for k in sel}
+
+
+def test_a_user_variable_named_like_the_count_input_is_not_overwritten():
+    """The count input S of the step's compiled probability has a private name, so a model
+    variable called ``S`` (here the leak) keeps its own value in the step's tables."""
+    def tables(name):
+        with pm.Model() as model:
+            Z = pmi.IBP("Z", 1.2, shape=(3, 2))
+            A = pm.Bernoulli("A", 0.4, shape=(2, 2))
+            leak = pm.Beta(name, 2.0, 5.0, shape=2, default_transform=None)  # value var `name`
+            pm.Bernoulli("X", p=pmi.likelihoods.leaky_noisy_or(Z, A, leak=leak, activation=0.7),
+                         observed=X3)
+            step = pmi.BinaryFeatureGibbs([A])
+        point = model.initial_point()
+        point[name] = np.array([0.2, 0.6])
+        return step.tables(point)
+
+    for ours, ref in zip(tables("S"), tables("leak"), strict=True):
+        np.testing.assert_array_equal(ours, ref)
