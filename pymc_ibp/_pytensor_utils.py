@@ -61,13 +61,15 @@ def _fits(static, shape):
     return all(s is None or s == n for s, n in zip(static, shape, strict=True))
 
 
-def compile_point_fn(model, outs, *, extra_inputs: Sequence = (), **compile_kwargs):
+def compile_point_fn(model, outs, *, extra_inputs: Sequence = (),
+                     compile_kwargs: Mapping | None = None):
     """Compile ``outs`` (graphs of ``model``'s value variables, and of ``extra_inputs``) into
     a :class:`PointFunction` of the model's point.
 
     The inputs are every value variable of ``model`` (unused ones ignored) and then
     ``extra_inputs`` (named variables, given in the point under their names);
-    ``compile_kwargs`` go to ``model.compile_fn`` (e.g. ``mode``).
+    ``compile_kwargs`` (a step's argument of that name; ``None``: none) go to
+    ``model.compile_fn`` (e.g. ``mode``).
     """
     inputs = [*model.value_vars, *extra_inputs]
     taken = {v.name for v in model.value_vars}
@@ -80,5 +82,5 @@ def compile_point_fn(model, outs, *, extra_inputs: Sequence = (), **compile_kwar
                              "value variable of the model (or of another extra input).")
         taken.add(v.name)
     fn = model.compile_fn(outs, inputs=inputs, on_unused_input="ignore", point_fn=False,
-                          **compile_kwargs)
+                          **(compile_kwargs or {}))
     return PointFunction(fn)

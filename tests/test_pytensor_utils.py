@@ -94,3 +94,60 @@ def test_extra_inputs_are_read_from_the_point(model):
     for clash in ([pt.matrix("A")], [d, pt.matrix("__direction")]):  # would overwrite a value
         with pytest.raises(ValueError, match="has the name of a value variable"):
             compile_point_fn(model, d.sum(), extra_inputs=clash)
+
+
+def _point_functions(obj, seen=None):
+    """Every PointFunction reachable from a step through the attributes of pymc_ibp objects,
+    lists, tuples and dicts."""
+    from pymc_ibp._pytensor_utils import PointFunction
+
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, PointFunction):
+        return [obj]
+    if isinstance(obj, list | tuple):
+        children = list(obj)
+    elif isinstance(obj, dict):
+        children = list(obj.values())
+    elif type(obj).__module__.startswith(("pymc_ibp", "pymc.step_methods.compound")):
+        children = list(getattr(obj, "__dict__", {}).values())
+    else:
+        return []
+    return [f for c in children for f in _point_functions(c, seen)]
+
+
+@pytest.mark.parametrize("likelihood", ["normal", "student_t", "bernoulli_logit"])
+def test_steps_compile_with_the_compile_kwargs_of_pm_sample(likelihood):
+    """pm.sample hands its ``compile_kwargs`` to every step it assigns; each of the steps'
+    compiled point functions (the surrogate start's and the feature moves' too) is compiled
+    with them (here: PyTensor's Python linker instead of the default C / numba one)."""
+    from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
+    from pytensor.compile.mode import Mode
+    from pytensor.link.basic import PerformLinker
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(6, 3))
+    with pm.Model() as m:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(6, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 3))
+        if likelihood == "normal":
+            sigma = pm.HalfNormal("sigma", 1.0)
+            pm.Normal("X", mu=Z @ A, sigma=sigma, observed=X)
+        elif likelihood == "student_t":
+            pm.StudentT("X", nu=4, mu=Z @ A, sigma=1.0, observed=X)
+        else:
+            pm.Bernoulli("X", logit_p=Z @ A, observed=(X > 0).astype(int))
+        steps, selected = assign_step_methods(m, None)  # as pm.sample does, in the model
+        mode = Mode(linker="py", optimizer="fast_compile")
+        step = instantiate_steppers(m, steps, selected, compile_kwargs={"mode": mode})
+    assert {type(s).__name__ for s in step} >= {"normal": {"AcceleratedGibbs"},
+                                                "student_t": {"IBPGibbs", "NUTS"},
+                                                "bernoulli_logit": {"PolyaGammaGibbs"}
+                                                }[likelihood]
+    fns = _point_functions(step)
+    assert len(fns) >= 3
+    assert all(type(f.f.maker.linker) is PerformLinker for f in fns)  # not its subclasses
+

@@ -203,13 +203,12 @@ class BinaryFeatureGibbs(BlockedStep):
             raise ModelPatternError(f"{name!r} holds {X[bad]} at {bad}; a binary "
                                     "likelihood needs data in {0, 1}.")
         self._x = X.astype(np.int8)
-        ck = compile_kwargs or {}
         [z_v, p_v, lo_v] = model.replace_rvs_by_values(
             [z_graph, p_of_s, pt.log(a_rv.owner.inputs[-1]) - pt.log1p(-a_rv.owner.inputs[-1])])
-        self._z = compile_point_fn(model, z_v, **ck)
-        self._p = compile_point_fn(model, p_v, extra_inputs=[s_in], **ck)
+        self._z = compile_point_fn(model, z_v, compile_kwargs=compile_kwargs)
+        self._p = compile_point_fn(model, p_v, extra_inputs=[s_in], compile_kwargs=compile_kwargs)
         self._s_name = s_in.name
-        self._prior_lo = compile_point_fn(model, lo_v, **ck)
+        self._prior_lo = compile_point_fn(model, lo_v, compile_kwargs=compile_kwargs)
         self._check_pattern(model, name)
         self.rng = get_random_generator(rng)
 

@@ -304,9 +304,9 @@ class CRPGibbs(BlockedStep):
             # added to their observations' rows
             rows.append(per_row(term, self.n, masked_entry_rows(child, c_rv, model, self.n)))
         row_ll = rows[0] if len(rows) == 1 else sum(rows[1:], rows[0])
-        self._row_ll = compile_point_fn(model, row_ll, **(compile_kwargs or {}))
+        self._row_ll = compile_point_fn(model, row_ll, compile_kwargs=compile_kwargs)
         [alpha_v] = model.replace_rvs_by_values([alpha])
-        self._alpha = compile_point_fn(model, alpha_v, **(compile_kwargs or {}))
+        self._alpha = compile_point_fn(model, alpha_v, compile_kwargs=compile_kwargs)
         self._check_factorisation(ip, [ch.name for ch in children])
         self.split_merge = max(10, self.n // 5) if split_merge is None else int(split_merge)
         if self.split_merge < 0:

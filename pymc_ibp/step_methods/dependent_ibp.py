@@ -432,7 +432,7 @@ class DependentIBPGibbs(BlockedStep):
             self.z_name, self._z_data = model.rvs_to_values[z_rv].name, None
         alpha = sticks_rv.owner.inputs[2] if sticks_rv is not None else pt.constant(1.0)
         self._params = compile_point_fn(model, model.replace_rvs_by_values([alpha, *outs]),
-                                        **(compile_kwargs or {}))
+                                        compile_kwargs=compile_kwargs)
         self.k_max = int(np.asarray(self._params(ip)[1]).shape[0])
         if self.update_sticks:
             self.sticks_name = model.rvs_to_values[sticks_rv].name

@@ -106,9 +106,9 @@ class FeatureParameterMoves:
         total = row_ll.sum() + prior_rows.sum()
         grad = pt.grad(total, a_val)
         hess_dir = pt.grad((grad * direction).sum(), a_val)
-        kw = compile_kwargs or {}
-        self._grad = compile_point_fn(model, [grad, hess_dir], extra_inputs=[direction], **kw)
-        self._prior = compile_point_fn(model, prior_rows, **kw)
+        self._grad = compile_point_fn(model, [grad, hess_dir], extra_inputs=[direction],
+                                      compile_kwargs=compile_kwargs)
+        self._prior = compile_point_fn(model, prior_rows, compile_kwargs=compile_kwargs)
         self._q0 = {}  # slot -> the prior's Laplace approximation, within one sweep
 
     def new_sweep(self):

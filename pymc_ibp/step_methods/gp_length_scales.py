@@ -151,7 +151,7 @@ class GPLengthScaleHMC(BlockedStep):
         terms = list(dict.fromkeys(rvs + [u for rv in rvs for u in _users(model, rv)]))
         logp = model.logp(vars=terms, jacobian=True)
         grads = pt.grad(logp, value_vars)
-        self._fn = compile_point_fn(model, [logp, *grads], **(compile_kwargs or {}))
+        self._fn = compile_point_fn(model, [logp, *grads], compile_kwargs=compile_kwargs)
         ip = model.initial_point() if initial_point is None else initial_point
         self._shapes = [np.shape(ip[n]) for n in self.names]
         self._sizes = [int(np.prod(s, dtype=int)) for s in self._shapes]

@@ -149,7 +149,7 @@ class ExponentialRateGibbs(BlockedStep):
         total = pt.add(*[v.sum() for v in values]) if len(values) > 1 else values[0].sum()
         self.count = sum(int(np.prod(model.initial_point()[model.rvs_to_values[u].name].shape))
                          for u in users)
-        self._sum = compile_point_fn(model, total, **(compile_kwargs or {}))
+        self._sum = compile_point_fn(model, total, compile_kwargs=compile_kwargs)
         self._fwd, _ = _scalar_transform(model, rate_rv)
         self.rng = get_random_generator(rng)
 
@@ -237,7 +237,7 @@ class IBPAlphaGibbs(BlockedStep):
         self.sticks = isinstance(z_rv.owner.op, IBPStickBreakingRV)
         if self.sticks:  # the last stick of each stick vector, on the natural scale
             [sticks_v] = model.replace_rvs_by_values([z_rv])
-            self._sticks_fn = compile_point_fn(model, sticks_v, **(compile_kwargs or {}))
+            self._sticks_fn = compile_point_fn(model, sticks_v, compile_kwargs=compile_kwargs)
             self._stat_names = {"ibp_alpha_accept": "ibp_alpha_accept"}
             self.rng = get_random_generator(rng)
             return
@@ -245,7 +245,7 @@ class IBPAlphaGibbs(BlockedStep):
         self.n = int(pt.get_underlying_scalar_constant_value(n))
         self.k_max = int(pt.get_underlying_scalar_constant_value(k_max))
         [beta_v] = model.replace_rvs_by_values([beta])
-        self._beta_fn = compile_point_fn(model, beta_v, **(compile_kwargs or {}))
+        self._beta_fn = compile_point_fn(model, beta_v, compile_kwargs=compile_kwargs)
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
 
@@ -506,7 +506,7 @@ class DetectionRateGibbs(BlockedStep):
         self.vars = [value_var]
         self.value_name = value_var.name
         [cond_v] = model.replace_rvs_by_values([cond])
-        self._cond = compile_point_fn(model, cond_v, **(compile_kwargs or {}))
+        self._cond = compile_point_fn(model, cond_v, compile_kwargs=compile_kwargs)
         ip = model.initial_point() if initial_point is None else initial_point
         shape = np.broadcast_shapes(np.shape(self._cond(ip)),
                                     *(pt_.mask.shape for pt_ in parts if pt_.mask is not None))

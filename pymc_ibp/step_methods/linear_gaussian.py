@@ -203,11 +203,11 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._free_sx = any(v in free for v in ancestors([spec.column_scales()[0]]))
         self._free_sa = any(v in free for v in ancestors([spec.column_scales()[1]]))
         hyper = model.replace_rvs_by_values([*spec.column_scales(), *self.mode.symbolic])
-        self._hyper_fn = compile_point_fn(model, hyper, **(compile_kwargs or {}))
+        self._hyper_fn = compile_point_fn(model, hyper, compile_kwargs=compile_kwargs)
         # sharded data stay on their shards (pmi.DataParallelGibbs reads them there)
         self._X = None if self._sharded is not None else spec.filled()  # read only
         self._mask = spec.missing_mask
-        self._offset_fn = spec.compile_offset(model, **(compile_kwargs or {}))
+        self._offset_fn = spec.compile_offset(model, compile_kwargs=compile_kwargs)
         fixed = self._mask is None and self._offset_fn is None
         self._colsq = kernels.column_sq_norms(self._X) if fixed and self._X is not None else None
         self._col_var = {}  # data variance of a block of columns, for the annealing

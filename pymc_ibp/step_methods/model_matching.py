@@ -256,7 +256,7 @@ class LinearGaussianIBP:
         return (np.array(sx, dtype=float), np.array(sa, dtype=float),
                 float(np.asarray(alpha)), float(np.asarray(beta)))
 
-    def compile_offset(self, model, **compile_kwargs):
+    def compile_offset(self, model, compile_kwargs=None):
         """A point function giving the blocks' offsets as one ``N x D`` array, or ``None``."""
         if all(b.offset is None for b in self.blocks):
             return None
@@ -264,7 +264,7 @@ class LinearGaussianIBP:
         parts = [pt.zeros((n, b.shape[1])) if b.offset is None
                  else pt.broadcast_to(b.offset, (n, b.shape[1])) for b in self.blocks]
         [off] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1)])
-        return compile_point_fn(model, off, **compile_kwargs)
+        return compile_point_fn(model, off, compile_kwargs=compile_kwargs)
 
 
 def _strip(var):
@@ -622,7 +622,7 @@ class NonNegativeFeatures:
     z: object  # symbolic Z (in the model's random variables)
     block: GaussianBlock  # the likelihood (sigma_a unused)
 
-    def compile(self, model, **compile_kwargs):
+    def compile(self, model, compile_kwargs=None):
         """Point function giving ``(Z, prior scale K x D, σx per column, offset N x D)``."""
         b = self.block
         n, d = b.shape
@@ -630,7 +630,7 @@ class NonNegativeFeatures:
         off = pt.zeros((n, d)) if b.offset is None else pt.broadcast_to(b.offset, (n, d))
         outs = model.replace_rvs_by_values([
             self.z, pt.broadcast_to(self.scale, (k, d)), pt.broadcast_to(b.sigma_x, (d,)), off])
-        return compile_point_fn(model, outs, **compile_kwargs)
+        return compile_point_fn(model, outs, compile_kwargs=compile_kwargs)
 
 
 def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:

@@ -152,12 +152,12 @@ class NoisyOrQSlice(BlockedStep):
         self.vars = [value_var]
         self.value_name = value_var.name
         self._children = [(name, fn) for name, fn in (
-            (name, compile_point_fn(model, s, **(compile_kwargs or {})))
+            (name, compile_point_fn(model, s, compile_kwargs=compile_kwargs))
             for name, _, _, s in children)]
         self._data = {name: observed_data(model.rvs_to_values[rv])
                       for name, free, rv, _ in children if not free}
         [prior] = model.logp(vars=[q_rv], jacobian=True, sum=False)
-        self._prior = compile_point_fn(model, prior, **(compile_kwargs or {}))
+        self._prior = compile_point_fn(model, prior, compile_kwargs=compile_kwargs)
         transform = model.rvs_to_transforms.get(q_rv)
         u = pt.dscalar("u")
         back = transform.backward(u, *q_rv.owner.inputs) if transform is not None else u

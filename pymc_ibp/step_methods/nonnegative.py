@@ -143,7 +143,7 @@ class NonNegativeFeatureGibbs(BlockedStep):
                           if blk.missing_rv is not None else None)
         self._X = blk.filled()  # read only
         self._mask = blk.missing_mask
-        self._params = self.spec.compile(model, **(compile_kwargs or {}))
+        self._params = self.spec.compile(model, compile_kwargs=compile_kwargs)
         self.rng = get_random_generator(rng)
 
     @interrupt_safe  # the kernel takes the step's Generator (see _numba_utils)

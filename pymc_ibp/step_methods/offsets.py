@@ -89,7 +89,7 @@ class IBPOffsetGibbs(BlockedStep):
         _, _, mu0, s0 = rv.owner.inputs
         sx_cols = pt.broadcast_to(blk.sigma_x, (blk.X.shape[1],))
         sym = model.replace_rvs_by_values([mu0, s0, sx_cols])
-        self._params = compile_point_fn(model, sym, **(compile_kwargs or {}))
+        self._params = compile_point_fn(model, sym, compile_kwargs=compile_kwargs)
         self.spec = spec
         self.z_name = model.rvs_to_values[spec.z_rv].name
         self.a_name = model.rvs_to_values[blk.a_rv].name

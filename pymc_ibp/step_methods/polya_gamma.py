@@ -191,7 +191,6 @@ class PolyaGammaGibbs(BlockedStep):
                  compile_kwargs=None, blocked=True, init_z="auto",
                  feature_sweeps=1):
         model = pm.modelcontext(model)
-        kw = compile_kwargs or {}
         if vars is None:
             specs = list(matched_logit_models(model))
             if len(specs) != 1:
@@ -256,11 +255,11 @@ class PolyaGammaGibbs(BlockedStep):
         off = spec.offset if spec.offset is not None else pt.zeros((1, d))
         outs = model.replace_rvs_by_values([spec.sigma_a, *b_terms, pt.as_tensor(off),
                                             *self.mode.symbolic])
-        self._hyper_fn = compile_point_fn(model, outs, **kw)
+        self._hyper_fn = compile_point_fn(model, outs, compile_kwargs=compile_kwargs)
         # the ibp_model_logp stat (recorded with the Z move only): PyTensor's graph for every
         # term but the data's, whose log-likelihood the step has from its own kernel
-        self._model_logp = (model_logp_fn(model, kw, without=[spec.obs_rv]) if self.update_z
-                            else None)
+        self._model_logp = (model_logp_fn(model, compile_kwargs, without=[spec.obs_rv])
+                            if self.update_z else None)
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name,
                                             only=None if self.update_z else ())
         if init_z not in ("auto", "point", "surrogate"):

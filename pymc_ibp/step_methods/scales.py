@@ -175,7 +175,7 @@ class IBPScaleSlice(BlockedStep):
                 raise ModelPatternError(f"{rv.name!r} must be a scalar.")
             spec, role, blocks = _match_scale(model, rv)
             [prior] = model.logp(vars=[rv], jacobian=True, sum=False)
-            prior_fn = compile_point_fn(model, prior, **(compile_kwargs or {}))
+            prior_fn = compile_point_fn(model, prior, compile_kwargs=compile_kwargs)
             transform = model.rvs_to_transforms.get(rv)
             u = pt.dscalar("u")
             back = transform.backward(u, *rv.owner.inputs) if transform is not None else u
@@ -201,7 +201,7 @@ class IBPScaleSlice(BlockedStep):
                          spec.blocks[i].missing_mask) for i in blocks],
                 X=None if spec.sharded is not None else spec.filled(),  # read only
                 sharded=spec.sharded,
-                offset_fn=(spec.compile_offset(model, **(compile_kwargs or {}))
+                offset_fn=(spec.compile_offset(model, compile_kwargs=compile_kwargs)
                            if role == "sigma_x" else None),
             ))
         self.entries = tuple(self.entries)  # fixed at construction; the changing state is below

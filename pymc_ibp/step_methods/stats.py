@@ -66,7 +66,7 @@ def model_logp_fn(model, compile_kwargs=None, without=()):
         logp = model.logp(vars=terms, jacobian=False)
     except NotImplementedError:
         return None
-    return compile_point_fn(model, logp, **(compile_kwargs or {}))
+    return compile_point_fn(model, logp, compile_kwargs=compile_kwargs)
 
 
 def group_by_matrix(model, vars_, matrices):

@@ -509,7 +509,7 @@ class IBPGibbs(BlockedStep):
             if index is None:
                 n_obs[child] = self.n
                 continue
-            self._labels[child.name] = compile_point_fn(model, index, **(compile_kwargs or {}))
+            self._labels[child.name] = compile_point_fn(model, index, compile_kwargs=compile_kwargs)
             labels = np.asarray(self._labels[child.name](ip))
             n_obs[child] = labels.shape[0]
             if labels.size and (labels.min() < 0 or labels.max() >= self.n):
@@ -560,12 +560,12 @@ class IBPGibbs(BlockedStep):
                           f"{str(err)[0].lower()}{str(err)[1:]}")
         if self.joint:
             total = pt.add(*[t.sum() for t in terms]) if len(terms) > 1 else terms[0].sum()
-            self._total_ll = compile_point_fn(model, total, **(compile_kwargs or {}))
+            self._total_ll = compile_point_fn(model, total, compile_kwargs=compile_kwargs)
         if self.is_ibp:
             hyper = model.replace_rvs_by_values([prior.alpha, prior.beta])
         else:  # per-entry prior log-odds, computed in log space
             hyper = model.replace_rvs_by_values([prior.log_p1 - prior.log_p0])
-        self._hyper = compile_point_fn(model, hyper, **(compile_kwargs or {}))
+        self._hyper = compile_point_fn(model, hyper, compile_kwargs=compile_kwargs)
         self._model_logp = None
         if init_z not in ("auto", "point", "prior", "surrogate"):
             raise ValueError(f"init_z must be 'auto', 'point', 'prior' or 'surrogate'; got "
@@ -665,7 +665,7 @@ class IBPGibbs(BlockedStep):
                     f"{[c.name for c in cands]}).")
             return None
         p = model.replace_rvs_by_values([cands[0].owner.inputs[-1]])
-        p_fn = compile_point_fn(model, p[0], **(compile_kwargs or {}))
+        p_fn = compile_point_fn(model, p[0], compile_kwargs=compile_kwargs)
         return model.rvs_to_values[cands[0]].name, p_fn
 
     def block_move(self, Z, trial, alpha, beta, k):
@@ -845,7 +845,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             rows.append(term)
         row_ll = pt.add(*rows) if len(rows) > 1 else rows[0]
         self._row_ll_graph = row_ll  # of the value variables (the feature moves' gradients)
-        self._row_ll = compile_point_fn(model, row_ll, **(compile_kwargs or {}))
+        self._row_ll = compile_point_fn(model, row_ll, compile_kwargs=compile_kwargs)
 
     @staticmethod
     def _check_finite_data(model, children, masks):
