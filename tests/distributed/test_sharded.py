@@ -19,6 +19,7 @@ distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
 
 X = pmi.datasets.block_images(90, seed=4).X
+GLYPHS = pmi.datasets.block_images(90, seed=4).Z
 BOUNDS = [0, 30, 60, 90]  # DataParallelGibbs's own split of 90 rows into 3 shards
 # PyMC cannot put sharded data in its observed_data group: it says so and leaves it out
 NO_OBSERVED_GROUP = pytest.mark.filterwarnings(
@@ -199,8 +200,12 @@ def test_pm_sample_assigns_the_step_and_the_driver_never_loads_x(tmp_path, clien
                           data_parallel_gibbs={"client": client})
     ss = idata["sample_stats"]
     assert "ibp_shard_token" in ss.data_vars
-    k = ss["ibp_n_active"].values[0, -10:]
-    assert np.all((k >= 4) & (k <= 7))
+    assert np.all(ss["ibp_n_active"].values[0, -10:] >= 4)
+    # every glyph is a feature of the last draw, up to a few rows (small features of a few
+    # rows come and go beside them)
+    Z = idata["posterior"]["Z"].values[0, -1]
+    same = (Z[:, None, :] == GLYPHS[:, :, None]).sum(axis=0)
+    assert np.all(same.max(axis=1) >= 81), same.max(axis=1)
     assert 0.4 < float(idata["posterior"]["sigma_x"].values[0, -10:].mean()) < 0.6
 
 
@@ -242,7 +247,7 @@ def test_a_subset_start_assigns_the_other_rows_on_their_shards(tmp_path, client)
         step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=60,
                                  init_subsample=30, init_sweeps=15, init_restarts=2)
     step.setup_chain(np.random.default_rng(3), tune=20, draws=5)
-    Z = step._start(np.zeros((90, 8), dtype=np.int64), step._X, noise_of(step, 0.25))
+    Z, _ = step._start(np.zeros((90, 8), dtype=np.int64), step._X, noise_of(step, 0.25))
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
     assert (Z.sum(axis=1) > 0).sum() > 60  # the other rows were given features
     assert step._z_last is not None and np.array_equal(step._z_last, Z)

@@ -325,7 +325,7 @@ def test_subsample_start_search_for_large_data():
         step = pmi.AcceleratedGibbs([model["Z"]], init_subsample=40, init_sweeps=15,
                                     init_restarts=2)
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z = step._start(np.zeros((120, 8), dtype=np.int64), step._X, noise_of(step, 0.09))
+    Z, _ = step._start(np.zeros((120, 8), dtype=np.int64), step._X, noise_of(step, 0.09))
     rows = np.flatnonzero(Z.sum(axis=1) > 0)
     assert rows.size > 40  # one sweep assigned the other rows to the searched features
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
@@ -333,7 +333,7 @@ def test_subsample_start_search_for_large_data():
     with model:
         plain = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=0, init_restarts=1)
     plain.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z2 = plain._start(np.zeros((120, 8), dtype=np.int64), plain._X, noise_of(plain, 0.09))
+    Z2, _ = plain._start(np.zeros((120, 8), dtype=np.int64), plain._X, noise_of(plain, 0.09))
     assert (Z2.sum(axis=1) > 0).sum() > 40 or Z2.sum() == 0  # a plain prior draw
 
 
@@ -357,18 +357,18 @@ def test_start_search_finds_the_structure_with_no_tuning():
     step._anneal = lambda *a: searches.append(search(*a)) or searches[-1]
     zero = np.zeros((150, 10), dtype=np.int64)
     step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
-    Z = step._start(zero, step._X, noise)
+    Z, _ = step._start(zero, step._X, noise)
     assert len(searches) == 3
     scores = [step._log_joint(z, step._X, trXX, noise)[0] for z, *_ in searches]
     assert np.array_equal(Z, searches[int(np.argmax(scores))][0])  # the best search
     assert max(scores) > true_score - 30.0  # at the true structure
     off.setup_chain(np.random.default_rng(5), tune=0, draws=10)
-    Z0 = off._start(zero, off._X, noise)  # a plain prior draw: far below
+    Z0, _ = off._start(zero, off._X, noise)  # a plain prior draw: far below
     assert off._log_joint(Z0, off._X, trXX, noise)[0] < true_score - 1000.0
     step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
     searches.clear()
     user = truth.astype(np.int64)
-    assert step._start(user, step._X, noise) is user and not searches  # a user's Z: kept
+    assert step._start(user, step._X, noise)[0] is user and not searches  # a user's Z: kept
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
@@ -428,6 +428,74 @@ def test_start_search_at_high_signal_to_noise_with_missing_entries():
         gaps.append(step._log_joint(Z, data.X, trXX, noise, M=mask)[0]
                     - step._log_joint(truth, data.X, trXX, noise, M=mask)[0])
     assert np.median(gaps) > -150.0, gaps
+
+
+def _offset_model(X, k_max=10):
+    """The README's model with a per-column offset ``b ~ Normal(0, 5)`` beside ``Z @ A``."""
+    n, d = X.shape
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
+        sigma_a = pm.HalfNormal("sigma_a", 2.0)
+        A = pm.Normal("A", 0.0, sigma_a, shape=(k_max, d))
+        b = pm.Normal("b", 0.0, 5.0, shape=d)
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        pm.Normal("X", mu=Z @ A + b, sigma=sigma_x, observed=X)
+    return model
+
+
+def _holds_glyphs(Z, true_Z, min_rows):
+    """Whether every true feature is a column of ``Z`` or its complement (an offset then
+    holds that glyph) in at least ``min_rows`` rows."""
+    same = (Z[:, None, :] == true_Z[:, :, None]).sum(axis=0)  # true k x slot
+    return bool(np.all(np.maximum(same, Z.shape[0] - same).max(axis=1) >= min_rows))
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["default-b", "users-b"])
+def test_start_search_fits_the_offsets_baseline_beside_z(given):
+    """Data far from the offset's initial value (block images + 3; ``b ~ Normal(0, 5)``
+    starts at 0): the start search fits a per-column baseline beside ``Z`` (an EM update
+    after every sweep), so its features are the glyphs, not features in every row that take
+    the offset's place; ``b`` starts at its initial value plus that baseline, and the first
+    ``A`` follows it, unless the user gave ``b`` (then left as given).  The search also runs
+    at alpha's initial value, not at the chain's current alpha, which the alpha step drew
+    given PyMC's all-zero Z (0.05 here)."""
+    data = pmi.datasets.block_images(60, noise=0.5, seed=1)
+    X = data.X + 3.0
+    model = _offset_model(X)
+    ip = model.initial_point()
+    if given:
+        ip["b"] = X.mean(axis=0) - 0.2
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"], model["A"]], initial_point=ip)
+    assert step._baselines == ((0, 36, True, "b", given),)
+    point = {**ip, "alpha_log__": np.log(0.05)}
+    found = 0
+    for seed in range(3):
+        step.setup_chain(np.random.default_rng(seed), tune=10, draws=10)
+        new, _ = step.step(point)
+        Z = new["Z"]
+        assert Z.sum(axis=0).max() < 60  # no feature in every row
+        found += _holds_glyphs(Z, data.Z, 54)
+        if given:
+            np.testing.assert_array_equal(new["b"], ip["b"])
+            continue
+        resid = X - Z @ new["A"] - new["b"]  # b moved by the baseline, and A drawn with it
+        assert np.abs(resid.mean(axis=0)).max() < 0.3 and resid.std() < 0.7
+    assert found == 3
+
+
+def test_offset_model_chains_start_at_the_glyphs():
+    """pm.sample on the offset model of the test above: every chain holds the glyphs after
+    20 tuning iterations, and no feature is in every row."""
+    data = pmi.datasets.block_images(60, noise=0.5, seed=1)
+    model = _offset_model(data.X + 3.0)
+    with model:
+        idata = pm.sample(tune=20, draws=5, chains=2, cores=1, random_seed=3,
+                          progressbar=False, compute_convergence_checks=False)
+    for c in range(2):
+        Z = idata.posterior["Z"].values[c, -1]
+        assert _holds_glyphs(Z, data.Z, 54) and Z.sum(axis=0).max() < 60
 
 
 def test_start_search_estimates_a_free_sigma_a():
@@ -582,7 +650,7 @@ def test_start_search_scores_each_restart_at_its_own_noise_estimate():
                                                           kernels.block_variances(X, noise.cols)))
 
     searches = iter([merged, truth, merged])
-    step._anneal = lambda X_, noise_, trXX_, M=None: (Z_ := next(searches), X_, ends_at(Z_))
+    step._anneal = lambda X_, noise_, trXX_, M=None: (Z_ := next(searches), X_, ends_at(Z_), None)
     start = step._fresh_start(X, noise, restarts=3)
     assert np.array_equal(start, truth)
 

@@ -196,9 +196,9 @@ def test_linear_gaussian_chains_start_from_the_start_search(monkeypatch):
     X = data.X.copy()
     X[3, 5] = X[40, 0] = np.nan
     searches = []
-    fresh = AcceleratedGibbs._fresh_start
-    monkeypatch.setattr(AcceleratedGibbs, "_fresh_start",
-                        lambda self, *a, **k: searches.append(1) or fresh(self, *a, **k))
+    search = AcceleratedGibbs._search
+    monkeypatch.setattr(AcceleratedGibbs, "_search",
+                        lambda self, *a, **k: searches.append(1) or search(self, *a, **k))
     common = dict(draws=1, tune=0, chains=1, random_seed=4, progressbar=False,
                   compute_convergence_checks=False)
     with pm.Model():
