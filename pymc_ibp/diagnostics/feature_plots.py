@@ -239,6 +239,12 @@ def plot_assignments(idata, chain=0, draw=-1, sort=True, ax=None, *, z_name="Z",
     import matplotlib.pyplot as plt
 
     Z = _get_z(_posterior(idata), z_name)
+    for name, i in (("chain", chain), ("draw", draw)):
+        size = Z.sizes[name]
+        if not isinstance(i, (int, np.integer)) or not -size <= i < size:
+            raise ValueError(f"plot_assignments: {name}={i!r} is not a position among the "
+                             f"{size} {name}s of {z_name!r} (0..{size - 1}, or negative from "
+                             "the end).")
     Zd = np.asarray(Z.isel(chain=chain, draw=draw).values) != 0
     m = Zd.sum(axis=0)
     cols = np.flatnonzero(m > 0)

@@ -59,14 +59,15 @@ def holdout_mask(X, n_missing, seed=None):
 
 
 def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sigma_x",
-                    last=None):
+                    offset=None, last=None):
     """Predictive scores of held-out entries, averaged over posterior draws (the protocol of
     Doshi-Velez & Ghahramani 2009, §6).
 
-    For each draw ``i`` with ``Z^i, A^i, σx^i``, and each held-out ``x_nd``:
+    For each draw ``i`` with ``Z^i, A^i, σx^i`` (and offset ``b^i``), and each held-out
+    ``x_nd``, with mean ``μ_nd = z_n a_d (+ b_nd)``:
 
-    * ``l2``: mean of ``(x_nd - z_n a_d)²`` over entries and draws;
-    * ``mean_log_pred``: mean over entries and draws of ``log N(x_nd; z_n a_d, σx²)`` (the
+    * ``l2``: mean of ``(x_nd - μ_nd)²`` over entries and draws;
+    * ``mean_log_pred``: mean over entries and draws of ``log N(x_nd; μ_nd, σx_nd²)`` (the
       averaging of Doshi-Velez 2009, §4.4);
     * ``log_mean_pred``: mean over entries of ``log mean_i N(x_nd; ...)`` (the estimator of
       Reed 2013, eq. A.34).
@@ -74,10 +75,18 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
     Parameters
     ----------
     idata : xarray.DataTree
-        As returned by ``pm.sample``; the posterior must hold ``Z``, ``A`` and ``sigma_x``
-        (a variable name or a constant).
+        As returned by ``pm.sample``; the posterior must hold ``Z``, ``A`` and the variables
+        named by ``sigma_x`` and ``offset``.
     X_true : array_like (N, D)
     mask : bool array (N, D), True at held-out entries.
+    sigma_x : str or float or array_like, default "sigma_x"
+        The noise scale: a posterior variable (a scalar per draw, or one per column, e.g.
+        ``dims="dim"``), or a constant that broadcasts to ``N x D``.
+    offset : str or float or array_like, optional
+        What the model adds to ``Z @ A`` in the likelihood's mean (``b`` in
+        ``mu=Z @ A + b``): a posterior variable (shape ``(D,)``, ``()`` or ``(N, 1)`` per
+        draw) or a constant; leave it out only for a model without one (the scores would
+        then be those of a wrong mean).
     last : int, optional
         Use only the last ``last`` draws of each chain (the papers use 50 or 5).
     """
@@ -96,19 +105,15 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
         Z, A = Z[:, -last:], A[:, -last:]
     Z = Z.reshape(-1, *Z.shape[2:]).astype(float)
     A = A.reshape(-1, *A.shape[2:])
-    if isinstance(sigma_x, str):
-        sx = post[sigma_x].values
-        if last is not None:
-            sx = sx[:, -last:]
-        sx = sx.reshape(-1)
-    else:
-        sx = np.full(Z.shape[0], float(sigma_x))
     rows, cols = np.nonzero(mask)
     target = X_true[rows, cols]
     # (draws, entries) predictive means, without forming the full N x D products
     mean = np.einsum("snk,skn->sn", Z[:, rows, :], A[:, :, cols])
+    if offset is not None:
+        mean = mean + _at_entries(post, offset, "offset", X_true.shape, rows, cols, last)
+    sx = _at_entries(post, sigma_x, "sigma_x", X_true.shape, rows, cols, last)
     err2 = (target[None, :] - mean) ** 2
-    logp = -0.5 * np.log(2 * np.pi * sx[:, None] ** 2) - err2 / (2 * sx[:, None] ** 2)
+    logp = -0.5 * np.log(2 * np.pi * sx**2) - err2 / (2 * sx**2)
     return {
         "l2": float(err2.mean()),
         "mean_log_pred": float(logp.mean()),
@@ -116,6 +121,29 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
         "n_heldout": int(mask.sum()),
         "n_draws": int(Z.shape[0]),
     }
+
+
+def _at_entries(post, value, what, shape, rows, cols, last):
+    """``value`` (a posterior variable's name, or a constant) at the entries ``(rows, cols)``
+    of the ``N x D`` data: ``(draws, entries)`` for a variable (its per-draw value broadcast
+    against ``N x D`` as in the likelihood, e.g. one per column), ``(1, entries)`` for a
+    constant."""
+    if isinstance(value, str):
+        v = post[value].values
+        if last is not None:
+            v = v[:, -last:]
+        v = v.reshape(-1, *v.shape[2:]).astype(float)
+        lead = (1,) * max(0, 2 - (v.ndim - 1))
+        v = v.reshape(v.shape[0], *lead, *v.shape[1:])
+        full = (v.shape[0], *shape)
+    else:
+        v, full = np.asarray(value, dtype=float), shape
+    try:
+        v = np.broadcast_to(v, full)  # a view: nothing N x D is allocated
+    except ValueError:
+        raise ValueError(f"{what} {value!r} of shape {np.shape(v)} does not broadcast to the "
+                         f"data's {shape} per draw.") from None
+    return v[..., rows, cols] if v.ndim == 3 else v[rows, cols][None, :]
 
 
 def bernoulli_heldout_metrics(p, x):

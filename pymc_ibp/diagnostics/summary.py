@@ -144,16 +144,23 @@ def _label_invariant(idata, var_names, z_name, stat_names, ranks=None) -> xr.Dat
     """The label-invariant quantities of :func:`summary` as (chain, draw) variables: the sample
     stats of ``stat_names`` (K+ from Z when absent), the scalar posterior variables (or
     ``var_names``) and the sorted feature sizes ``m_sorted`` (``ranks`` of them; default every
-    rank that is non-zero in some draw)."""
+    rank that is non-zero in some draw).  A trace that holds no binary matrix at all (``Z``
+    left out, e.g. beside :class:`pymc_ibp.KeepEvery`) gives the sample stats alone, without
+    ``m_sorted``; one that holds it under another name than ``z_name`` is an error, as is a
+    trace without the matrix and without the stats."""
     post = _posterior(idata)
-    Z = _get_z(post, z_name)
     stats = _sample_stats(idata, z_name)
+    left_out = (z_name not in post and stats is not None
+                and any(n in stats for n in stat_names)
+                and not any(da.ndim == 4 and da.dtype.kind in "biu"
+                            for da in post.data_vars.values()))
+    Z = None if left_out else _get_z(post, z_name)  # ValueError naming the variables
 
     out: dict[str, xr.DataArray] = {}
     for name in stat_names:
         if stats is not None and name in stats:
             out[name] = _scalar_stat(stats[name])
-        elif name == "ibp_n_active":
+        elif name == "ibp_n_active" and Z is not None:
             out[name] = (Z.sum(Z.dims[2]) > 0).sum(Z.dims[3]).astype(np.int64)
 
     if var_names is None:
@@ -172,9 +179,10 @@ def _label_invariant(idata, var_names, z_name, stat_names, ranks=None) -> xr.Dat
             raise ValueError(f"posterior variable {v!r} clashes with the sample stat of that name.")
         out[v] = post[v]
 
-    m_sorted = sorted_feature_sizes(post, z_name, k=ranks)
-    if m_sorted.sizes[RANK_DIM] > 0:
-        out["m_sorted"] = m_sorted
+    if Z is not None:
+        m_sorted = sorted_feature_sizes(post, z_name, k=ranks)
+        if m_sorted.sizes[RANK_DIM] > 0:
+            out["m_sorted"] = m_sorted
 
     return xr.Dataset(
         {k: v.reset_coords(drop=True) for k, v in out.items()},
@@ -216,11 +224,15 @@ def summary(
        sorted in decreasing order within each draw, for ranks ``r < K`` with
        :math:`K = \\max_{\\text{draws}} K_+` (see :func:`sorted_feature_sizes`).
 
+    A trace that leaves the binary matrix out (``pm.sample(var_names=...)``, e.g. beside
+    :class:`pymc_ibp.KeepEvery`) gets 1 and 2 from every draw, without 3.
+
     Parameters
     ----------
     idata : xarray.DataTree
         Output of ``pm.sample`` with a ``posterior`` group holding `z_name` with dims
-        (chain, draw, obs, feature).  A ``sample_stats`` group is optional.
+        (chain, draw, obs, feature), or without any such binary matrix but with the IBP
+        steps' sample stats.  A ``sample_stats`` group is optional when `z_name` is there.
     var_names : sequence of str, optional
         Posterior variables to include instead of the automatically selected scalars.
     z_name : str, default "Z"
@@ -241,7 +253,8 @@ def summary(
     Raises
     ------
     ValueError
-        If `idata` has no posterior group, the posterior has no `z_name`, or a name in
+        If `idata` has no posterior group, the posterior has no `z_name` (unless it holds
+        no binary matrix at all and the sample stats are there), or a name in
         `var_names` is not in the posterior.
 
     See Also
@@ -285,7 +298,7 @@ def chain_summary(
     * the sample stats of `stat_names` (K+, the log joint ``ibp_log_joint`` or
       ``ibp_model_logp``, the log-likelihood ``ibp_log_lik``, those present; K+ from Z when
       the stat is absent), the scalar posterior variables (or exactly `var_names`);
-    * ``n_ones``, the number of ones in Z, :math:`\\sum_{n,k} z_{nk}`;
+    * ``n_ones``, the number of ones in Z, :math:`\\sum_{n,k} z_{nk}` (with Z in the trace);
     * the `ranks` largest sorted feature sizes ``m_sorted[r]`` :math:`= m_{(r+1)}`;
     * ``log_joint_gap``: the chain's mean log joint minus the highest chain's (nats; 0 for
       the highest chain), when the sample stats hold a log joint.
@@ -299,7 +312,8 @@ def chain_summary(
     Parameters
     ----------
     idata : xarray.DataTree
-        Output of ``pm.sample`` with `z_name` in its posterior.
+        Output of ``pm.sample`` with `z_name` in its posterior (without it: the sample stats
+        and scalar variables alone, as :func:`summary`).
     var_names, z_name, stat_names
         As in :func:`summary`.
     ranks : int, default 5
@@ -326,10 +340,12 @@ def chain_summary(
     if isinstance(ranks, bool) or not isinstance(ranks, (int, np.integer)) or ranks < 1:
         raise ValueError(f"ranks must be a positive integer; got {ranks!r}.")
     ds = _label_invariant(idata, var_names, z_name, stat_names, ranks=int(ranks))
-    Z = _get_z(_posterior(idata), z_name)
+    post = _posterior(idata)
     m_sorted = ds.data_vars.get("m_sorted")
     ds = ds.drop_vars("m_sorted") if m_sorted is not None else ds
-    ds["n_ones"] = Z.sum((Z.dims[2], Z.dims[3])).reset_coords(drop=True)
+    if z_name in post:  # else a trace without Z: the sample stats alone
+        Z = _get_z(post, z_name)
+        ds["n_ones"] = Z.sum((Z.dims[2], Z.dims[3])).reset_coords(drop=True)
     if m_sorted is not None:
         ds["m_sorted"] = m_sorted
     means = ds.mean("draw")

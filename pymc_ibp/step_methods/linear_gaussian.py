@@ -49,6 +49,7 @@ from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     PATTERN,
     _strip,
+    check_binary_start,
     find_linear_gaussian,
     initial_value_given,
     match_prior,
@@ -804,6 +805,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         noise = self._hyper(point)
         z_in = self.spec.z_value(point, self.z_name)
         # int8 inside the kernels whatever the value's dtype (pmi.IBP: int8; a Bernoulli: int64)
+        if not self.started and self.update_z:
+            check_binary_start(z_in, self.z_name, type(self).__name__)
         Z = np.array(z_in, dtype=np.int8, copy=True)
         offset = self._offset(point)
         X = self._complete_data(point, offset)

@@ -603,6 +603,22 @@ def initial_value_given(model, rvs, initial_point=None, model_point=None) -> boo
                for name in names)
 
 
+def check_binary_start(value, name, step):
+    """Raise :class:`~pymc_ibp.DataError` when the chain's start of the binary matrix ``name``
+    (``value``, e.g. from ``pm.sample(initvals=...)``) has an entry other than 0 and 1; PyMC
+    itself checks start values only for NUTS, and the samplers would otherwise run from a
+    state of zero probability (a float such as 0.5 is cast to the matrix's integer type by
+    PyMC before any step sees it)."""
+    arr = np.asarray(value)
+    bad = (arr != 0) & (arr != 1)
+    if np.any(bad):
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise DataError(
+            f"{step}: the start of {name!r} must be a binary matrix (0 or 1); entry {pos} is "
+            f"{arr[pos]!r} ({int(bad.sum())} such entries). Check pm.sample(initvals=...) or "
+            "the variable's initval=.")
+
+
 NONNEGATIVE_PATTERN = (
     "A = pm.Exponential('A', lam, shape=(K, D)) or pm.HalfNormal('A', sigma_a, shape=(K, D)); "
     "pm.Normal('X', mu=Z @ A (+ offset), sigma=sigma_x, observed=X) with Z any binary matrix "

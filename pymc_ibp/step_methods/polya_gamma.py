@@ -53,6 +53,7 @@ from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     LOGIT_PATTERN,
+    check_binary_start,
     find_bernoulli_logit,
     initial_value_given,
     match_prior,
@@ -323,6 +324,8 @@ class PolyaGammaGibbs(BlockedStep):
         Z = np.array(z_in, dtype=np.int8, copy=True)  # one byte per entry
         if not self.started:
             self.started = True
+            if self.update_z:
+                check_binary_start(z_in, self.z_name, "PolyaGammaGibbs")
             if self._surrogate is not None and (self.init_z == "surrogate"
                                                 or not self._z_given):
                 Z = surrogate_z(self._surrogate, self.rng)

@@ -44,6 +44,7 @@ from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves, ordered_p
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     IBPPrior,
+    check_binary_start,
     initial_value_given,
     match_prior,
     one_value_var,
@@ -925,6 +926,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
     def step(self, point):
         if not self.started:
             self.started = True
+            check_binary_start(point[self.z_name], self.z_name, "IBPGibbs")
             if self._surrogate is not None and (self.init_z == "surrogate" or (
                     not self._z_given and not np.any(point[self.z_name]))):
                 return self._surrogate_start(point)

@@ -65,6 +65,47 @@ def test_heldout_metrics_match_hand_computation():
         pmi.heldout_metrics(fake_idata(Z, A, sx), X, mask[:, :2])
 
 
+@pytest.mark.parametrize("b_shape", [(4,), (), (7, 1)], ids=["per-column", "scalar", "per-row"])
+def test_heldout_metrics_with_an_offset_and_per_column_noise(b_shape):
+    """A model with an offset (mu = Z @ A + b) and a noise scale per column (sigma_x with
+    dims="dim"): each draw's b and the entry's column's sigma_x enter, as in the likelihood;
+    constants too; a shape that does not broadcast is an error naming it."""
+    rng = np.random.default_rng(3)
+    c, s, n, k, d = 2, 5, 7, 3, 4
+    Z = (rng.random((c, s, n, k)) < 0.5).astype(np.int64)
+    A = rng.normal(size=(c, s, k, d))
+    b = rng.normal(size=(c, s, *b_shape))
+    sx = rng.uniform(0.3, 1.0, size=(c, s, d))
+    X = rng.normal(size=(n, d)) + 3.0
+    mask = pmi.holdout_mask(X, 6, seed=2)
+    post = xr.Dataset({
+        "Z": (("chain", "draw", "obs", "feature"), Z),
+        "A": (("chain", "draw", "feature", "dim"), A),
+        "b": (("chain", "draw", *[f"b_dim_{i}" for i in range(len(b_shape))]), b),
+        "sigma_x": (("chain", "draw", "dim"), sx),
+    })
+    idata = xr.DataTree.from_dict({"posterior": post})
+    got = pmi.heldout_metrics(idata, X, mask, offset="b")
+    rows, cols = np.nonzero(mask)
+    err, lp = [], []
+    for ci in range(c):
+        for si in range(s):
+            mean = (Z[ci, si] @ A[ci, si] + b[ci, si])[rows, cols]
+            err.append((X[rows, cols] - mean) ** 2)
+            lp.append(stats.norm.logpdf(X[rows, cols], mean, sx[ci, si][cols]))
+    err, lp = np.array(err), np.array(lp)
+    assert np.isclose(got["l2"], err.mean())
+    assert np.isclose(got["mean_log_pred"], lp.mean())
+    assert np.isclose(got["log_mean_pred"], np.log(np.exp(lp).mean(axis=0)).mean())
+    const = pmi.heldout_metrics(idata, X, mask, offset=3.0, sigma_x=np.full(d, 0.5))
+    mean = np.array([(Z[ci, si] @ A[ci, si])[rows, cols] + 3.0
+                     for ci in range(c) for si in range(s)])
+    assert np.isclose(const["mean_log_pred"],
+                      stats.norm.logpdf(X[rows, cols], mean, 0.5).mean())
+    with pytest.raises(ValueError, match="offset"):
+        pmi.heldout_metrics(idata, X, mask, offset=np.zeros(3))
+
+
 def test_bernoulli_heldout_metrics():
     """Per-entry Bernoulli scores against direct formulas, and clear errors."""
     p = np.array([[0.9, 0.2, 0.5], [0.7, 0.4, 0.5]])

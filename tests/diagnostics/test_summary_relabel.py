@@ -195,6 +195,27 @@ def test_summary_var_names_stats_fallback_and_constant():
     assert "alpha" in summary(dt).index
 
 
+def test_summary_of_a_trace_without_z():
+    """A trace that leaves Z out (pm.sample(var_names=...) beside pmi.KeepEvery, as
+    docs/large-data.md shows) is summarised from its sample stats and scalars, each row as
+    with Z; with Z under another name, or without Z and without the stats, it is an error."""
+    dt = fake_idata()
+    post = dt["posterior"].to_dataset().drop_vars("Z")
+    no_z = xr.DataTree.from_dict({"posterior": post,
+                                  "sample_stats": dt["sample_stats"].to_dataset()})
+    s, full = summary(no_z, round_to="none"), summary(dt, round_to="none")
+    assert {"ibp_n_active", "ibp_log_joint", "alpha", "sigma_x"} <= set(s.index)
+    assert not any(i.startswith("m_sorted") for i in s.index)
+    np.testing.assert_allclose(s.loc[list(s.index)].values, full.loc[list(s.index)].values)
+    cs = chain_summary(no_z)
+    assert "n_ones" not in cs and "log_joint_gap" in cs
+    np.testing.assert_allclose(cs["ibp_log_joint"], chain_summary(dt)["ibp_log_joint"])
+    with pytest.raises(ValueError, match="no variable 'W'"):
+        summary(dt, z_name="W")
+    with pytest.raises(ValueError, match="no variable 'Z'"):
+        summary(xr.DataTree.from_dict({"posterior": post}))
+
+
 def test_summary_errors():
     dt = fake_idata()
     with pytest.raises(ValueError, match="no 'posterior' group"):
@@ -366,6 +387,10 @@ def test_plot_assignments_png(idata, tmp_path):
         np.testing.assert_array_equal(shown, Z[:, cols])
     finally:
         plt.close(fig)
+    for bad in (dict(chain=N_CHAINS), dict(chain=-N_CHAINS - 1), dict(draw=N_DRAWS),
+                dict(chain=0.5)):
+        with pytest.raises(ValueError, match=f"{next(iter(bad))}=.* is not a position"):
+            plot_assignments(idata, **bad)
 
 
 # ---------------------------------------------------------------------------------------------

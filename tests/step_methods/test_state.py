@@ -134,6 +134,35 @@ def test_initvals_for_z_are_honoured():
         assert not pmi.AcceleratedGibbs([model["Z"]])._from_prior(0 * Z0)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 4 binds
+@pytest.mark.parametrize("likelihood", ["normal", "student_t", "bernoulli_logit"])
+@pytest.mark.parametrize("bad", [2, -1])
+def test_a_non_binary_start_of_z_is_an_error(likelihood, bad):
+    """pm.sample(initvals={"Z": Z0}) with an entry of Z0 that is not 0 or 1: the step that
+    updates Z (AcceleratedGibbs, IBPGibbs, PolyaGammaGibbs) refuses to start from it, naming
+    the entry (PyMC checks start values only for NUTS)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 3))
+    Z0 = np.zeros((8, 4), dtype=np.int8)
+    Z0[:, 0] = 1
+    Z0[5, 2] = bad
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(8, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 3))
+        if likelihood == "normal":
+            pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X)
+        elif likelihood == "student_t":
+            pm.StudentT("X", nu=4, mu=Z @ A, sigma=0.5, observed=X)
+        else:
+            pm.Bernoulli("X", logit_p=Z @ A, observed=(X > 0).astype(int))
+        kw = dict(tune=0, draws=2, chains=1, cores=1, progressbar=False,
+                  compute_convergence_checks=False, random_seed=1)
+        with pytest.raises(pmi.DataError, match=r"'Z' must be a binary matrix.*\(5, 2\)"):
+            pm.sample(initvals={"Z": Z0}, **kw)
+        Z0[5, 2] = 1
+        pm.sample(initvals={"Z": Z0}, **kw)  # a binary start is fine
+
+
 def test_init_z_policy_unit():
     data = pmi.datasets.block_images(30, seed=3)
     model = readme_model(data.X, k_max=6)
