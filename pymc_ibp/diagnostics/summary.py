@@ -140,12 +140,14 @@ def _scalar_stat(da: xr.DataArray) -> xr.DataArray:
     return da
 
 
-def _label_invariant(idata, var_names, z_name, stat_names, ranks=None) -> xr.Dataset:
+def _label_invariant(idata, var_names, z_name, stat_names, ranks=None,
+                     ones=False) -> xr.Dataset:
     """The label-invariant quantities of :func:`summary` as (chain, draw) variables: the sample
     stats of ``stat_names`` (K+ from Z when absent), the scalar posterior variables (or
-    ``var_names``) and the sorted feature sizes ``m_sorted`` (``ranks`` of them; default every
-    rank that is non-zero in some draw).  A trace that holds no binary matrix at all (``Z``
-    left out, e.g. beside :class:`pymc_ibp.KeepEvery`) gives the sample stats alone, without
+    ``var_names``), with ``ones`` the number of ones in Z (``n_ones``), and the sorted feature
+    sizes ``m_sorted`` (``ranks`` of them; default every rank that is non-zero in some draw).
+    A trace that holds no binary matrix at all (``Z`` left out, e.g. beside
+    :class:`pymc_ibp.KeepEvery`) gives the sample stats alone, without ``n_ones`` and
     ``m_sorted``; one that holds it under another name than ``z_name`` is an error, as is a
     trace without the matrix and without the stats."""
     post = _posterior(idata)
@@ -179,6 +181,8 @@ def _label_invariant(idata, var_names, z_name, stat_names, ranks=None) -> xr.Dat
             raise ValueError(f"posterior variable {v!r} clashes with the sample stat of that name.")
         out[v] = post[v]
 
+    if ones and Z is not None:
+        out["n_ones"] = Z.sum((Z.dims[2], Z.dims[3]))
     if Z is not None:
         m_sorted = sorted_feature_sizes(post, z_name, k=ranks)
         if m_sorted.sizes[RANK_DIM] > 0:
@@ -339,15 +343,7 @@ def chain_summary(
 
     if isinstance(ranks, bool) or not isinstance(ranks, (int, np.integer)) or ranks < 1:
         raise ValueError(f"ranks must be a positive integer; got {ranks!r}.")
-    ds = _label_invariant(idata, var_names, z_name, stat_names, ranks=int(ranks))
-    post = _posterior(idata)
-    m_sorted = ds.data_vars.get("m_sorted")
-    ds = ds.drop_vars("m_sorted") if m_sorted is not None else ds
-    if z_name in post:  # else a trace without Z: the sample stats alone
-        Z = _get_z(post, z_name)
-        ds["n_ones"] = Z.sum((Z.dims[2], Z.dims[3])).reset_coords(drop=True)
-    if m_sorted is not None:
-        ds["m_sorted"] = m_sorted
+    ds = _label_invariant(idata, var_names, z_name, stat_names, ranks=int(ranks), ones=True)
     means = ds.mean("draw")
     columns = {}
     for name, da in means.data_vars.items():
