@@ -328,7 +328,8 @@ class PolyaGammaGibbs(BlockedStep):
                 check_binary_start(z_in, self.z_name, "PolyaGammaGibbs")
             if self._surrogate is not None and (self.init_z == "surrogate"
                                                 or not self._z_given):
-                Z = surrogate_z(self._surrogate, self.rng)
+                # 0/1 data: the surrogate has no offset and its A is on no useful scale
+                Z = surrogate_z(self._surrogate, self.rng).z
         A = np.ascontiguousarray(point[self.a_name], dtype=np.float64)
         b = (np.asarray(point[self.b_name], dtype=np.float64) if self.b_name is not None
              else np.zeros(self.d))

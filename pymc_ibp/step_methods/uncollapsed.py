@@ -392,13 +392,17 @@ class IBPGibbs(BlockedStep):
         missing entries, and the parameter matrix ``A`` of the feature moves; the default for
         such models when not linear-Gaussian and ``Z`` is not given; asked for explicitly,
         it runs whatever the initial ``Z``): the same search
-        on a linear-Gaussian surrogate of the data (``X ~ Normal(Z @ A', s)``, ``A' ~
-        Normal(0, 2 s)``, ``s`` the standard deviation of the observed entries, ``Z`` under
-        the IBP with the initial ``α, β``) followed by 50 accelerated sweeps on it, then the
-        active rows of ``A`` set to their Laplace means given the ``Z`` found; every other
-        variable keeps its initial value.  For binary or count data whose features add up
-        (e.g. ``Bernoulli(logit_p = Z @ A + b)``) it finds structure that chains started from
-        an empty ``Z`` do not (``benchmarks/ibpgibbs_split.py``).  A search only chooses the
+        on a linear-Gaussian surrogate of the data (``X ~ Normal(Z @ A' (+ b'), σx)``, ``A' ~
+        Normal(0, σa)``, ``Z`` under the IBP with the initial ``α, β``; on 0/1 data ``σx =
+        s`` and ``σa = 2 s``, ``s`` the standard deviation of the observed entries, on other
+        data both free and ``b'`` a per-column offset where the likelihood's location has
+        one: :func:`~pymc_ibp.step_methods.starts.surrogate_starter`) followed by 50 sweeps
+        on it, then the active rows of ``A`` set to their Laplace means given the ``Z``
+        found (or to the surrogate's, where those fit better) and a free offset the same for
+        every row to the surrogate's; every other variable keeps its initial value.  For
+        binary or count data whose features add up (e.g. ``Bernoulli(logit_p = Z @ A +
+        b)``) it finds structure that chains started from an empty ``Z`` do not
+        (``benchmarks/ibpgibbs_split.py``).  A search only chooses the
         chain's first state, so every later draw is from the exact kernel.
 
     Raises
@@ -637,7 +641,7 @@ class IBPGibbs(BlockedStep):
                 alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
                 self._surrogate = surrogate_starter(model, z_rv, children,
                                                     (self.n, self.k_max), alpha0, beta0,
-                                                    compile_kwargs, "IBPGibbs")
+                                                    compile_kwargs, "IBPGibbs", initial_point)
             except ModelPatternError:
                 if not auto:
                     raise
@@ -1032,22 +1036,33 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         """The chain's first iteration under ``init_z="surrogate"``: ``Z`` from the best of the
         accelerated step's annealed searches on the linear-Gaussian surrogate of the data
         (:func:`~pymc_ibp.step_methods.starts.surrogate_z`), then the active rows of ``A`` set
-        to their Laplace means given it (two passes over the columns); every other variable
-        keeps its value."""
-        Z = surrogate_z(self._surrogate, self.rng).astype(point[self.z_name].dtype)
+        to their Laplace means given it (two passes over the columns) or, on continuous data
+        where that fits the rows better (a higher log-likelihood), to the surrogate's rows of
+        ``A`` (a likelihood whose location is ``Z @ A``); a model's offset that is one free
+        variable the same for every row starts at the surrogate's fitted offset (unless the
+        user gave it); every other variable keeps its value.  Measured on block images with
+        a Student-t likelihood (N = 60): the Laplace means from 0 (a few damped Newton steps)
+        left the start 700-1800 nats below the surrogate's rows in 5 of 6 seeds."""
+        draw = surrogate_z(self._surrogate, self.rng, point)
+        Z = draw.z.astype(point[self.z_name].dtype)
         features = self._features
-        trial = {**point, self.z_name: Z}
+        a_name = features.a_name
+        trial = {**point, **draw.offsets, self.z_name: Z}
+        active = np.flatnonzero(Z.sum(axis=0))
         for _ in range(2):
-            for k in np.flatnonzero(Z.sum(axis=0)):
+            for k in active:
                 try:
                     mean, _ = features.laplace(trial, Z, int(k))
                 except FloatingPointError:
                     continue
                 trial = features._rows(trial, {int(k): mean})
-        new = dict(point)
+        new = {**point, **draw.offsets}
         new[self.z_name] = Z
-        a_name = features.a_name
         new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
+        if draw.features is not None and draw.features.shape == np.shape(point[a_name]):
+            other = features._rows(dict(new), {int(k): draw.features[k] for k in active})
+            if np.sum(self._row_ll(other)) > np.sum(self._row_ll(new)):
+                new[a_name] = np.asarray(other[a_name], dtype=point[a_name].dtype)
         return new, self._start_stats(new)
 
     def _start_stats(self, new):
