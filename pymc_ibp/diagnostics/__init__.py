@@ -8,7 +8,12 @@ Ghahramani 2009, §6).  Full references are on the docs page *References*.
 
 from pymc_ibp.diagnostics.cusum import cusum, hairiness, hairiness_index
 from pymc_ibp.diagnostics.feature_plots import plot_assignments, plot_features, posterior_features
-from pymc_ibp.diagnostics.heldout import bernoulli_heldout_metrics, heldout_metrics, holdout_mask
+from pymc_ibp.diagnostics.heldout import (
+    bernoulli_heldout_metrics,
+    heldout_metrics,
+    holdout_mask,
+    logit_heldout_metrics,
+)
 from pymc_ibp.diagnostics.relabel import relabel, relabel_permutations
 from pymc_ibp.diagnostics.summary import (
     chain_summary,
@@ -37,6 +42,7 @@ __all__ = [
     "bernoulli_heldout_metrics",
     "heldout_metrics",
     "holdout_mask",
+    "logit_heldout_metrics",
     "plot_assignments",
     "plot_cusum",
     "plot_features",

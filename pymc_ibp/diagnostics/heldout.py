@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bernoulli_heldout_metrics", "heldout_metrics", "holdout_mask"]
+__all__ = ["bernoulli_heldout_metrics", "heldout_metrics", "holdout_mask",
+           "logit_heldout_metrics"]
 
 
 def holdout_mask(X, n_missing, seed=None):
@@ -92,6 +93,63 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
     """
     from scipy.special import logsumexp
 
+    target, mean, post, (rows, cols) = _heldout_means(idata, X_true, mask, z_name, a_name,
+                                                      offset, last)
+    sx = _at_entries(post, sigma_x, "sigma_x", np.shape(X_true), rows, cols, last)
+    err2 = (target[None, :] - mean) ** 2
+    logp = -0.5 * np.log(2 * np.pi * sx**2) - err2 / (2 * sx**2)
+    return {
+        "l2": float(err2.mean()),
+        "mean_log_pred": float(logp.mean()),
+        "log_mean_pred": float((logsumexp(logp, axis=0) - np.log(logp.shape[0])).mean()),
+        "n_heldout": int(target.size),
+        "n_draws": int(mean.shape[0]),
+    }
+
+
+def logit_heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", offset=None,
+                          last=None):
+    r"""Predictive scores of held-out binary entries of a Bernoulli-logit model,
+    ``x_nd ~ Bernoulli(σ(ψ_nd))`` with ``ψ_nd = z_n a_d (+ b_nd)`` (e.g. the model of
+    :class:`pymc_ibp.PolyaGammaGibbs`), averaged over posterior draws as
+    :func:`heldout_metrics` does for the linear-Gaussian model: ``mean_log_pred`` (the
+    Bernoulli log-likelihood, from ``ψ`` in log space), ``log_mean_pred`` (the log of the
+    draw-averaged predictive probability) and ``l2`` (the squared error of ``σ(ψ)``, the
+    Brier score), per held-out entry; see :func:`bernoulli_heldout_metrics`.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        As returned by ``pm.sample``; the posterior must hold ``Z``, ``A`` and the variable
+        named by ``offset``.
+    X_true : array_like (N, D)
+        The data, 0/1 at the held-out entries (other entries are not read).
+    mask : bool array (N, D), True at held-out entries.
+    offset : str or float or array_like, optional
+        What the model adds to ``Z @ A`` inside the logit (``b`` in ``logit_p=Z @ A + b``):
+        a posterior variable or a constant, as for :func:`heldout_metrics`.
+    last : int, optional
+        Use only the last ``last`` draws of each chain.
+
+    Returns
+    -------
+    dict
+        ``l2``, ``mean_log_pred``, ``log_mean_pred``, ``n_heldout``, ``n_draws``.
+    """
+    target, psi, _, _ = _heldout_means(idata, X_true, mask, z_name, a_name, offset, last)
+    if np.any((target != 0) & (target != 1)):
+        raise ValueError("X_true must hold 0 and 1 at the held-out entries.")
+    # log σ(ψ) = -log(1 + e^-ψ), log(1 - σ(ψ)) = -log(1 + e^ψ), without overflow
+    logp = -np.logaddexp(0.0, np.where(target[None, :] == 1, -psi, psi))
+    p = np.exp(-np.logaddexp(0.0, -psi))
+    return {**_binary_scores(logp, p, target), "n_heldout": int(target.size),
+            "n_draws": int(psi.shape[0])}
+
+
+def _heldout_means(idata, X_true, mask, z_name, a_name, offset, last):
+    """``(target, mean, posterior, (rows, cols))``: the held-out values and their predictive
+    means ``z_n a_d (+ b_nd)`` per draw (``draws x entries``, without forming the full
+    ``N x D`` products)."""
     X_true = np.asarray(X_true, dtype=float)
     mask = np.asarray(mask, dtype=bool)
     if X_true.shape != mask.shape:
@@ -106,21 +164,20 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
     Z = Z.reshape(-1, *Z.shape[2:]).astype(float)
     A = A.reshape(-1, *A.shape[2:])
     rows, cols = np.nonzero(mask)
-    target = X_true[rows, cols]
-    # (draws, entries) predictive means, without forming the full N x D products
     mean = np.einsum("snk,skn->sn", Z[:, rows, :], A[:, :, cols])
     if offset is not None:
         mean = mean + _at_entries(post, offset, "offset", X_true.shape, rows, cols, last)
-    sx = _at_entries(post, sigma_x, "sigma_x", X_true.shape, rows, cols, last)
-    err2 = (target[None, :] - mean) ** 2
-    logp = -0.5 * np.log(2 * np.pi * sx**2) - err2 / (2 * sx**2)
-    return {
-        "l2": float(err2.mean()),
-        "mean_log_pred": float(logp.mean()),
-        "log_mean_pred": float((logsumexp(logp, axis=0) - np.log(logp.shape[0])).mean()),
-        "n_heldout": int(mask.sum()),
-        "n_draws": int(Z.shape[0]),
-    }
+    return X_true[rows, cols], mean, post, (rows, cols)
+
+
+def _binary_scores(logp, p, x):
+    """The three scores of binary entries ``x`` from the log-likelihoods ``logp`` and success
+    probabilities ``p`` of each draw (``draws x entries``)."""
+    from scipy.special import logsumexp
+
+    return {"mean_log_pred": float(logp.mean()),
+            "log_mean_pred": float((logsumexp(logp, axis=0) - np.log(len(logp))).mean()),
+            "l2": float(((x[None, :] - p) ** 2).mean())}
 
 
 def _at_entries(post, value, what, shape, rows, cols, last):
@@ -159,8 +216,6 @@ def bernoulli_heldout_metrics(p, x):
 
     Probabilities are clipped to ``[1e-12, 1 - 1e-12]``.
     """
-    from scipy.special import logsumexp
-
     p = np.clip(np.asarray(p, dtype=float), 1e-12, 1 - 1e-12)
     x = np.asarray(x)
     if p.ndim != 2 or p.shape[1] != x.shape[0]:
@@ -169,6 +224,4 @@ def bernoulli_heldout_metrics(p, x):
     if np.any((x != 0) & (x != 1)):
         raise ValueError("x must hold 0 and 1 only.")
     logp = np.where(x[None, :] == 1, np.log(p), np.log1p(-p))
-    return {"mean_log_pred": float(logp.mean()),
-            "log_mean_pred": float((logsumexp(logp, axis=0) - np.log(len(p))).mean()),
-            "l2": float(((x[None, :] - p) ** 2).mean())}
+    return _binary_scores(logp, p, x)

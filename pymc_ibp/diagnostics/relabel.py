@@ -98,8 +98,9 @@ def _match(z, a, rz, ra, scale, a_weight):
     return perm
 
 
-def _reference(Zv, Av, stats, reference):
-    """Reference (rz, ra) from a draw; returns arrays and a description."""
+def _reference(Zv, Av, stats, reference, order="use"):
+    """Reference (rz, ra) from a draw, its slots in ``order`` (:func:`relabel`); returns
+    arrays and the draw's (chain, draw) position."""
     C, T = Zv.shape[:2]
     if reference is None:
         if stats is not None and "ibp_log_joint" in stats:
@@ -116,7 +117,7 @@ def _reference(Zv, Av, stats, reference):
         elif reference == "map":
             if stats is None or "ibp_log_joint" not in stats:
                 raise ValueError("reference='map' needs the sample stat 'ibp_log_joint'.")
-            return _reference(Zv, Av, stats, None)
+            return _reference(Zv, Av, stats, None, order)
         else:
             raise ValueError(
                 f"reference must be None, 'map', 'last' or (chain, draw); got {reference!r}"
@@ -135,6 +136,10 @@ def _reference(Zv, Av, stats, reference):
     ra = None
     if Av is not None:
         ra = np.where(Zv[c, t].any(axis=0)[:, None], Av[c, t], 0.0)
+    if order == "use":  # the reference's features in decreasing order of use, empty slots last
+        by_use = np.argsort(-rz.sum(axis=0), kind="stable")
+        rz = rz[:, by_use]
+        ra = None if ra is None else ra[by_use]
     return rz, ra, (int(c) % C, int(t) % T)
 
 
@@ -155,6 +160,7 @@ def relabel_permutations(
     *,
     a_weight: float = 1.0,
     n_refine: int = 0,
+    order: str = "use",
 ) -> xr.DataArray:
     """Slot permutations that align every draw with a reference (see :func:`relabel`).
 
@@ -165,6 +171,8 @@ def relabel_permutations(
         ``j`` takes the old slot ``perm[c, t, j]``.  ``attrs["reference"]`` holds the
         (chain, draw) positions of the reference draw.
     """
+    if order not in ("use", "reference"):
+        raise ValueError(f"order must be 'use' or 'reference'; got {order!r}")
     post = _posterior(idata)
     Z = _get_z(post, z_name)
     A, _ = _a_array(post, a_name, Z)
@@ -173,7 +181,7 @@ def relabel_permutations(
     Av = None
     if A is not None:
         Av = np.asarray(A.values, dtype=float).reshape(C, T, K, -1)
-    rz, ra, ref_pos = _reference(Zv, Av, _sample_stats(idata, z_name), reference)
+    rz, ra, ref_pos = _reference(Zv, Av, _sample_stats(idata, z_name), reference, order)
     scale = _scale(ra, Av)
 
     perm = np.empty((C, T, K), dtype=np.int64)
@@ -209,6 +217,7 @@ def relabel(
     *,
     a_weight: float = 1.0,
     n_refine: int = 0,
+    order: str = "use",
     return_permutation: bool = False,
 ):
     """Permute the feature slots of every draw to match a reference draw (undo label switching).
@@ -250,6 +259,12 @@ def relabel(
         Extra passes in which the reference is replaced by the mean relabelled draw (column
         means of Z and row means of A with inactive rows as zeros) and all draws are matched
         again.  Makes the result less dependent on one, possibly atypical, reference draw.
+    order : {"use", "reference"}, default "use"
+        Slot order of the result: ``"use"`` puts the reference's features in decreasing
+        order of use (the number of rows with the feature in the reference draw) in the
+        first slots and its empty slots last, so the features of a relabelled trace are in
+        slots ``0 .. K+ - 1``; ``"reference"`` keeps the reference draw's own slots (a
+        sampler leaves the features wherever births put them).
     return_permutation : bool, default False
         Also return the permutations (see :func:`relabel_permutations`).
 
@@ -277,7 +292,7 @@ def relabel(
         raise ValueError(f"relabel needs an xarray.DataTree (from pm.sample); got {type(idata)!r}")
     post = _posterior(idata)
     perm = relabel_permutations(idata, z_name, a_name, reference, a_weight=a_weight,
-                                n_refine=n_refine)
+                                n_refine=n_refine, order=order)
     Z = post[z_name]
     feat = Z.dims[3]
     A, a_feat = _a_array(post, a_name, Z)

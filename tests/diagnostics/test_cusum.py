@@ -48,15 +48,19 @@ def test_hand_computed_cusum_and_turning():
     D, lo, hi = hairiness_index(x)
     np.testing.assert_allclose(D, [1, 1, 1, 3 / 4, 4 / 5])
     t = np.arange(1, 6)
-    np.testing.assert_allclose(lo, 0.5 - 1.959963984540054 / (2 * np.sqrt(t)))
-    np.testing.assert_allclose(hi, 0.5 + 1.959963984540054 / (2 * np.sqrt(t)))
+    # the normal approximation's band, cut to [0, 1] (D_t is a fraction): it passes 0 and 1
+    # for t <= 3
+    np.testing.assert_allclose(lo, np.maximum(0.5 - 1.959963984540054 / (2 * np.sqrt(t)), 0))
+    np.testing.assert_allclose(hi, np.minimum(0.5 + 1.959963984540054 / (2 * np.sqrt(t)), 1))
+    assert lo[0] == 0.0 and hi[2] == 1.0 and 0 < lo[3] and hi[3] < 1
     # turning points: steps + - + - -  -> d = 1 1 1 0 over n-2 = 4 indicators
     D, lo, hi = hairiness_index(x, kind="turning")
     np.testing.assert_allclose(D, [1, 1, 1, 3 / 4])
     n = np.arange(1, 5) + 2
     half = 1.959963984540054 * np.sqrt((16 * n - 29) / 90) / (n - 2)
-    np.testing.assert_allclose(lo, 2 / 3 - half)
-    np.testing.assert_allclose(hi, 2 / 3 + half)
+    np.testing.assert_allclose(lo, np.maximum(2 / 3 - half, 0))
+    np.testing.assert_allclose(hi, np.minimum(2 / 3 + half, 1))
+    assert lo[0] == 0.0 and hi[3] == 1.0
 
 
 def test_random_ties_only_touch_tied_draws():

@@ -119,3 +119,42 @@ def test_bernoulli_heldout_metrics():
         pmi.bernoulli_heldout_metrics(p[0], x)
     with pytest.raises(ValueError, match="0 and 1"):
         pmi.bernoulli_heldout_metrics(p, np.array([1, 2, 0]))
+
+
+def test_logit_heldout_metrics_match_hand_computation():
+    """A Bernoulli-logit model (logit_p = Z @ A + b): each draw's sigmoid(z_n a_d + b_d) at
+    the held-out entries, scored as bernoulli_heldout_metrics scores it, finite in the tails
+    (|psi| = 800, where sigmoid rounds to 0 or 1); non-binary held-out values are an error."""
+    rng = np.random.default_rng(4)
+    c, s, n, k, d = 2, 5, 7, 3, 4
+    Z = (rng.random((c, s, n, k)) < 0.5).astype(np.int64)
+    A = rng.normal(size=(c, s, k, d))
+    b = rng.normal(size=(c, s, d))
+    X = (rng.random((n, d)) < 0.5).astype(float)
+    mask = pmi.holdout_mask(X, 6, seed=2)
+    post = xr.Dataset({
+        "Z": (("chain", "draw", "obs", "feature"), Z),
+        "A": (("chain", "draw", "feature", "dim"), A),
+        "b": (("chain", "draw", "dim"), b),
+    })
+    idata = xr.DataTree.from_dict({"posterior": post})
+    got = pmi.logit_heldout_metrics(idata, X, mask, offset="b")
+    rows, cols = np.nonzero(mask)
+    p = np.array([1.0 / (1.0 + np.exp(-(Z[ci, si] @ A[ci, si] + b[ci, si])[rows, cols]))
+                  for ci in range(c) for si in range(s)])
+    want = pmi.bernoulli_heldout_metrics(p, X[rows, cols])
+    for key in ("l2", "mean_log_pred", "log_mean_pred"):
+        assert np.isclose(got[key], want[key]), key
+    assert (got["n_heldout"], got["n_draws"]) == (6, 10)
+    assert pmi.logit_heldout_metrics(idata, X, mask, offset="b", last=1)["n_draws"] == 2
+    # a wrong prediction far in the tail: log-likelihood -800, not -inf or a clipped -27.6
+    x_tail = X.copy()
+    x_tail[rows, cols] = 1.0
+    tail = xr.DataTree.from_dict({"posterior": post.assign(b=post["b"] * 0 - 800.0)})
+    assert np.isclose(pmi.logit_heldout_metrics(tail, x_tail, mask, offset="b",
+                                                last=1)["mean_log_pred"],
+                      -800.0, atol=10.0)
+    bad = X.copy()
+    bad[rows[0], cols[0]] = 2.0
+    with pytest.raises(ValueError, match="0 and 1"):
+        pmi.logit_heldout_metrics(idata, bad, mask, offset="b")

@@ -282,7 +282,15 @@ def test_relabel_is_a_consistent_permutation(idata):
 
 
 def test_relabel_reference_options(idata):
-    P = relabel_permutations(idata, reference=(2, 7)).values
+    # order="use" (default): the reference's features in decreasing order of use, empty last
+    out, P = relabel(idata, reference=(2, 7), return_permutation=True)
+    counts = out["posterior"]["Z"].values[2, 7].sum(axis=0)
+    assert np.all(np.diff(counts) <= 0) and counts[0] > 0, counts
+    raw = idata["posterior"]["Z"].values[2, 7].sum(axis=0)
+    np.testing.assert_array_equal(P.values[2, 7], np.argsort(-raw, kind="stable"))
+    with pytest.raises(ValueError, match="order"):
+        relabel(idata, order="size")
+    P = relabel_permutations(idata, reference=(2, 7), order="reference").values
     np.testing.assert_array_equal(P[2, 7], np.arange(K_MAX))  # the reference maps to itself
     # the reference's labelling wins: chain 2's slots are (almost) never moved
     assert (P[2] == np.arange(K_MAX)).all(axis=-1).mean() > 0.8
