@@ -101,11 +101,10 @@ def surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs,
     error when the data do not fit): an :class:`~pymc_ibp.AcceleratedGibbs` on a
     linear-Gaussian surrogate of the model, ``X ~ Normal(Z' @ A' (+ b'), σx)``,
     ``A' ~ Normal(0, σa)``, ``Z' ~ IBP(alpha, beta)``, and that model's initial point.  With
-    ``s`` the standard deviation of the observed entries: on 0/1 data
-    ``σx = SURROGATE_SIGMA_X s`` and
-    ``σa = SURROGATE_SIGMA_A s`` are fixed; on other data they are free, ``σx ~
-    HalfNormal(SURROGATE_SIGMA_X s)``, ``σa ~ HalfNormal(SURROGATE_SIGMA_A s)``, and an
-    :class:`~pymc_ibp.IBPScaleSlice` updates them; and where the likelihood's location is
+    ``s`` the standard deviation of the observed entries: on 0/1 data ``σx =
+    SURROGATE_SIGMA_X s`` and ``σa = SURROGATE_SIGMA_A s`` are fixed; on other data they are
+    free, ``σx ~ HalfNormal(SURROGATE_SIGMA_X s)``, ``σa ~ HalfNormal(SURROGATE_SIGMA_A s)``,
+    and an :class:`~pymc_ibp.IBPScaleSlice` updates them; and where the likelihood's location is
     ``Z @ A`` plus other terms, a per-column offset ``b' ~ Normal(mean, SURROGATE_SIGMA_B
     s0)`` (``s0`` the entries' root mean square) that the search fits beside ``Z`` and an
     :class:`~pymc_ibp.IBPOffsetGibbs` updates.  Measured (block images, N = 60,

@@ -356,6 +356,34 @@ def test_surrogate_start_learns_the_scales_and_offset_of_continuous_data():
     assert len(sur.steps) == 1 and sur.offset is None
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # noise data, K_max = 6
+# spawn (about 30 s) in make test-slow: it failed once, unexplained, in 15 runs (not since,
+# also under load, with any hash seed); fork in the default suite
+@pytest.mark.parametrize("mp_ctx", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_surrogate_start_of_continuous_data_is_reproducible_across_processes(mp_ctx):
+    """The same draws for one seed with cores=1 and cores=2 (fork and spawn) for a Student-t
+    model with an offset: the surrogate start with its scale and offset steps uses only the
+    chain's rng, and the hand-over of b is part of the chain's first point."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 8)) + 2.0
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 2.0, shape=(20, 6))
+        A = pm.Normal("A", 0.0, 1.0, shape=(6, 8))
+        b = pm.Normal("b", 0.0, 5.0, shape=8)
+        pm.StudentT("X", nu=5, mu=Z @ A + b, sigma=1.0, observed=X)
+    kw = dict(draws=4, tune=4, chains=2, random_seed=7, progressbar=False,
+              compute_convergence_checks=False, discard_tuned_samples=False)
+    with model:
+        assert len(pmi.IBPGibbs([Z])._surrogate.steps) == 3
+        seq = pm.sample(cores=1, **kw)
+        par = pm.sample(cores=2, mp_ctx=mp_ctx, **kw)
+    for group in ("warmup_posterior", "posterior"):
+        for name in ("Z", "A", "b"):
+            np.testing.assert_array_equal(seq[group][name].values, par[group][name].values)
+    assert not np.array_equal(seq["warmup_posterior"]["Z"].values[0, 0],
+                              seq["warmup_posterior"]["Z"].values[1, 0])
+
+
 # ---------------------------------------------------------------------------------------------
 # missing data: NaN in the observed array (PyMC's X_observed + imputed X_unobserved)
 # ---------------------------------------------------------------------------------------------
