@@ -54,6 +54,7 @@ from pymc_ibp.step_methods.model_matching import (
     initial_value_given,
     match_prior,
     matched_models,
+    row_constant_variable,
 )
 from pymc_ibp.step_methods.prior_modes import prior_mode
 from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
@@ -127,17 +128,14 @@ def _search_baselines(model, spec, initial_point=None, model_point=None):
     shape ``(D,)``, ``(1, D)`` or ``()``) and of this block alone: the start search fits a
     baseline there (:func:`_baseline`), and the chain starts that variable at its initial
     value plus the baseline unless the user ``given`` its initial value."""
-    free = set(model.free_RVs)
     rvs = [None if b.offset is None else _strip(b.offset) for b in spec.blocks]
     out = []
-    for rv, c0, c1 in zip(rvs, spec.cols[:-1], spec.cols[1:], strict=True):
-        if rv not in free or model.rvs_to_transforms.get(rv) is not None or rvs.count(rv) > 1:
+    for blk, rv, c0, c1 in zip(spec.blocks, rvs, spec.cols[:-1], spec.cols[1:], strict=True):
+        if (blk.offset is None or row_constant_variable(model, blk.offset) is None
+                or rvs.count(rv) > 1):
             continue
-        # as broadcast against the block's N x D_b: the same for every row?
-        rows_bc, cols_bc = (True, True, *rv.type.broadcastable)[-2:]
-        if rv.ndim > 2 or not rows_bc:
-            continue
-        out.append((int(c0), int(c1), not cols_bc, model.rvs_to_values[rv].name,
+        per_column = not (True, *rv.type.broadcastable)[-1]  # as broadcast against N x D_b
+        out.append((int(c0), int(c1), per_column, model.rvs_to_values[rv].name,
                     initial_value_given(model, [rv], initial_point, model_point)))
     return tuple(out)
 

@@ -64,6 +64,7 @@ __all__ = [
     "matched_logit_models",
     "matched_models",
     "observed_data",
+    "row_constant_variable",
 ]
 
 PATTERN = (
@@ -581,6 +582,19 @@ def one_value_var(vars, model, updates):
         raise ModelPatternError(f"{updates}; got {[v.name for v in value_vars]}.")
     [value_var] = value_vars
     return value_var, model.values_to_rvs[value_var]
+
+
+def row_constant_variable(model, term):
+    """The free, untransformed variable that the mean term ``term`` is (casts and broadcasts
+    stripped) when it is the same for every row of an ``N x D`` mean (shape ``()``, ``(D,)``,
+    ``(1, D)``, …): an offset ``b`` in ``Z @ A + b`` that a start may set from a fitted
+    baseline.  ``None`` otherwise."""
+    rv = _strip(term)
+    if (rv not in set(model.free_RVs) or model.rvs_to_transforms.get(rv) is not None
+            or rv.ndim > 2):
+        return None
+    rows_bc = (True, True, *rv.type.broadcastable)[-2]  # as broadcast against N x D
+    return rv if rows_bc else None
 
 
 def initial_value_given(model, rvs, initial_point=None, model_point=None) -> bool:

@@ -45,11 +45,14 @@ SURROGATE_SWEEPS = 50
 class SurrogateStart(NamedTuple):
     """What :func:`surrogate_starter` builds: the surrogate's ``steps`` (an
     :class:`~pymc_ibp.AcceleratedGibbs` first) and initial ``point``; ``offset``: the value
-    name of the model's offset that starts at the surrogate's, or ``None``."""
+    name of the model's offset that starts at the surrogate's, or ``None``; ``binary``:
+    whether the data are 0/1 (fixed scales, no offset, no rows of ``A`` on the data's
+    scale)."""
 
     steps: list
     point: dict
     offset: str | None
+    binary: bool
 
 
 class SurrogateDraw(NamedTuple):
@@ -78,19 +81,15 @@ def _mean_offset(model, z_rv, like_rv):
     return None
 
 
-def _offset_handover(model, offset, d, initial_point):
+def _offset_handover(model, offset, initial_point):
     """The value name of ``offset`` when it is one free untransformed variable, the same for
-    every row (shape ``(D,)``, ``(1, D)`` or ``()``), whose initial value the user did not
-    give: it then starts at the surrogate's offset.  ``None`` otherwise."""
-    from pymc_ibp.step_methods.model_matching import _strip, initial_value_given
+    every row (:func:`~pymc_ibp.step_methods.model_matching.row_constant_variable`), whose
+    initial value the user did not give: it then starts at the surrogate's offset.  ``None``
+    otherwise."""
+    from pymc_ibp.step_methods.model_matching import initial_value_given, row_constant_variable
 
-    rv = _strip(offset)
-    if (rv not in set(model.free_RVs) or model.rvs_to_transforms.get(rv) is not None
-            or rv.ndim > 2 or (rv.ndim == 2 and not rv.type.broadcastable[0])
-            or initial_value_given(model, [rv], initial_point)):
-        return None
-    shape = model.initial_point()[model.rvs_to_values[rv].name].shape
-    if shape not in ((), (d,), (1, d)):
+    rv = row_constant_variable(model, offset)
+    if rv is None or initial_value_given(model, [rv], initial_point):
         return None
     return model.rvs_to_values[rv].name
 
@@ -161,8 +160,8 @@ def surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs,
         steps.append(IBPOffsetGibbs([b_s], model=surrogate, initial_point=point,
                                     compile_kwargs=compile_kwargs))
     handover = (None if offset is None
-                else _offset_handover(model, offset, data.shape[1], initial_point))
-    return SurrogateStart(steps, point, handover)
+                else _offset_handover(model, offset, initial_point))
+    return SurrogateStart(steps, point, handover, binary)
 
 
 def surrogate_z(starter, rng, point=None):
@@ -183,6 +182,5 @@ def surrogate_z(starter, rng, point=None):
         b, v = np.asarray(found["b"], dtype=np.float64), np.asarray(point[name])
         offsets[name] = (b.reshape(v.shape) if v.size == b.size else np.asarray(b.mean())
                          ).astype(v.dtype)
-    continuous = len(starter.steps) > 1  # 0/1 data: the surrogate's A is not on any scale
     return SurrogateDraw(np.asarray(found["Z"], dtype=np.int8), offsets,
-                         np.asarray(found["A"], dtype=np.float64) if continuous else None)
+                         None if starter.binary else np.asarray(found["A"], dtype=np.float64))
