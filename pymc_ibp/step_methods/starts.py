@@ -24,7 +24,17 @@ import pymc as pm
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_ibp.distributions.ibp import IBP
 from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
+from pymc_ibp.step_methods.model_matching import (
+    _mean_terms,
+    initial_value_given,
+    observed_data,
+    row_constant_variable,
+)
+from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
+from pymc_ibp.step_methods.scales import IBPScaleSlice
 
 __all__ = ["SURROGATE_SIGMA_A", "SURROGATE_SIGMA_B", "SURROGATE_SIGMA_X", "SURROGATE_SWEEPS",
            "SurrogateDraw", "SurrogateStart", "surrogate_starter", "surrogate_z"]
@@ -69,8 +79,6 @@ class SurrogateDraw(NamedTuple):
 def _mean_offset(model, z_rv, like_rv):
     """The terms a likelihood's location parameter adds to ``Z @ A`` (symbolic; ``None`` when
     there are none or the location is not of that form)."""
-    from pymc_ibp.step_methods.model_matching import _mean_terms
-
     if like_rv.owner is None or not isinstance(like_rv.owner.op, RandomVariable):
         return None
     for param in like_rv.owner.inputs[2:]:  # after rng and size
@@ -86,8 +94,6 @@ def _offset_handover(model, offset, initial_point):
     every row (:func:`~pymc_ibp.step_methods.model_matching.row_constant_variable`), whose
     initial value the user did not give: it then starts at the surrogate's offset.  ``None``
     otherwise."""
-    from pymc_ibp.step_methods.model_matching import initial_value_given, row_constant_variable
-
     rv = row_constant_variable(model, offset)
     if rv is None or initial_value_given(model, [rv], initial_point):
         return None
@@ -113,12 +119,6 @@ def surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs,
     of 6 seeds; with free scales 25-45 nats above it (4-7 features); on the data plus 3 with
     an offset ``b`` in the model, 134,809 nats below without the surrogate's offset and
     26-69 above with it (``tests/step_methods/test_uncollapsed.py``)."""
-    from pymc_ibp.distributions.ibp import IBP
-    from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
-    from pymc_ibp.step_methods.model_matching import observed_data
-    from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
-    from pymc_ibp.step_methods.scales import IBPScaleSlice
-
     observed = [c for c in children if c in set(model.observed_RVs)]
     data = None
     if len(children) == 1 and len(observed) == 1:
