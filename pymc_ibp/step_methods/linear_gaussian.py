@@ -59,6 +59,12 @@ from pymc_ibp.step_methods.model_matching import (
 from pymc_ibp.step_methods.prior_modes import prior_mode
 from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
 
+#: the split–merge proposals by name.  Steps keep the name, not the kernel: a numba dispatcher
+#: held by a step would be pickled by value when PyMC sends the step to a spawned worker, and
+#: rebuilt there without its on-disk cache (compiled again in every worker, about 26 s).
+_SPLIT_MERGE = {"sequential": kernels.sequential_split_merge,
+                "random": kernels.random_split_merge}
+
 __all__ = ["AcceleratedGibbs", "CollapsedGibbs", "LinearGaussianIBPState"]
 
 
@@ -256,12 +262,10 @@ class _LinearGaussianIBPStep(BlockedStep):
             raise ValueError(f"init_method must be 'anneal' or 'vi'; got {init_method!r}.")
         self.init_method = init_method if self.mode.counts else "anneal"
         self.split_merge = int(split_merge) if self.mode.counts else 0
-        kinds = {"sequential": kernels.sequential_split_merge,
-                 "random": kernels.random_split_merge}
-        if split_merge_proposal not in kinds:
-            raise ValueError(f"split_merge_proposal must be one of {sorted(kinds)}; got "
+        if split_merge_proposal not in _SPLIT_MERGE:
+            raise ValueError(f"split_merge_proposal must be one of {sorted(_SPLIT_MERGE)}; got "
                              f"{split_merge_proposal!r}.")
-        self._split_merge_fn = kinds[split_merge_proposal]
+        self.split_merge_proposal = split_merge_proposal
         self.birth_death = int(birth_death) if self.mode.counts else 0
         self.column_split_merge = int(column_split_merge) if self.mode.counts else 0
         self.pair_swaps = int(pair_swaps) if self.mode.counts else 0
@@ -530,7 +534,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             kernels.accelerated_sweep(rng, Z, X, m, s2, alpha, beta,
                                       kernels.refresh_interval(nr), False, kernels.NO_LOGODDS,
                                       kernels.NO_MISS if M is None else M)
-            self._split_merge_fn(rng, Z, X, m, s2, alpha, beta, n_sm, trXX)
+            _SPLIT_MERGE[self.split_merge_proposal](rng, Z, X, m, s2, alpha, beta, n_sm, trXX)
             kernels.column_split_merge(rng, Z, X, m, s2, alpha, beta, n_csm, trXX)
             kernels.sequential_birth_death(rng, Z, X, m, s2, alpha, beta, n_bd,
                                            self.birth_rows, trXX)
@@ -833,8 +837,9 @@ class _LinearGaussianIBPStep(BlockedStep):
             if self._mask is not None:  # the sweep may have re-drawn the missing entries
                 trXX = self._trXX(X, noise)
             if self.split_merge > 0:
-                sm_acc = self._split_merge_fn(self.rng, Z, X, m, noise_z, self.mode.alpha,
-                                              self.mode.beta, self.split_merge, trXX)
+                sm_acc = _SPLIT_MERGE[self.split_merge_proposal](
+                    self.rng, Z, X, m, noise_z, self.mode.alpha, self.mode.beta,
+                    self.split_merge, trXX)
             if self.column_split_merge > 0:
                 sm_acc += kernels.column_split_merge(
                     self.rng, Z, X, m, noise_z, self.mode.alpha, self.mode.beta,
