@@ -24,7 +24,11 @@ the accepted proposals of each kind per iteration; the wall time of ``pm.sample`
 
     python -m benchmarks.ibpgibbs_mixing [--quick] [--tune T --draws D] [--replicates R]
 
-Other chain lengths than the default 150 + 300 are saved as ``ibpgibbs_mixing_long``.
+Other chain lengths than the default 150 + 300 are saved as ``ibpgibbs_mixing_long`` with the
+length appended (500 + 1000 from seed 2026: without, its first name); ``--chain-seed S`` runs
+the chains from seed ``S`` on the same data (appended as ``_seedS``).
+``log_joint_rhat_2nd_half`` is the log joint's R-hat over the second half of the kept draws
+(do the chains come together as they run?).
 ``--replicates R`` runs every setting with ``R`` chain seeds (the data fixed; the first seed's
 run is the single run's) and adds a table of the median and range of each statistic over the
 runs (saved as ``ibpgibbs_mixing_replicates``, with the length appended when it is not the
@@ -44,7 +48,8 @@ from benchmarks._mixing_stats import ess_bulk, replicate_summary, rhat
 
 COLS = ["start", "moves", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
         "K_plus_rhat", "K_plus_ess", "log_lik_rhat", "log_lik_ess", "log_joint_mean",
-        "log_joint_rhat", "log_joint_ess", "log_joint_chain_spread", "sm_accepted_per_it",
+        "log_joint_rhat", "log_joint_rhat_2nd_half", "log_joint_ess", "log_joint_chain_spread",
+        "sm_accepted_per_it",
         "cm_accepted_per_it", "fm_accepted_per_it", "fsm_accepted_per_it", "wall_s"]
 #: statistics summarised over replicate runs (median, min, max), with their decimals
 SUMMARY = {"log_joint_mean": 0, "log_joint_rhat": 2, "log_joint_ess": 1,
@@ -103,6 +108,7 @@ def run(n, k_max, chains, tune, draws, start, moves, seed, chain_seed=None):
         "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp), "K_plus_ess": ess_bulk(kp),
         "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
         "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
+        "log_joint_rhat_2nd_half": rhat(lj[:, lj.shape[1] // 2:]),
         "log_joint_ess": ess_bulk(lj),
         "log_joint_chain_spread": float(np.ptp(lj.mean(axis=1))),
         "sm_accepted_per_it": float(ss["ibp_split_merge_accepted"].values.mean()),
@@ -126,6 +132,9 @@ def main():
     ap.add_argument("--settings", nargs="+", metavar="START:MOVES",
                     help="(start, moves) pairs to run instead of every start x moves, e.g. "
                          "point:none surrogate:default")
+    ap.add_argument("--chain-seed", type=int, default=2026,
+                    help="the (first) chain seed; the data are always the seed-2026 rows "
+                         "(default 2026)")
     ap.add_argument("--replicates", type=int, default=1,
                     help="runs per setting with chain seeds seed, seed + 1, ... (default 1)")
     args = ap.parse_args()
@@ -144,13 +153,16 @@ def main():
     else:
         cfg = dict(n=300, k_max=args.k_max, chains=4, tune=args.tune, draws=args.draws,
                    seed=2026)
+    first = cfg["seed"] if args.quick else args.chain_seed
     # longer (or shorter) chains than the default go to their own table
     length = ("" if (args.tune, args.draws) == (150, 300)
               else f" --tune {args.tune} --draws {args.draws}")
+    suffix = (length.replace(" --", "_").replace(" ", "")
+              + (f"_seed{first}" if first != cfg["seed"] else ""))
     rows = []
     for start, moves in settings:
         for r in range(args.replicates):
-            rows.append(run(start=start, moves=moves, chain_seed=cfg["seed"] + r, **cfg))
+            rows.append(run(start=start, moves=moves, chain_seed=first + r, **cfg))
             print_table(rows[-1:], COLS)
     print()
     print_table(rows, COLS)
@@ -178,21 +190,25 @@ def main():
         + (" --quick" if args.quick else f" --k-max {args.k_max}")
         + (f" --settings {' '.join(args.settings)}" if args.settings else
            f" --starts {' '.join(args.starts)} --moves {' '.join(args.moves)}") + length
+        + (f" --chain-seed {first}" if first != cfg["seed"] else "")
         + (f" --replicates {args.replicates}" if args.replicates > 1 else ""),
     ]
     title = "IBPGibbs mixing with and without its mode-crossing moves (digits)"
     if summary:
         notes.insert(3, f"Each setting ran {args.replicates} times on the same data with chain "
-                        f"seeds {cfg['seed']}..{cfg['seed'] + args.replicates - 1}; the "
+                        f"seeds {first}..{first + args.replicates - 1}; the "
                         "summary gives each statistic's median over the runs and its range "
                         "[min, max].")
         name = ("ibpgibbs_mixing_quick_replicates" if args.quick else
-                "ibpgibbs_mixing_replicates" + length.replace(" --", "_").replace(" ", ""))
+                "ibpgibbs_mixing_replicates" + suffix)
         write_results(name, summary, SUMMARY_COLS, title, notes, info,
                       extra_tables=[("Every run", rows, COLS)], csv_rows=rows)
         return
+    # the 500 + 1000 run from seed 2026 keeps its first name (the docs cite it)
+    legacy = suffix in ("", "_tune500_draws1000")
     name = ("ibpgibbs_mixing_quick" if args.quick
-            else "ibpgibbs_mixing_long" if length else "ibpgibbs_mixing")
+            else "ibpgibbs_mixing" + suffix if not length
+            else "ibpgibbs_mixing_long" + ("" if legacy else suffix))
     write_results(name, rows, COLS, title, notes, info)
 
 
