@@ -9,7 +9,7 @@ driven by hand on a PyMC model (``alpha ~ Gamma(1, 1)``, ``sigma_a ~ HalfNormal(
 
 * ``accelerated``: ``pmi.AcceleratedGibbs`` (Z sweep with A integrated out, then the A draw);
 * ``collapsed``:   ``pmi.CollapsedGibbs`` (same, with p(X | Z) recomputed per element);
-* ``ibpgibbs+conjA``: ``pmi.IBPGibbs`` on Z (uncollapsed, 2 K_max likelihood evaluations of
+* ``ibpgibbs+conjA``: ``pmi.IBPGibbs`` on Z (uncollapsed, K_max + 1 likelihood evaluations of
   the compiled PyMC model) followed by a *conjugate* draw of A | Z, X (the ConjugateA helper of
   ``_models.py``, the A update of the uncollapsed sampler of Doshi-Velez (2009, §3.1)).  NUTS on A
   is not

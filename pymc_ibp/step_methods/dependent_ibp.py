@@ -596,13 +596,16 @@ class DependentIBPGibbs(BlockedStep):
         g_flat = np.array(g_flat, dtype=np.float64, copy=True)
         n = Z.shape[0]
         flips = evals = moves = 0
+        # the rows' log-likelihoods at the current Z; the likelihood factorises over rows, so
+        # one evaluation with column k flipped in every row gives each row's other option
+        cur = self._z_rows._rows_ll(trial, Z)
         for k in self.rng.permutation(self.k_max):
             col = Z[:, k].copy()
-            Z[:, k] = 1
-            ll1 = self._z_rows._rows_ll(trial, Z)
-            Z[:, k] = 0
-            ll0 = self._z_rows._rows_ll(trial, Z)
+            Z[:, k] = col == 0
+            flipped = self._z_rows._rows_ll(trial, Z)
             Z[:, k] = col
+            ll1 = np.where(col == 1, cur, flipped)
+            ll0 = np.where(col == 1, flipped, cur)
             with np.errstate(invalid="ignore"):
                 delta = ll1 - ll0
             if np.isnan(delta).any():
@@ -640,6 +643,7 @@ class DependentIBPGibbs(BlockedStep):
             new_col = (self.rng.random(n) < sp_expit(lo)).astype(Z.dtype)
             flips += int((new_col != col).sum())
             Z[:, k] = new_col
+            cur = np.where(new_col == 1, ll1, ll0)
         return g_flat, values, flips, evals / max(moves, 1)
 
     def _contribution_k(self, c, value_k):

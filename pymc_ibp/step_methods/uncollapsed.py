@@ -3,8 +3,9 @@
 Every entry ``z_nk`` is drawn from its exact full conditional given everything else, with the
 likelihood taken from the model's own compiled element-wise logp.  Rows must be conditionally
 independent given the other variables (the likelihood factorises over the rows of ``Z``), which
-lets one compiled evaluation with column ``k`` set to 1 and one with it set to 0 give the
-likelihood ratios of all ``N`` entries of that column at once; the rows are then sampled in
+lets one compiled evaluation with column ``k`` flipped in every row, next to the rows' values at
+the current ``Z``, give the likelihood ratios of all ``N`` entries of that column at once; the
+rows are then sampled in
 sequence (numba) because the IBP prior couples them through the column counts.  Observed
 arrays with missing entries (PyMC's ``X_observed`` + imputed ``X_unobserved``, whose logps are
 1-D over the masked entries) are mapped back to the rows of ``Z`` through PyMC's boolean mask.
@@ -307,9 +308,11 @@ class IBPGibbs(BlockedStep):
     Ghahramani (2011) truncated to ``K_max`` slots exactly.  For ``Z = pm.Bernoulli(p=...)``
     (e.g. under :class:`pymc_ibp.IBPStickBreaking`) the prior odds are ``p/(1-p)`` per entry.
 
-    The likelihood ratio of a whole column comes from two evaluations of the model's compiled
-    element-wise logp of every variable that depends on ``Z``, reduced over all but the row
-    axis, so a sweep costs ``2 K_max`` likelihood evaluations plus ``O(N K_max)``.  The
+    The likelihood ratio of a whole column comes from the model's compiled element-wise logp
+    of every variable that depends on ``Z``, reduced over all but the row axis: evaluated once
+    with column ``k`` flipped in every row, it gives each row's other option, while the rows'
+    values at the current ``Z`` are carried from column to column, so a sweep costs
+    ``K_max + 1`` likelihood evaluations plus ``O(N K_max)``.  The
     likelihood must factorise over the rows of ``Z`` (checked at construction by flipping
     ``Z[r, 0]`` in the first and last rows and in rows with missing entries).
 
@@ -953,28 +956,35 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             flips, loglik, n_active = self._joint_sweep(
                 Z, trial, (alpha, beta) if self.is_ibp else None,
                 None if self.is_ibp else prior_lo)
+        # the rows' log-likelihoods at the current Z (None: not known); since the likelihood
+        # factorises over rows, one evaluation with column k flipped in every row gives each
+        # row's other option, so a column costs one evaluation, not two
+        cur = None if self.joint else self._rows_ll(trial, Z)
         for k in ([] if self.joint else self.rng.permutation(self.k_max)):
             col = Z[:, k].copy()
-            Z[:, k] = 1
-            trial[self.z_name] = Z
-            ll1 = np.asarray(self._row_ll(trial), dtype=float)
-            Z[:, k] = 0
-            ll0 = np.asarray(self._row_ll(trial), dtype=float)
+            Z[:, k] = col == 0
+            flipped = self._rows_ll(trial, Z)
             Z[:, k] = col
+            on = col == 1
+            ll1 = np.where(on, cur, flipped)
+            ll0 = np.where(on, flipped, cur)
             if self.is_ibp:
                 f, n_active = ibp_column_gibbs(self.rng, Z, k, ll1, ll0, m, n_active, alpha, beta)
             else:
                 f = bernoulli_column_gibbs(self.rng, Z, k, ll1, ll0, prior_lo[:, k])
             flips += f
-            loglik = float(np.where(Z[:, k] == 1, ll1, ll0).sum())
+            cur = np.where(Z[:, k] == 1, ll1, ll0)
+            loglik = float(cur.sum())
         sm_acc = 0
         for _ in range(self.split_merge):
-            accepted, Z = self.split_merge_move(Z, trial, alpha, beta)
+            accepted, Z = self.split_merge_move(Z, trial, alpha, beta, cur)
             sm_acc += accepted
+            cur = None if accepted else cur
         cm_acc = 0
         for _ in range(self.combination_moves):
-            accepted, Z = self.combination_move(Z, trial, alpha, beta)
+            accepted, Z = self.combination_move(Z, trial, alpha, beta, cur)
             cm_acc += accepted
+            cur = None if accepted else cur
         block_acc = turn_acc = 0
         if self._block is not None:
             for k in self.rng.permutation(self.k_max):
@@ -1122,7 +1132,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         trial[self.z_name] = Z
         return np.asarray(self._row_ll(trial), dtype=float)
 
-    def split_merge_move(self, Z, trial, alpha, beta):
+    def split_merge_move(self, Z, trial, alpha, beta, cur=None):
         r"""One split–merge Metropolis–Hastings proposal on ``Z`` given every other variable
         (Meeds et al. 2007; Jain & Neal 2004), with the model's own row likelihood.
 
@@ -1157,7 +1167,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             empty = np.flatnonzero(m == 0)
             t = empty[int(rng.random() * empty.size)]
             own = Z[:, c] == 1
-            ll = self._split_option_ll(trial, Z, c, t, own)
+            ll = self._split_option_ll(trial, Z, c, t, own, cur)
             logp = ll - np.logaddexp.reduce(ll, axis=0)
             u = rng.random(n)
             cum = np.cumsum(np.exp(logp), axis=0)
@@ -1189,7 +1199,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         logp = ll - np.logaddexp.reduce(ll, axis=0)
         rows = np.flatnonzero(own)
         opt = np.where(Z[rows, rem] == 0, 0, np.where(Z[rows, keep] == 0, 1, 2))
-        cur_ll = self._rows_ll(trial, Z)[rows]
+        cur_ll = (self._rows_ll(trial, Z) if cur is None else cur)[rows]
         d_ll = float(np.sum(cur_ll - ll[0, rows]))  # split state minus merged state
         log_q = float(np.sum(logp[opt, rows]))
         log_r = (d_ll + log_ab + log_beta_term(int(m[keep]), n, beta)
@@ -1199,7 +1209,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             return 1, merged
         return 0, Z
 
-    def combination_move(self, Z, trial, alpha, beta):
+    def combination_move(self, Z, trial, alpha, beta, cur=None):
         r"""One *dissolve / compose* Metropolis–Hastings proposal on ``Z`` given every other
         variable, with the model's own row likelihood.
 
@@ -1243,7 +1253,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             new[own, k] = 0
             new[own, i] = 1
             new[own, j] = 1
-            log_q_rev, d_ll = self._compose_scores(trial, Z, new, k, i, j)
+            log_q_rev, d_ll = self._compose_scores(trial, Z, new, k, i, j, cur)
             log_r = (d_ll + self._log_prior(new, alpha, beta) - self._log_prior(Z, alpha, beta)
                      + math.log(kp) - math.log(k_max - kp + 1) + log_q_rev)
             if math.log(rng.random()) < log_r:
@@ -1258,7 +1268,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         both = (Z[:, i] == 1) & (Z[:, j] == 1)
         if not both.any():
             return 0, Z
-        ll = self._compose_option_ll(trial, Z, t, i, j, both)
+        ll = self._compose_option_ll(trial, Z, t, i, j, both, cur)
         logp = ll - np.logaddexp.reduce(ll, axis=0)
         rows = np.flatnonzero(both)
         cum = np.cumsum(np.exp(logp[:, rows]), axis=0)
@@ -1283,12 +1293,12 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
     def _log_prior(self, Z, alpha, beta):
         return ibp_log_pmf(Z.sum(axis=0).astype(np.int64), Z.shape[0], Z.shape[1], alpha, beta)
 
-    def _compose_option_ll(self, trial, Z, t, i, j, both):
+    def _compose_option_ll(self, trial, Z, t, i, j, both, cur=None):
         """Row log-likelihoods (5 x N) of the rows ``both`` (owning ``i`` and ``j``; slot ``t``
         empty) under the compose options 0 (unchanged), 1 (``t``), 2 (``t, i``),
-        3 (``t, j``), 4 (``t, i, j``)."""
+        3 (``t, j``), 4 (``t, i, j``); ``cur``, if given, the rows' values at ``Z``."""
         ll = np.empty((5, Z.shape[0]))
-        ll[0] = self._rows_ll(trial, Z)
+        ll[0] = self._rows_ll(trial, Z) if cur is None else cur
         for o, (zi, zj) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1)), start=1):
             Zo = Z.copy()
             Zo[both, t] = 1
@@ -1297,10 +1307,10 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             ll[o] = self._rows_ll(trial, Zo)
         return ll
 
-    def _compose_scores(self, trial, Z, new, k, i, j):
+    def _compose_scores(self, trial, Z, new, k, i, j, cur=None):
         """For a dissolve ``Z → new`` of column ``k`` into ``{i, j}``: the log-probability of
         its reverse compose allocation (scored at ``new``, slot ``k`` empty) and the change of
-        the log-likelihood."""
+        the log-likelihood; ``cur``, if given, the rows' log-likelihoods at ``Z``."""
         both = (new[:, i] == 1) & (new[:, j] == 1)
         ll = self._compose_option_ll(trial, new, k, i, j, both)
         logp = ll - np.logaddexp.reduce(ll, axis=0)
@@ -1310,14 +1320,16 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         # options: 1 = {t}, 2 = {t, i}, 3 = {t, j}, 4 = {t, i, j}
         log_q = float(np.sum(logp[opt, rows]))
         own = Z[:, k] == 1
-        d_ll = float(np.sum(ll[0, own])) - float(np.sum(self._rows_ll(trial, Z)[own]))
+        cur = self._rows_ll(trial, Z) if cur is None else cur
+        d_ll = float(np.sum(ll[0, own])) - float(np.sum(cur[own]))
         return log_q, d_ll
 
-    def _split_option_ll(self, trial, Z, c, t, own):
+    def _split_option_ll(self, trial, Z, c, t, own, cur=None):
         """Row log-likelihoods (3 x N) of the owners ``own`` of column ``c`` (slot ``t``
-        empty) taking option 0 = ``c`` only (``Z`` itself), 1 = ``t`` only, 2 = both."""
+        empty) taking option 0 = ``c`` only (``Z`` itself), 1 = ``t`` only, 2 = both;
+        ``cur``, if given, the rows' values at ``Z``."""
         ll = np.empty((3, Z.shape[0]))
-        ll[0] = self._rows_ll(trial, Z)
+        ll[0] = self._rows_ll(trial, Z) if cur is None else cur
         Zo = Z.copy()
         Zo[own, t] = 1
         ll[2] = self._rows_ll(trial, Zo)

@@ -62,6 +62,25 @@ def test_ibp_bernoulli_likelihood_exact_posterior():
     assert res.pvalue > 1e-3, res
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 binds by design
+def test_a_sweep_evaluates_the_likelihood_once_per_column():
+    """A Gibbs sweep costs K_max + 1 compiled likelihood evaluations (the rows at the current
+    Z, then each column flipped in every row), and the log-likelihood it reports is the one
+    at the returned Z."""
+    model, step, _, _ = ibp_bernoulli_problem(1.5)
+    step.split_merge = step.combination_moves = 0
+    step.setup_chain(np.random.default_rng(0), tune=0, draws=5)
+    compiled, calls = step._row_ll, []
+    step._row_ll = lambda point: calls.append(1) or compiled(point)
+    point = model.initial_point()
+    for _ in range(5):
+        calls.clear()
+        point, stats = step.step(point)
+        ll = float(np.sum(compiled(point)))
+        assert stats[0]["ibp_log_lik"] == pytest.approx(ll, abs=1e-9)
+    assert len(calls) == K + 1
+
+
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 may fill up
 def test_model_logp_stat_is_the_log_joint_at_the_returned_point():
     """ibp_model_logp: the model's log density (no Jacobians) at the point step() returns."""
@@ -540,7 +559,9 @@ def test_uncollapsed_split_merge_move_leaves_posterior_invariant():
 def push_exact_draws(move, model, step, mats, post, alpha, n, seed):
     """Push ``n`` i.i.d. exact-posterior draws through two applications of ``move`` (one of
     IBPGibbs's Metropolis–Hastings moves); returns the accepted count and the pooled χ² test
-    of the results against ``post``."""
+    of the results against ``post``.  As in ``IBPGibbs.step``, the move is given the rows'
+    log-likelihoods at the current ``Z`` (computed for the first application, kept while
+    ``Z`` does not change)."""
     step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(mats), size=n, p=post)
@@ -549,9 +570,13 @@ def push_exact_draws(move, model, step, mats, post, alpha, n, seed):
     accepted = 0
     for j, i in enumerate(idx):
         Zn = mats[i].copy()
+        cur = step._rows_ll(trial, Zn.copy())
         for _ in range(2):
-            acc, Zn = move(Zn, trial, alpha, 1.0)
+            if cur is None:
+                cur = step._rows_ll(trial, Zn.copy())
+            acc, Zn = move(Zn, trial, alpha, 1.0, cur)
             accepted += acc
+            cur = None if acc else cur
         out[j] = codes(Zn[None])[0]
     counts = np.bincount(out, minlength=len(mats))[codes(mats)]
     return accepted, chi2_pooled(counts, post * n)
