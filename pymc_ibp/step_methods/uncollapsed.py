@@ -5,10 +5,10 @@ likelihood taken from the model's own compiled element-wise logp.  Rows must be 
 independent given the other variables (the likelihood factorises over the rows of ``Z``), which
 lets one compiled evaluation with column ``k`` flipped in every row, next to the rows' values at
 the current ``Z``, give the likelihood ratios of all ``N`` entries of that column at once; the
-rows are then sampled in
-sequence (numba) because the IBP prior couples them through the column counts.  Observed
-arrays with missing entries (PyMC's ``X_observed`` + imputed ``X_unobserved``, whose logps are
-1-D over the masked entries) are mapped back to the rows of ``Z`` through PyMC's boolean mask.
+rows are then sampled in sequence (numba) because the IBP prior couples them through the column
+counts.  Observed arrays with missing entries (PyMC's ``X_observed`` + imputed
+``X_unobserved``, whose logps are 1-D over the masked entries) are mapped back to the rows of
+``Z`` through PyMC's boolean mask.
 """
 
 from __future__ import annotations
@@ -1152,6 +1152,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
 
         (``K_+`` counted before the split), a merge with the reciprocal.  It is a Metropolis
         move on ``p(Z | everything else)``, so it leaves the joint posterior invariant.
+        ``cur``: the rows' log-likelihoods at ``Z`` when known (one evaluation fewer).
         Returns ``(accepted, Z)``.
         """
         n, k_max = Z.shape
@@ -1234,7 +1235,8 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
 
         (``P`` the truncated IBP pmf, ``K_+`` counted before the dissolve, the product over
         the rows owning both ``i`` and ``j`` after it, scored at ``Z'``), a compose with the
-        reciprocal.  Returns ``(accepted, Z)``.
+        reciprocal.  ``cur``: the rows' log-likelihoods at ``Z`` when known (one evaluation
+        fewer).  Returns ``(accepted, Z)``.
         """
         n, k_max = Z.shape
         m = Z.sum(axis=0).astype(np.int64)
