@@ -597,6 +597,42 @@ def row_constant_variable(model, term):
     return rv if rows_bc else None
 
 
+def row_indexed_variable(model, term, n_rows, n_cols):
+    """``(rv, index)`` when the mean term ``term`` (casts and broadcasts stripped) is
+    ``rv[index]``: a free, untransformed variable with one row per group, indexed along its
+    first axis by a constant (or ``pm.Data``) integer vector ``index`` giving the group of
+    every row of an ``N x D`` mean (``N = n_rows``), e.g. the offset ``b[group]`` in
+    ``Z @ A + b[group]`` with ``b`` of shape ``(G, D)``, or ``(G,)`` as ``b[group][:, None]``
+    (``term`` may come with that broadcast already stripped; with ``N = D = n_cols`` a
+    stripped ``b[group]`` could run along the columns, so it is not taken).  A start may set
+    each group's row from a fitted baseline.  ``None`` otherwise."""
+    node = _strip(term).owner
+    if node is None or not isinstance(node.op, AdvancedSubtensor) or len(node.inputs) != 2:
+        return None
+    rv, index = node.inputs
+    idx_list = getattr(node.op, "idx_list", ())
+    if (rv not in set(model.free_RVs) or model.rvs_to_transforms.get(rv) is not None
+            or rv.ndim not in (1, 2) or not idx_list or idx_list[0] != 0
+            or not all(isinstance(e, slice) and e == slice(None) for e in idx_list[1:])):
+        return None
+    if isinstance(index, Constant):
+        value = np.asarray(index.data)
+    elif hasattr(index, "get_value"):  # pm.Data
+        value = np.asarray(index.get_value())
+    else:
+        return None
+    if value.ndim != 1 or value.shape[0] != n_rows or value.dtype.kind not in "iu":
+        return None
+    if rv.ndim == 1:  # one value per group: rv[index][:, None], N x 1
+        rows = (term.ndim == 2 and term.type.broadcastable[1]) or (
+            term.ndim == 1 and n_rows != n_cols)
+    else:
+        rows = term.ndim == 2
+    if not rows:
+        return None  # not one group per row of the N x D mean
+    return rv, value.astype(np.int64)
+
+
 def initial_value_given(model, rvs, initial_point=None, model_point=None) -> bool:
     """Whether the user gave the initial value of any of ``rvs`` (the initialisation policy of
     the steps: a start search or fitted start replaces only PyMC's default start).

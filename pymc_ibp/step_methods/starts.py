@@ -11,7 +11,8 @@ sweeps.  On 0/1 data they are fixed multiples of the data's spread (a 0/1 entry 
 scale to learn).  Where the continuous likelihood's mean is ``Z @ A`` plus other terms, the
 surrogate has a free offset per column (fitted beside ``Z`` by the search, then updated by
 an :class:`pymc_ibp.IBPOffsetGibbs`), and a model's offset that is one free untransformed
-variable the same for every row starts at the surrogate's (unless the user gave it).  It only
+variable the same for every row starts at the surrogate's, and so does every group's row of
+one indexed by the rows' groups (``b[group]``), unless the user gave it.  It only
 chooses where a chain starts; the chain's own step then targets the model's posterior.
 """
 
@@ -32,6 +33,7 @@ from pymc_ibp.step_methods.model_matching import (
     initial_value_given,
     observed_data,
     row_constant_variable,
+    row_indexed_variable,
 )
 from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
 from pymc_ibp.step_methods.scales import IBPScaleSlice
@@ -57,12 +59,13 @@ class SurrogateStart(NamedTuple):
     :class:`~pymc_ibp.AcceleratedGibbs` first) and initial ``point``; ``offset``: the value
     name of the model's offset that starts at the surrogate's, or ``None``; ``binary``:
     whether the data are 0/1 (fixed scales, no offset, no rows of ``A`` on the data's
-    scale)."""
+    scale); ``groups``: whether that offset is indexed by the rows' groups (``b[group]``)."""
 
     steps: list
     point: dict
     offset: str | None
     binary: bool
+    groups: bool = False
 
 
 class SurrogateDraw(NamedTuple):
@@ -89,15 +92,20 @@ def _mean_offset(model, z_rv, like_rv):
     return None
 
 
-def _offset_handover(model, offset, initial_point):
-    """The value name of ``offset`` when it is one free untransformed variable, the same for
-    every row (:func:`~pymc_ibp.step_methods.model_matching.row_constant_variable`), whose
-    initial value the user did not give: it then starts at the surrogate's offset.  ``None``
-    otherwise."""
-    rv = row_constant_variable(model, offset)
+def _offset_handover(model, offset, initial_point, shape):
+    """``(name, groups)`` for ``offset`` when it is one free untransformed variable whose
+    initial value the user did not give, with ``name`` its value's name: the same for every
+    row (:func:`~pymc_ibp.step_methods.model_matching.row_constant_variable`; ``groups`` is
+    ``False``), it starts at the surrogate's offset; indexed by the rows' groups
+    (:func:`~pymc_ibp.step_methods.model_matching.row_indexed_variable`, ``b[group]``;
+    ``groups`` is ``True``), every group's row starts there.  ``(None, False)`` otherwise."""
+    rv, groups = row_constant_variable(model, offset), False
+    if rv is None:
+        rv = (row_indexed_variable(model, offset, *shape) or (None,))[0]
+        groups = True
     if rv is None or initial_value_given(model, [rv], initial_point):
-        return None
-    return model.rvs_to_values[rv].name
+        return None, False
+    return model.rvs_to_values[rv].name, groups
 
 
 def surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs, step_name,
@@ -159,9 +167,9 @@ def surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs,
     if offset is not None:
         steps.append(IBPOffsetGibbs([b_s], model=surrogate, initial_point=point,
                                     compile_kwargs=compile_kwargs))
-    handover = (None if offset is None
-                else _offset_handover(model, offset, initial_point))
-    return SurrogateStart(steps, point, handover, binary)
+    handover, groups = ((None, False) if offset is None
+                        else _offset_handover(model, offset, initial_point, data.shape))
+    return SurrogateStart(steps, point, handover, binary, groups)
 
 
 def surrogate_z(starter, rng, point=None):
@@ -180,7 +188,12 @@ def surrogate_z(starter, rng, point=None):
     name = starter.offset
     if name is not None and point is not None:
         b, v = np.asarray(found["b"], dtype=np.float64), np.asarray(point[name])
+        if starter.groups:  # b[group]: every group's row (or value) at the surrogate's
+            per_column = v.size == v.shape[0] * b.size
+            b = np.tile(b if per_column else b.mean(), (v.shape[0], 1) if per_column
+                        else v.shape[0])
         offsets[name] = (b.reshape(v.shape) if v.size == b.size else np.asarray(b.mean())
                          ).astype(v.dtype)
     return SurrogateDraw(np.asarray(found["Z"], dtype=np.int8), offsets,
                          None if starter.binary else np.asarray(found["A"], dtype=np.float64))
+

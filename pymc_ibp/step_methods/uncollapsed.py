@@ -1049,8 +1049,9 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         to their Laplace means given it (two passes over the columns) or, on continuous data
         where that fits the rows better (a higher log-likelihood), to the surrogate's rows of
         ``A`` (a likelihood whose location is ``Z @ A``); a model's offset that is one free
-        variable the same for every row starts at the surrogate's fitted offset (unless the
-        user gave it); every other variable keeps its value.  Measured on block images with
+        variable the same for every row starts at the surrogate's fitted offset, and so does
+        every group's row of one indexed by the rows' groups (``b[group]``), unless the user
+        gave it; every other variable keeps its value.  Measured on block images with
         a Student-t likelihood (N = 60): the Laplace means from 0 (a few damped Newton steps)
         left the start 700-1800 nats below the surrogate's rows in 5 of 6 seeds."""
         draw = surrogate_z(self._surrogate, self.rng, point)
