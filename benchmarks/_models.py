@@ -1,8 +1,9 @@
 """The benchmarks' models and samplers: the README's linear-Gaussian IBP model
 (:func:`ibp_model`), its finite Beta-Bernoulli version (:func:`finite_model`), a conjugate
 ``A | Z`` step for the uncollapsed sampler (:func:`ConjugateA`), the timing data of
-scaling.py / throughput.py (:func:`timing_data`) and the ``pm.sample`` runs of the mixing
-benchmarks (:func:`sample_block_model`).
+scaling.py / throughput.py (:func:`timing_data`), the ``pm.sample`` runs of the mixing
+benchmarks (:func:`sample_block_model`) and the binarised digits with their Bernoulli-logit
+IBP model (:func:`digits`, :func:`digits_logit_model`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,34 @@ def timing_data(kind, n, k_max, seed=0):
         if d.k > k_max:
             raise RuntimeError(f"synthetic data has K+ = {d.k} > K_max = {k_max}")
     return d, sa
+
+
+def digits(n, seed):
+    """``n`` binarised scikit-learn digits (pixels > 7, 64 columns, int64), rows drawn with
+    ``seed``."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    rows = np.random.default_rng(seed).choice(len(data.data), size=n, replace=False)
+    return (data.data[rows] > 7).astype("int64")
+
+
+def digits_logit_model(X, k_max):
+    """The digits example's model (``examples/digits.py``): ``alpha ~ Gamma(2, 1)``,
+    ``Z ~ pmi.IBP(alpha)`` with ``K_max`` slots, ``A ~ Normal(0, 2)``, ``b ~ Normal(-1, 2)``,
+    ``X ~ Bernoulli(logit_p = Z @ A + b)``; returns the model (``model["Z"]``, ...)."""
+    import pymc as pm
+
+    import pymc_ibp as pmi
+
+    n, d = X.shape
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
+        A = pm.Normal("A", 0.0, 2.0, shape=(k_max, d))
+        b = pm.Normal("b", -1.0, 2.0, shape=d)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+    return model
 
 
 def ibp_model(X, k_max, *, alpha=None, sigma_x=None, sigma_a=None, sx_init=None, sa_init=None,

@@ -45,6 +45,7 @@ import numpy as np
 from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._mixing_stats import ess_bulk, replicate_summary, rhat
+from benchmarks._models import digits_logit_model
 
 COLS = ["start", "moves", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
         "K_plus_rhat", "K_plus_ess", "log_lik_rhat", "log_lik_ess", "log_joint_mean",
@@ -76,7 +77,6 @@ def run(n, k_max, chains, tune, draws, start, moves, seed, chain_seed=None):
     if chain_seed != seed:  # the same data; the chains' own random starts and draws
         rng = np.random.default_rng(chain_seed)
     X = (digits.data[rows] > 7).astype("int64")
-    d = X.shape[1]
     starts = None
     start_kw = {"init_z": {"surrogate": "surrogate", "point": "point"}.get(start, "auto")}
     if start == "random":
@@ -85,12 +85,9 @@ def run(n, k_max, chains, tune, draws, start, moves, seed, chain_seed=None):
             z0 = np.zeros((n, k_max), dtype="int64")
             z0[:, : k_max // 2] = rng.random((n, k_max // 2)) < 0.3
             starts.append({"Z": z0})
-    with pm.Model():
-        alpha = pm.Gamma("alpha", 2.0, 1.0)
-        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
-        A = pm.Normal("A", 0.0, 2.0, shape=(k_max, d))
-        b = pm.Normal("b", -1.0, 2.0, shape=d)
-        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+    model = digits_logit_model(X, k_max)
+    Z, A, b = model["Z"], model["A"], model["b"]
+    with model:
         t = time.perf_counter()
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=2,
                           step=[pmi.IBPGibbs([Z], **MOVES[moves], **start_kw), pm.NUTS([A, b])],

@@ -36,6 +36,7 @@ import numpy as np
 
 from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
+from benchmarks._models import digits, digits_logit_model
 
 COLS = ["model", "N", "D", "K_max", "K_plus", "evals_step", "evals_two_eval", "ms_step",
         "ms_two_eval", "speedup", "same_draws", "ms_step_default_moves"]
@@ -48,27 +49,16 @@ def build(name):
     import pymc_ibp as pmi
 
     if name == "digits_logit":
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        rows = np.random.default_rng(2026).choice(len(digits.data), size=300, replace=False)
-        X = (digits.data[rows] > 7).astype("int64")
-        k_max = 32
+        model = digits_logit_model(digits(300, 2026), 32)
     else:
         X = pmi.datasets.block_images(1000, noise=0.5, seed=1).X
-        k_max = 20
-    n, d = X.shape
-    with pm.Model() as model:
-        alpha = pm.Gamma("alpha", 2.0, 1.0)
-        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
-        if name == "digits_logit":
-            A = pm.Normal("A", 0.0, 2.0, shape=(k_max, d))
-            b = pm.Normal("b", -1.0, 2.0, shape=d)
-            pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
-        else:
-            A = pm.Normal("A", 0.0, 1.0, shape=(k_max, d))
+        with pm.Model() as model:
+            alpha = pm.Gamma("alpha", 2.0, 1.0)
+            Z = pmi.IBP("Z", alpha, shape=(X.shape[0], 20))
+            A = pm.Normal("A", 0.0, 1.0, shape=(20, X.shape[1]))
             pm.StudentT("X", nu=5, mu=Z @ A, sigma=0.5, observed=X)
-    return model, Z, (n, d, k_max)
+    (n, k_max), d = model["Z"].type.shape, model["A"].type.shape[1]
+    return model, model["Z"], (n, d, k_max)
 
 
 def two_eval_sweep(step, point, rng):

@@ -43,6 +43,7 @@ import numpy as np
 from benchmarks import quiet
 from benchmarks._machine import machine_info, print_table, write_results
 from benchmarks._mixing_stats import ess_bulk, replicate_summary, rhat
+from benchmarks._models import digits, digits_logit_model
 
 COLS = ["sampler", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plus_mean",
         "K_plus_rhat", "K_plus_ess", "log_lik_mean", "log_lik_rhat", "log_lik_ess",
@@ -60,14 +61,6 @@ SUMMARY = {"log_joint_rhat": 2, "log_joint_ess": 1, "K_plus_rhat": 2, "K_plus_es
 SUMMARY_COLS = ["sampler", "runs", *SUMMARY]
 
 
-def digits(n, seed):
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    rows = np.random.default_rng(seed).choice(len(data.data), size=n, replace=False)
-    return (data.data[rows] > 7).astype("int64")
-
-
 def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
     """One ``pm.sample`` run: the data drawn with ``seed``, the chains with ``chain_seed``
     (default ``seed``)."""
@@ -76,13 +69,9 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
     import pymc_ibp as pmi
 
     chain_seed = seed if chain_seed is None else chain_seed
-    X = digits(n, seed)
-    with pm.Model():
-        alpha = pm.Gamma("alpha", 2.0, 1.0)
-        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
-        A = pm.Normal("A", 0.0, 2.0, shape=(k_max, X.shape[1]))
-        b = pm.Normal("b", -1.0, 2.0, shape=X.shape[1])
-        pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
+    model = digits_logit_model(digits(n, seed), k_max)
+    Z, A, b = model["Z"], model["A"], model["b"]
+    with model:
         step = {"polya_gamma": lambda: None,
                 "polya_gamma_collapsed": lambda: [pmi.PolyaGammaGibbs([Z], feature_sweeps=0)],
                 "ibpgibbs_nuts": lambda: [pmi.IBPGibbs([Z]), pm.NUTS([A, b])],

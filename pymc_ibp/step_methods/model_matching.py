@@ -598,14 +598,14 @@ def row_constant_variable(model, term):
 
 
 def row_indexed_variable(model, term, n_rows, n_cols):
-    """``(rv, index)`` when the mean term ``term`` (casts and broadcasts stripped) is
+    """The variable ``rv`` when the mean term ``term`` (casts and broadcasts stripped) is
     ``rv[index]``: a free, untransformed variable with one row per group, indexed along its
     first axis by a constant (or ``pm.Data``) integer vector ``index`` giving the group of
     every row of an ``N x D`` mean (``N = n_rows``), e.g. the offset ``b[group]`` in
     ``Z @ A + b[group]`` with ``b`` of shape ``(G, D)``, or ``(G,)`` as ``b[group][:, None]``
     (``term`` may come with that broadcast already stripped; with ``N = D = n_cols`` a
     stripped ``b[group]`` could run along the columns, so it is not taken).  A start may set
-    each group's row from a fitted baseline.  ``None`` otherwise."""
+    each group's row from a fitted offset.  ``None`` otherwise."""
     node = _strip(term).owner
     if node is None or not isinstance(node.op, AdvancedSubtensor) or len(node.inputs) != 2:
         return None
@@ -628,9 +628,7 @@ def row_indexed_variable(model, term, n_rows, n_cols):
             term.ndim == 1 and n_rows != n_cols)
     else:
         rows = term.ndim == 2
-    if not rows:
-        return None  # not one group per row of the N x D mean
-    return rv, value.astype(np.int64)
+    return rv if rows else None  # else not one group per row of the N x D mean
 
 
 def initial_value_given(model, rvs, initial_point=None, model_point=None) -> bool:

@@ -99,10 +99,10 @@ def _offset_handover(model, offset, initial_point, shape):
     ``False``), it starts at the surrogate's offset; indexed by the rows' groups
     (:func:`~pymc_ibp.step_methods.model_matching.row_indexed_variable`, ``b[group]``;
     ``groups`` is ``True``), every group's row starts there.  ``(None, False)`` otherwise."""
-    rv, groups = row_constant_variable(model, offset), False
-    if rv is None:
-        rv = (row_indexed_variable(model, offset, *shape) or (None,))[0]
-        groups = True
+    rv = row_constant_variable(model, offset)
+    groups = rv is None
+    if groups:
+        rv = row_indexed_variable(model, offset, *shape)
     if rv is None or initial_value_given(model, [rv], initial_point):
         return None, False
     return model.rvs_to_values[rv].name, groups
@@ -189,11 +189,8 @@ def surrogate_z(starter, rng, point=None):
     if name is not None and point is not None:
         b, v = np.asarray(found["b"], dtype=np.float64), np.asarray(point[name])
         if starter.groups:  # b[group]: every group's row (or value) at the surrogate's
-            per_column = v.size == v.shape[0] * b.size
-            b = np.tile(b if per_column else b.mean(), (v.shape[0], 1) if per_column
-                        else v.shape[0])
+            b = np.tile(b if v.size == v.shape[0] * b.size else b.mean(), v.shape[0])
         offsets[name] = (b.reshape(v.shape) if v.size == b.size else np.asarray(b.mean())
                          ).astype(v.dtype)
     return SurrogateDraw(np.asarray(found["Z"], dtype=np.int8), offsets,
                          None if starter.binary else np.asarray(found["A"], dtype=np.float64))
-
