@@ -25,8 +25,8 @@ the accepted proposals of each kind per iteration; the wall time of ``pm.sample`
     python -m benchmarks.ibpgibbs_mixing [--quick] [--tune T --draws D] [--replicates R]
 
 Other chain lengths than the default 150 + 300 are saved as ``ibpgibbs_mixing_long`` with the
-length appended (500 + 1000 from seed 2026: without, its first name); ``--chain-seed S`` runs
-the chains from seed ``S`` on the same data (appended as ``_seedS``).
+length appended; ``--chain-seed S`` runs the chains from seed ``S`` on the same data (appended
+as ``_seedS``).
 ``log_joint_rhat_2nd_half`` is the log joint's R-hat over the second half of the kept draws
 (do the chains come together as they run?).
 ``--replicates R`` runs every setting with ``R`` chain seeds (the data fixed; the first seed's
@@ -201,11 +201,9 @@ def main():
         write_results(name, summary, SUMMARY_COLS, title, notes, info,
                       extra_tables=[("Every run", rows, COLS)], csv_rows=rows)
         return
-    # the 500 + 1000 run from seed 2026 keeps its first name (the docs cite it)
-    legacy = suffix in ("", "_tune500_draws1000")
     name = ("ibpgibbs_mixing_quick" if args.quick
             else "ibpgibbs_mixing" + suffix if not length
-            else "ibpgibbs_mixing_long" + ("" if legacy else suffix))
+            else "ibpgibbs_mixing_long" + suffix)
     write_results(name, rows, COLS, title, notes, info)
 
 

@@ -5,7 +5,7 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
-from tests.step_methods.test_state import readme_model
+from tests._helpers import readme_model
 
 X = pmi.datasets.block_images(40, seed=3).X
 SCALARS = ["alpha", "sigma_x", "sigma_a"]

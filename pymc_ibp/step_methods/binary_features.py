@@ -29,18 +29,16 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.util import get_random_generator
-from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV
-from pytensor.tensor.subtensor import AdvancedSubtensor
 
 from pymc_ibp._numba_utils import bernoulli_logodds, column_rows, interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.hyperparameters import _users
-from pymc_ibp.step_methods.model_matching import observed_data, one_value_var
+from pymc_ibp.step_methods.model_matching import boolean_masked, observed_data, one_value_var
 
 __all__ = ["BinaryFeatureGibbs", "binary_feature_sweep"]
 
@@ -91,17 +89,6 @@ def _find_dot(p, a_rv):
     return dots[0]
 
 
-def _masked_base(p):
-    """``(base, mask)`` if ``p`` is ``base[mask]`` with a constant boolean ``mask`` (PyMC's
-    imputation split of data with NaN entries), else ``(p, None)``."""
-    node = p.owner
-    if node is not None and isinstance(node.op, AdvancedSubtensor) and len(node.inputs) == 2:
-        idx = node.inputs[1]
-        if isinstance(idx, Constant) and idx.type.dtype == "bool":
-            return node.inputs[0], np.asarray(idx.data)
-    return p, None
-
-
 def match_binary_features(model, a_rv):
     """``(parts, z graph, p graph of S, S input)`` for a binary ``A`` of :data:`PATTERN`;
     ``parts``: ``[(rv, mask)]``, the observed ``X`` (mask ``None``) or, for data with NaN
@@ -118,7 +105,7 @@ def match_binary_features(model, a_rv):
             f"{[u.name for u in users]}). Needed: {PATTERN}.")
     bases, parts = [], []
     for u in users:
-        base, mask = _masked_base(u.owner.inputs[-1])
+        base, mask = boolean_masked(u.owner.inputs[-1]) or (u.owner.inputs[-1], None)
         if (mask is None) != (len(users) == 1):
             raise ModelPatternError(
                 f"{a_rv.name!r} is used by {[u.name for u in users]}, which are not one "

@@ -45,7 +45,7 @@ from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import _strip, observed_data
+from pymc_ibp.step_methods.model_matching import _strip, boolean_masked, observed_data
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["CRPAlphaGibbs", "DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs",
@@ -424,11 +424,9 @@ def _detection_parts(x_rvs, rate_name):
     parts, switches = [], []
     for x_rv in x_rvs:
         p, mask = _strip(x_rv.owner.inputs[-1]), None
-        if p.owner is not None and type(p.owner.op).__name__ == "AdvancedSubtensor" \
-                and len(p.owner.inputs) == 2 and isinstance(p.owner.inputs[1], Constant) \
-                and p.owner.inputs[1].type.dtype == "bool":
-            mask = np.asarray(p.owner.inputs[1].data)
-            p = _strip(p.owner.inputs[0])
+        if boolean_masked(p) is not None:
+            p, mask = boolean_masked(p)
+            p = _strip(p)
         if p.owner is None or type(getattr(p.owner.op, "scalar_op", None)).__name__ != "Switch":
             raise ModelPatternError(f"{x_rv.name!r}'s success probability is not the switch of "
                                     f"noisy_detection. Needed: {DETECTION_PATTERN}.")

@@ -48,7 +48,6 @@ from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     PATTERN,
-    _strip,
     check_binary_start,
     find_linear_gaussian,
     initial_value_given,
@@ -134,11 +133,11 @@ def _search_baselines(model, spec, initial_point=None, model_point=None):
     shape ``(D,)``, ``(1, D)`` or ``()``) and of this block alone: the start search fits a
     baseline there (:func:`_baseline`), and the chain starts that variable at its initial
     value plus the baseline unless the user ``given`` its initial value."""
-    rvs = [None if b.offset is None else _strip(b.offset) for b in spec.blocks]
+    rvs = [None if b.offset is None else row_constant_variable(model, b.offset)
+           for b in spec.blocks]
     out = []
-    for blk, rv, c0, c1 in zip(spec.blocks, rvs, spec.cols[:-1], spec.cols[1:], strict=True):
-        if (blk.offset is None or row_constant_variable(model, blk.offset) is None
-                or rvs.count(rv) > 1):
+    for rv, c0, c1 in zip(rvs, spec.cols[:-1], spec.cols[1:], strict=True):
+        if rv is None or rvs.count(rv) > 1:
             continue
         per_column = not (True, *rv.type.broadcastable)[-1]  # as broadcast against N x D_b
         out.append((int(c0), int(c1), per_column, model.rvs_to_values[rv].name,

@@ -55,6 +55,8 @@ __all__ = [
     "BINARY_MATRIX_OPS",
     "BernoulliLogitIBP",
     "LOGIT_PATTERN",
+    "boolean_masked",
+    "first_axis_index",
     "LogOddsPrior",
     "NonNegativeFeatures",
     "find_bernoulli_logit",
@@ -293,6 +295,35 @@ def _is_matmul(var):
         name == "Blockwise" and type(op.core_op).__name__ in ("Dot", "Matmul"))
 
 
+def boolean_masked(var):
+    """``(base, mask)`` when ``var`` is ``base[mask]`` with a constant boolean array ``mask``
+    (how PyMC splits data with NaN entries into ``X_observed`` and ``X_unobserved``: each side's
+    parameters are the full parameters indexed by its mask), else ``None``."""
+    node = var.owner
+    if node is None or not isinstance(node.op, AdvancedSubtensor) or len(node.inputs) != 2:
+        return None
+    base, index = node.inputs
+    if not isinstance(index, Constant) or index.type.dtype != "bool":
+        return None
+    return base, np.asarray(index.data)
+
+
+def first_axis_index(var):
+    """``index`` when ``var`` is ``base[index]`` or ``base[index, :]`` with a 1-D integer
+    vector ``index`` (a variable or a constant) on the first axis only, e.g. ``M[c]`` (a
+    category's row for every observation) or ``b[group]``; else ``None``."""
+    node = var.owner
+    if node is None or not isinstance(node.op, AdvancedSubtensor) or len(node.inputs) != 2:
+        return None
+    idx_list = getattr(node.op, "idx_list", ())
+    index = node.inputs[1]
+    if (not idx_list or idx_list[0] != 0
+            or not all(isinstance(e, slice) and e == slice(None) for e in idx_list[1:])
+            or index.ndim != 1 or not index.type.dtype.startswith(("int", "uint"))):
+        return None
+    return index
+
+
 def _unmask(var):
     """``(var, mask)``: ``var`` stripped, and PyMC's imputation index (a constant boolean
     array) taken off it when present (``mask = None`` otherwise); ``None`` when ``var`` is
@@ -300,10 +331,8 @@ def _unmask(var):
     var = _strip(var)
     if var.owner is None or not isinstance(var.owner.op, AdvancedSubtensor):
         return var, None
-    base, *idx = var.owner.inputs
-    if len(idx) == 1 and isinstance(idx[0], Constant) and idx[0].data.dtype == bool:
-        return _strip(base), np.asarray(idx[0].data)
-    return None
+    masked = boolean_masked(var)
+    return None if masked is None else (_strip(masked[0]), masked[1])
 
 
 def _mean_terms(mu, left=None):
@@ -394,7 +423,7 @@ def _column_scale(sigma, what, masked=False):
     column; raises :class:`ModelPatternError` when it varies across rows.  ``masked``: the
     scale was indexed by PyMC's imputation split, whose base is the unmasked scale."""
     if masked and not _is_scalar(sigma) and sigma.owner is not None and isinstance(
-            sigma.owner.op, AdvancedSubtensor):
+            sigma.owner.op, AdvancedSubtensor):  # the split's index (a mask or its nonzero)
         sigma = sigma.owner.inputs[0]
     if _is_scalar(sigma):
         return _scalar_of(sigma)
@@ -606,14 +635,12 @@ def row_indexed_variable(model, term, n_rows, n_cols):
     (``term`` may come with that broadcast already stripped; with ``N = D = n_cols`` a
     stripped ``b[group]`` could run along the columns, so it is not taken).  A start may set
     each group's row from a fitted offset.  ``None`` otherwise."""
-    node = _strip(term).owner
-    if node is None or not isinstance(node.op, AdvancedSubtensor) or len(node.inputs) != 2:
+    index = first_axis_index(_strip(term))
+    if index is None:
         return None
-    rv, index = node.inputs
-    idx_list = getattr(node.op, "idx_list", ())
+    rv = _strip(term).owner.inputs[0]
     if (rv not in set(model.free_RVs) or model.rvs_to_transforms.get(rv) is not None
-            or rv.ndim not in (1, 2) or not idx_list or idx_list[0] != 0
-            or not all(isinstance(e, slice) and e == slice(None) for e in idx_list[1:])):
+            or rv.ndim not in (1, 2)):
         return None
     if isinstance(index, Constant):
         value = np.asarray(index.data)
@@ -621,7 +648,7 @@ def row_indexed_variable(model, term, n_rows, n_cols):
         value = np.asarray(index.get_value())
     else:
         return None
-    if value.ndim != 1 or value.shape[0] != n_rows or value.dtype.kind not in "iu":
+    if value.shape[0] != n_rows:
         return None
     if rv.ndim == 1:  # one value per group: rv[index][:, None], N x 1
         rows = (term.ndim == 2 and term.type.broadcastable[1]) or (

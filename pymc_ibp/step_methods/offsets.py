@@ -1,9 +1,10 @@
 """Exact Gibbs update of an offset added to ``Z @ A`` in a linear-Gaussian model.
 
 For ``X ~ Normal(Z @ A + b, σx)`` with ``b ~ Normal(μ0, s0)`` (any shape that broadcasts to
-``N x D``: a scalar, one offset per dimension ``(D,)``, one per row ``(N, 1)``, …) the
-conditional of each entry ``b_j`` is Gaussian (conjugate normal–normal update, e.g. Gelman et
-al. 2013, §2.5):
+``N x D``: a scalar, one offset per dimension ``(D,)``, one per row ``(N, 1)``, …; or one per
+group of rows, ``b[group]`` with ``b`` of shape ``(G, D)`` or ``(G,)`` and ``group`` a constant
+or ``pm.Data`` integer vector giving every row's group) the conditional of each entry ``b_j`` is
+Gaussian (conjugate normal–normal update, e.g. Gelman et al. 2013, §2.5):
 
     precision  P_j = 1/s0_j² + Σ_{(n,d) ∈ j} 1/σx_d²,
     mean       (μ0_j/s0_j² + Σ_{(n,d) ∈ j} r_nd/σx_d²) / P_j,
@@ -26,29 +27,43 @@ from pytensor.tensor.random.basic import NormalRV
 
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import _strip, matched_models, one_value_var
+from pymc_ibp.step_methods.model_matching import (
+    _strip,
+    first_axis_index,
+    matched_models,
+    one_value_var,
+    row_indexed_variable,
+)
 
 __all__ = ["IBPOffsetGibbs"]
 
 OFFSET_PATTERN = (
     "b = pm.Normal('b', mu0, s0, shape=(D,) or () or (N, 1)); "
-    "pm.Normal('X', mu=Z @ A + b, sigma=sigma_x, observed=X), b used nowhere else"
+    "pm.Normal('X', mu=Z @ A + b, sigma=sigma_x, observed=X), b used nowhere else; "
+    "or per group of rows: b of shape (G, D) (or (G,)) and mu=Z @ A + b[group] "
+    "(b[group][:, None]), group a constant or pm.Data integer vector of length N"
 )
 
 
 def _match_offset(model, rv):
-    """``(spec, block index)`` of the linear-Gaussian model whose offset (of one observed
-    matrix) is exactly ``rv`` (broadcast)."""
+    """``(spec, block index, group index)`` of the linear-Gaussian model whose offset (of one
+    observed matrix) is exactly ``rv`` (broadcast), or ``rv[group]`` (then the symbolic
+    ``group`` vector is returned, else ``None``)."""
     if not isinstance(rv.owner.op, NormalRV) or model.rvs_to_transforms.get(rv) is not None:
         raise ModelPatternError(f"{rv.name!r} is not an untransformed pm.Normal.")
     for spec in matched_models(model):
         for i, blk in enumerate(spec.blocks):
-            if blk.offset is None or _strip(blk.offset) is not rv:
+            if blk.offset is None:
                 continue
+            group = None
+            if _strip(blk.offset) is not rv:
+                if row_indexed_variable(model, blk.offset, *blk.shape) is not rv:
+                    continue
+                group = first_axis_index(_strip(blk.offset))
             others = [r for r in model.basic_RVs if r is not rv]
             users = {r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))}
             if users <= set(blk.like_rvs):
-                return spec, i
+                return spec, i, group
     raise ModelPatternError(
         f"{rv.name!r} is not the offset of a linear-Gaussian IBP model. Needed: {OFFSET_PATTERN}."
     )
@@ -61,6 +76,16 @@ def _sum_to_shape(R, shape):
     return R.sum(axis=axes, keepdims=True)
 
 
+def _group_sums(RW, W, group, n_groups):
+    """``G x D`` sums of the rows of ``RW`` and of ``W`` (both ``N x D``) over each group of
+    rows (``group``: every row's group, indexing as ``b[group]`` does)."""
+    group = np.asarray(group)
+    sums, wsum = np.zeros((n_groups, RW.shape[1])), np.zeros((n_groups, W.shape[1]))
+    np.add.at(sums, group, RW)
+    np.add.at(wsum, group, W)
+    return sums, wsum
+
+
 class IBPOffsetGibbs(BlockedStep):
     r"""Exact Gibbs update of an offset ``b`` in ``X ~ Normal(Z @ A + b, σx)``.
 
@@ -69,8 +94,9 @@ class IBPOffsetGibbs(BlockedStep):
         P_j = \frac{1}{s_{0j}^2} + \sum_{(n,d)\in j} \frac{1}{\sigma_{x,d}^2},\qquad
         r = X - ZA,
 
-    the sums running over the entries of ``X`` that ``b_j`` is added to.  Chosen automatically
-    for a ``pm.Normal`` offset of a model that :class:`pymc_ibp.AcceleratedGibbs` handles.
+    the sums running over the entries of ``X`` that ``b_j`` is added to (for ``b[group]``:
+    the rows of ``b_j``'s group).  Chosen automatically for a ``pm.Normal`` offset of a model
+    that :class:`pymc_ibp.AcceleratedGibbs` handles.
     """
 
     name = "ibp_offset_gibbs"
@@ -82,13 +108,15 @@ class IBPOffsetGibbs(BlockedStep):
                  blocked=True):
         model = pm.modelcontext(model)
         value_var, rv = one_value_var(vars, model, "IBPOffsetGibbs updates one offset")
-        spec, i = _match_offset(model, rv)
+        spec, i, group = _match_offset(model, rv)
         blk = spec.blocks[i]
         self.vars = [value_var]
         self.name_b = value_var.name
         _, _, mu0, s0 = rv.owner.inputs
         sx_cols = pt.broadcast_to(blk.sigma_x, (blk.X.shape[1],))
-        sym = model.replace_rvs_by_values([mu0, s0, sx_cols])
+        # a pm.Data group vector is read at every step (pm.set_data may change it)
+        self._grouped = group is not None
+        sym = model.replace_rvs_by_values([mu0, s0, sx_cols] + [group] * self._grouped)
         self._params = compile_point_fn(model, sym, compile_kwargs=compile_kwargs)
         self.spec = spec
         self.z_name = model.rvs_to_values[spec.z_rv].name
@@ -100,7 +128,8 @@ class IBPOffsetGibbs(BlockedStep):
         self.rng = get_random_generator(rng)
 
     def step(self, point):
-        mu0, s0, sx = (np.asarray(v, dtype=float) for v in self._params(point))
+        mu0, s0, sx, *group = self._params(point)
+        mu0, s0, sx = (np.asarray(v, dtype=float) for v in (mu0, s0, sx))
         b = np.asarray(point[self.name_b])
         X = self._X
         if self._mask is not None:
@@ -108,9 +137,14 @@ class IBPOffsetGibbs(BlockedStep):
             X[self._mask] = point[self.miss_name]
         R = X - self.spec.z_value(point, self.z_name) @ point[self.a_name]
         w = np.broadcast_to(1.0 / sx**2, R.shape)  # precision of each entry
-        sums = _sum_to_shape(R * w, b.shape).reshape(b.shape)
+        if self._grouped:  # b[group]: sums over each group's rows, b as (G, D) or (G, 1)
+            sums, wsum = _group_sums(R * w, w, group[0], b.shape[0])
+            shape = b.shape if b.ndim == 2 else (b.shape[0], 1)
+        else:
+            sums, wsum, shape = R * w, w, b.shape
+        sums = _sum_to_shape(sums, shape).reshape(b.shape)
         prec = (1.0 / np.broadcast_to(s0, b.shape) ** 2
-                + _sum_to_shape(w, b.shape).reshape(b.shape))
+                + _sum_to_shape(wsum, shape).reshape(b.shape))
         mean = (np.broadcast_to(mu0, b.shape) / np.broadcast_to(s0, b.shape) ** 2 + sums) / prec
         new = dict(point)
         new[self.name_b] = (mean + self.rng.standard_normal(b.shape) / np.sqrt(prec)).astype(

@@ -45,7 +45,9 @@ from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves, ordered_p
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     IBPPrior,
+    boolean_masked,
     check_binary_start,
+    first_axis_index,
     initial_value_given,
     match_prior,
     one_value_var,
@@ -153,16 +155,12 @@ def _entry_mask(child, z_rv, model):
     others = [rv for rv in model.basic_RVs if rv is not z_rv]
     masks = []
     for var in ancestors(child.owner.inputs, blockers=others):
-        node = var.owner
-        if node is None or not isinstance(node.op, AdvancedSubtensor):
+        masked = boolean_masked(var)
+        if masked is None:
             continue
-        base, *idx = node.inputs
-        if not (len(getattr(node.op, "idx_list", (0,))) == 1 and len(idx) == 1
-                and isinstance(idx[0], Constant) and idx[0].type.dtype == "bool"):
-            continue
+        base, mask = masked
         if z_rv not in set(ancestors([base])):  # possibly through other variables (C -> Y -> X)
             continue
-        mask = np.asarray(idx[0].data)
         if not any(mask.shape == m.shape and np.array_equal(mask, m) for m in masks):
             masks.append(mask)
     if len(masks) > 1:
@@ -221,18 +219,15 @@ def _row_index(child, z_rv, model):
         node = var.owner
         if node is None or not isinstance(node.op, AdvancedSubtensor) or node.inputs[0] is not z_rv:
             continue
-        idx_list = getattr(node.op, "idx_list", ())
-        idx = node.inputs[1:]
-        if not (len(idx) == 1 and idx_list and idx_list[0] == 0
-                and all(isinstance(e, slice) and e == slice(None) for e in idx_list[1:])
-                and idx[0].ndim == 1 and idx[0].type.dtype.startswith(("int", "uint"))):
+        index = first_axis_index(var)
+        if index is None:
             raise ModelPatternError(
                 f"{child.name!r} indexes {z_rv.name!r} as {node.op}; IBPGibbs understands "
                 f"{z_rv.name!r} itself or {z_rv.name}[c] with c a vector of row labels (one "
                 f"per observation, e.g. a pmi.CRP)."
             )
-        if not any(idx[0] is f for f in found):
-            found.append(idx[0])
+        if not any(index is f for f in found):
+            found.append(index)
     if len(found) > 1:
         raise ModelPatternError(
             f"The parameters of {child.name!r} index {z_rv.name!r} with {len(found)} different "

@@ -11,8 +11,7 @@ import pymc_ibp as pmi
 from pymc_ibp.distributed import DataParallelGibbs
 from pymc_ibp.exceptions import ModelPatternError, ShardFailure
 from pymc_ibp.step_methods import kernels
-from tests._helpers import lg_model
-from tests.step_methods.test_state import readme_model
+from tests._helpers import lg_model, readme_model
 
 distributed = pytest.importorskip("distributed")
 

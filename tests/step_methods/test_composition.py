@@ -294,6 +294,51 @@ def test_offset_shapes_scalar_and_per_row(shape):
     assert np.abs(draws.mean(axis=0) - true_b).max() < 5 * per_entry + 0.01
 
 
+@pytest.mark.parametrize("per_column", [True, False])
+@pytest.mark.parametrize("as_data", [False, True])
+def test_offset_per_group_gets_its_exact_gaussian_update(per_column, as_data):
+    """An offset per group of rows, Z @ A + b[group] (b of shape (G, D), or (G,) as
+    b[group][:, None]; group a constant or pm.Data): IBPOffsetGibbs is assigned and draws b
+    from its conjugate conditional, each group's entries from that group's rows alone; a
+    pm.Data group vector is read at every step."""
+    G, s0 = 3, 2.0
+    rng = np.random.default_rng(8)
+    group = rng.integers(0, G, size=N)
+    true_b = rng.normal(0.0, 1.0, size=(G, D) if per_column else (G,))
+    shift = true_b[group] if per_column else true_b[group][:, None]
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        g = pm.Data("g", group) if as_data else group
+        b = pm.Normal("b", 0.0, s0, shape=true_b.shape)
+        pm.Normal("X", mu=Z @ A + (b[g] if per_column else b[g][:, None]), sigma=0.5,
+                  observed=DATA.X + shift)
+    assert assigned(model)["IBPOffsetGibbs"] == ["b"]
+    with model:
+        step = pmi.IBPOffsetGibbs([model["b"]])
+    step.setup_chain(np.random.default_rng(0), 0, 10)
+    point, Zt, At = true_features_point(model)
+
+    def check(group):
+        draws = np.array([step.step(point)[0]["b"] for _ in range(2000)])
+        resid = (DATA.X + shift) - Zt @ At
+        sums = np.stack([resid[group == k].sum(axis=0) for k in range(G)])
+        rows = np.bincount(group, minlength=G)[:, None] * np.ones((1, D))
+        if not per_column:
+            sums, rows = sums.sum(axis=1), rows.sum(axis=1)
+        prec = 1 / s0**2 + rows / 0.25
+        mean = sums / 0.25 / prec
+        assert np.all(np.abs(draws.mean(axis=0) - mean) < 5 * np.sqrt(1 / prec / len(draws)))
+        np.testing.assert_allclose(draws.var(axis=0), 1 / prec, rtol=0.2)
+
+    check(group)
+    if as_data:  # new labels, same data: the step follows them
+        group = rng.permutation(group)
+        with model:
+            pm.set_data({"g": group})
+        check(group)
+
+
 def two_block_data(seed=21):
     """One Z (the block images' 4 glyphs) explaining two observed matrices with their own
     features and noise scales: X1 the glyphs' first 18 pixels at σ = 0.5, X2 the other 18

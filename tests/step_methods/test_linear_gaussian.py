@@ -17,6 +17,7 @@ from tests._helpers import (
     lg_model,
     mcse_mean,
     noise_of,
+    readme_model,
     run_chain,
 )
 
@@ -106,22 +107,10 @@ def test_prior_only_reproduces_ibp_moments():
 # ---------------------------------------------------------------------------------------------
 # pm.sample integration
 # ---------------------------------------------------------------------------------------------
-def full_model(X, k_max=8):
-    n, d = X.shape
-    with pm.Model(coords={"obs": range(n), "feature": range(k_max), "dim": range(d)}) as model:
-        alpha = pm.Gamma("alpha", 1.0, 1.0)
-        Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))
-        sigma_a = pm.HalfNormal("sigma_a", 2.0)
-        A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
-        sigma_x = pm.HalfNormal("sigma_x", 1.0, initval=0.5)
-        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X, dims=("obs", "dim"))
-    return model
-
-
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # small K_max on purpose
 def test_auto_assignment_and_stats():
     data = pmi.datasets.block_images(40, seed=0)
-    model = full_model(data.X)
+    model = readme_model(data.X, sigma_x_initval=0.5)
     with model:
         idata = pm.sample(30, tune=20, chains=1, random_seed=3, progressbar=False,
                           compute_convergence_checks=False)
@@ -148,7 +137,7 @@ def test_auto_assignment_and_stats():
 @pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
 def test_parallel_chains_reproducible(mp_ctx):
     data = pmi.datasets.block_images(30, seed=0)
-    model = full_model(data.X, k_max=6)
+    model = readme_model(data.X, k_max=6, sigma_x_initval=0.5)
     kw = dict(draws=15, tune=10, chains=2, random_seed=11, progressbar=False,
               compute_convergence_checks=False)
     with model:

@@ -20,6 +20,7 @@ from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
 
 import pymc_ibp as pmi
 from pymc_ibp.step_methods import kernels
+from tests._helpers import readme_model
 
 
 def dispatchers_in_pickle(obj):
@@ -37,15 +38,7 @@ def dispatchers_in_pickle(obj):
 
 
 def _linear_gaussian(rng):
-    X = rng.normal(size=(12, 4))
-    with pm.Model() as model:
-        alpha = pm.Gamma("alpha", 2.0, 1.0)
-        Z = pmi.IBP("Z", alpha, shape=(12, 5))
-        sigma_a = pm.HalfNormal("sigma_a", 1.0)
-        A = pm.Normal("A", 0.0, sigma_a, shape=(5, 4))
-        sigma_x = pm.HalfNormal("sigma_x", 1.0)
-        pm.Normal("X", Z @ A, sigma_x, observed=X)
-    return model
+    return readme_model(rng.normal(size=(12, 4)), k_max=5)
 
 
 def _offset(rng):

@@ -9,20 +9,7 @@ from pymc.step_methods import CompoundStep
 from pymc.step_methods.state import equal_dataclass_values
 
 import pymc_ibp as pmi
-from tests._helpers import noise_of
-
-
-def readme_model(X, k_max=8):
-    n, d = X.shape
-    coords = {"obs": range(n), "feature": range(k_max), "dim": range(d)}
-    with pm.Model(coords=coords) as model:
-        alpha = pm.Gamma("alpha", 1.0, 1.0)
-        Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))
-        sigma_a = pm.HalfNormal("sigma_a", 2.0)
-        A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
-        sigma_x = pm.HalfNormal("sigma_x", 1.0)
-        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X, dims=("obs", "dim"))
-    return model
+from tests._helpers import noise_of, readme_model
 
 
 def make_step(model, **kwargs):
