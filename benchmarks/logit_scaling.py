@@ -93,8 +93,8 @@ def run(n):
         rng, Zb.copy(), Y, W, V, Zc.sum(axis=0).astype(np.int64), 2.0, 1.0,
         kernels.NO_LOGODDS, True, 1))
     kappa = kernels.logit_targets(X, obs, W, np.zeros(d), no_off, False, Y)
-    _, t_w = timed(lambda: kernels.draw_logit_weights(
-        rng, Zc, kappa, W, sa2, np.full(d, -2.0), np.full(d, 4.0), True))
+    b_mean = np.column_stack([np.zeros((d, K_MAX)), np.full(d, -2.0)])
+    _, t_w = timed(lambda: kernels.draw_logit_weights(rng, Zb, kappa, W, V, b_mean))
     _, t_f = timed(lambda: kernels.logit_feature_sweep(
         rng, Zc.copy(), X, obs, psi.copy(), A, Zc.sum(axis=0).astype(np.int64), 1.0,
         kernels.NO_LOGODDS, True))

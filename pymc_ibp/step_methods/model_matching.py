@@ -798,7 +798,8 @@ LOGIT_PATTERN = (
     "Z = pmi.IBP('Z', alpha, dims=('obs', 'feature')) or pm.Bernoulli('Z', p=P, "
     "dims=('obs', 'feature')); A = pm.Normal('A', 0, sigma_a, dims=('feature', 'dim')); "
     "pm.Bernoulli('X', logit_p=Z @ A (+ offset), observed=X), sigma_a a scalar or one per "
-    "column, the offset e.g. b = pm.Normal('b', mu, sigma, dims='dim')"
+    "column, the offset e.g. b = pm.Normal('b', mu, sigma, dims='dim') or b[group] with b of "
+    "shape (G, D)"
 )
 
 
@@ -817,8 +818,9 @@ class BernoulliLogitIBP:
     missing_rv: object = None  # X_unobserved free RV, or None
     missing_mask: np.ndarray | None = None  # N x D bool, True where missing
     b_rv: object = None  # a per-column offset pm.Normal sampled with A, or None
-    b_mu: object = None  # its symbolic mean, one per column
-    b_sigma: object = None  # its symbolic scale, one per column
+    b_mu: object = None  # its symbolic mean, one per column (D,) or per group and column (G, D)
+    b_sigma: object = None  # its symbolic scale, shaped as b_mu
+    b_group: object = None  # the symbolic group of every row when the offset is b[group]
     offset: object = None  # other symbolic terms added to Z @ A (+ b), or None
 
     @property
@@ -845,18 +847,27 @@ def _logit_of(p):
     return p.owner.inputs[0], mask
 
 
-def _offset_vector(model, off, likelihood, d, ip):
-    """``(b, mu_b, sigma_b)`` when the offset term ``off`` is a free ``pm.Normal`` with one
-    value per column (shape ``(D,)``) that only this likelihood uses; else ``None``."""
-    b = _strip(off)
+def _offset_vector(model, off, likelihood, n, d, ip):
+    """``(b, mu_b, sigma_b, group)`` when the offset term ``off`` is a free ``pm.Normal`` that
+    only this likelihood uses, with one value per column (shape ``(D,)``; ``group = None``,
+    ``mu_b`` and ``sigma_b`` broadcast to ``(D,)``) or one per group of rows and column,
+    ``b[group]`` with ``b`` of shape ``(G, D)`` (``group`` the symbolic index, ``mu_b`` and
+    ``sigma_b`` broadcast to ``(G, D)``); else ``None``."""
+    b, group = _strip(off), None
+    if row_indexed_variable(model, off, n, d) is not None:
+        b, group = _strip(off).owner.inputs[0], first_axis_index(_strip(off))
+        if b.ndim != 2:  # b[group][:, None]: one value for all columns, which it couples
+            return None
+    shape = ip[model.rvs_to_values[b].name].shape if b in model.free_RVs else None
     if not (b.owner is not None and isinstance(b.owner.op, NormalRV) and b in model.free_RVs
-            and b.ndim == 1 and ip[model.rvs_to_values[b].name].shape == (d,)):
+            and shape is not None and shape[-1:] == (d,) and b.ndim == (1 if group is None
+                                                                      else 2)):
         return None
     deps = [r for r in model.basic_RVs if r is not b and b in set(ancestors([r]))]
     if not set(deps) <= set(likelihood):
         return None
     _, _, mu, sigma = b.owner.inputs
-    return b, pt.broadcast_to(mu, (d,)), pt.broadcast_to(sigma, (d,))
+    return b, pt.broadcast_to(mu, shape), pt.broadcast_to(sigma, shape), group
 
 
 def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
@@ -947,23 +958,23 @@ def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
             "in all. Binarise the data first (e.g. X > threshold); pass missing values as NaN "
             "so that PyMC imputes them.")
     sigma_a = pt.broadcast_to(_column_scale(a_sigma, f"The sigma of {a_rv.name!r}"), (d,))
-    b_rv = b_mu = b_sigma = None
+    b_rv = b_mu = b_sigma = b_group = None
     if off is not None:
         terms = [off]
         if off.owner is not None and isinstance(off.owner.op, Elemwise) and type(
                 off.owner.op.scalar_op).__name__ == "Add":
             terms = list(off.owner.inputs)
         for i, t in enumerate(terms):
-            found = _offset_vector(model, t, likelihood, d, ip)
+            found = _offset_vector(model, t, likelihood, n, d, ip)
             if found is not None:
-                b_rv, b_mu, b_sigma = found
+                b_rv, b_mu, b_sigma, b_group = found
                 rest = terms[:i] + terms[i + 1:]
                 off = None if not rest else (rest[0] if len(rest) == 1 else pt.add(*rest))
                 break
     return BernoulliLogitIBP(
         z_rv=z_rv, prior=prior, obs_rv=obs_rv, a_rv=a_rv, sigma_a=sigma_a, X=X, k_max=k_max,
         missing_rv=missing_rv, missing_mask=missing_mask, b_rv=b_rv, b_mu=b_mu,
-        b_sigma=b_sigma, offset=off)
+        b_sigma=b_sigma, b_group=b_group, offset=off)
 
 
 def matched_logit_models(model):

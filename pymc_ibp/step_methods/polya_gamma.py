@@ -117,9 +117,11 @@ class PolyaGammaGibbs(BlockedStep):
     ``pm.sample`` assigns this step to ``Z``, ``A``, ``b`` and the imputed ``X`` of every model
     that has the pattern (see :data:`~pymc_ibp.step_methods.model_matching.LOGIT_PATTERN`);
     ``alpha`` goes to :class:`pymc_ibp.IBPAlphaGibbs`, any scale parameters to PyMC's steps.
-    ``b`` is taken by this step when it is a free ``pm.Normal`` with one value per column used
-    by this likelihood alone; any other offset (a constant, a scalar, a linear predictor of
-    covariates) is read from the current point and left to other steps.  When ``Z`` is
+    ``b`` is taken by this step when it is a free ``pm.Normal`` with one value per column, or
+    one per group of rows and column (``b[group]``, ``b`` of shape ``(G, D)``: the offset's
+    coefficients then go with one indicator column per group instead of a column of ones),
+    used by this likelihood alone; any other offset (a constant, a scalar, a linear predictor
+    of covariates) is read from the current point and left to other steps.  When ``Z`` is
     updated by another step (e.g. ``pmi.IBPGibbs([Z])``), the step draws ``A`` (and ``b``)
     only: an exact Gibbs update that replaces NUTS for them.
 
@@ -254,7 +256,13 @@ class PolyaGammaGibbs(BlockedStep):
         b_terms = ([spec.b_mu, spec.b_sigma] if spec.b_rv is not None
                    else [pt.zeros(d), pt.ones(d)])
         off = spec.offset if spec.offset is not None else pt.zeros((1, d))
-        outs = model.replace_rvs_by_values([spec.sigma_a, *b_terms, pt.as_tensor(off),
+        # b[group]: one offset per group of rows (the group vector read at every step, as
+        # pm.set_data may change it); its coefficients go with indicator columns of the groups
+        self._grouped = spec.b_group is not None
+        group = [spec.b_group] if self._grouped else []
+        self._n_fixed = 0 if not self.with_b else (
+            int(spec.b_mu.type.shape[0]) if self._grouped else 1)
+        outs = model.replace_rvs_by_values([spec.sigma_a, *b_terms, pt.as_tensor(off), *group,
                                             *self.mode.symbolic])
         self._hyper_fn = compile_point_fn(model, outs, compile_kwargs=compile_kwargs)
         # the ibp_model_logp stat (recorded with the Z move only): PyTensor's graph for every
@@ -300,14 +308,17 @@ class PolyaGammaGibbs(BlockedStep):
         pass
 
     def _values(self, point):
-        """``(σ_a², μ_b, σ_b², offset)`` per column at ``point`` (the prior mode's parameters
-        set from the same point); the offset as ``1 x D`` (one row for all) or ``N x D``."""
-        sa, b_mu, b_sigma, off, *prior = self._hyper_fn(point)
-        self.mode.set_params(*prior)
+        """``(σ_a², μ_b, σ_b², offset, group)`` at ``point`` (the prior mode's parameters set
+        from the same point): ``σ_a²`` per column, ``μ_b`` and ``σ_b²`` as ``G x D`` (``G = 1``
+        unless the offset is ``b[group]``), the offset as ``1 x D`` (one row for all) or
+        ``N x D``, ``group`` every row's group (``None`` unless ``b[group]``)."""
+        sa, b_mu, b_sigma, off, *rest = self._hyper_fn(point)
+        group = np.asarray(rest.pop(0)) if self._grouped else None
+        self.mode.set_params(*rest)
         shape = (self.d,)
         sa = np.broadcast_to(np.asarray(sa, dtype=np.float64), shape)
-        b_sigma = np.broadcast_to(np.asarray(b_sigma, dtype=np.float64), shape)
-        b_mu = np.ascontiguousarray(np.broadcast_to(np.asarray(b_mu, dtype=np.float64), shape))
+        b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, self.d)
+        b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, self.d))
         off = np.asarray(off, dtype=np.float64)
         off = np.ascontiguousarray(np.broadcast_to(
             off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d)))
@@ -315,11 +326,28 @@ class PolyaGammaGibbs(BlockedStep):
             if not np.all(np.isfinite(v)) or np.any(v <= 0):
                 raise FloatingPointError(f"PolyaGammaGibbs: a prior {name} of "
                                          f"{self.a_name!r} or its offset is not positive.")
-        return np.ascontiguousarray(sa * sa), b_mu, np.ascontiguousarray(b_sigma ** 2), off
+        return np.ascontiguousarray(sa * sa), b_mu, np.ascontiguousarray(b_sigma ** 2), off, group
+
+    def _shift(self, off, vec, group):
+        """``(shift, offset)`` with ``shift`` (``D``) plus ``offset`` (``1 x D`` or ``N x D``)
+        equal to ``vec`` (one row per group, ``G x D``, or a row for all) added to ``off``:
+        ``vec[group] + off`` as an ``N x D`` offset when the offset is ``b[group]``."""
+        vec = np.asarray(vec, dtype=np.float64).reshape(-1, self.d)
+        if group is None:
+            return np.ascontiguousarray(vec[0]), off
+        return np.zeros(self.d), np.ascontiguousarray(vec[group] + off)
+
+    def _fixed_columns(self, group):
+        """The ``N x n_fixed`` columns beside ``Z`` whose coefficients are ``b``: one of ones
+        (an offset per column), one indicator per group (``b[group]``), or none."""
+        F = np.zeros((self.n, self._n_fixed), dtype=np.int8)
+        if self._n_fixed:
+            F[np.arange(self.n), group if group is not None else 0] = 1
+        return F
 
     @interrupt_safe  # the kernels take the step's Generator (see _numba_utils)
     def step(self, point):
-        sa2, b_mu, b_var, off = self._values(point)
+        sa2, b_mu, b_var, off, group = self._values(point)
         z_in = np.asarray(point[self.z_name])
         Z = np.array(z_in, dtype=np.int8, copy=True)  # one byte per entry
         if not self.started:
@@ -336,40 +364,46 @@ class PolyaGammaGibbs(BlockedStep):
         x, obs = self._x, self._observed
         # two N x D float buffers: ``buf`` holds ψ, then the pseudo-observations, then κ for
         # the draw of A, then ψ again; ``W`` the Pólya-Gamma draws
-        buf = kernels.logit_linear_predictor(Z, A, b, off, np.empty((self.n, self.d)))
+        buf = kernels.logit_linear_predictor(Z, A, *self._shift(off, b, group),
+                                             np.empty((self.n, self.d)))
         W = kernels.polya_gamma_matrix(self.rng, buf, obs) if self.update_a else None
         flips = refreshes = 0
+        # b (when this step's) is integrated out with A, and drawn with it: the coefficients
+        # of fixed columns beside Z (ones, or one indicator per group) with b's prior
+        F = self._fixed_columns(group)
+        V = np.empty((self.d, self.k_max + self._n_fixed))
+        V[:, :self.k_max] = sa2[:, None]
+        if self._n_fixed:
+            V[:, self.k_max:] = b_var.T
         if self.update_z:
-            # pseudo-observations; b (when this step's) is integrated out with A: a last
-            # column of ones in Z whose coefficients have b's prior (mean moved into Y)
-            V = np.repeat(sa2[:, None], self.k_max + self.with_b, axis=1)
-            if self.with_b:
-                V[:, -1] = b_var
-                Zs = np.concatenate([Z, np.ones((self.n, 1), dtype=np.int8)], axis=1)
-            else:
-                Zs = Z
-            Y = kernels.logit_targets(x, obs, W, b_mu if self.with_b else b, off, True, buf)
+            # pseudo-observations, b's prior mean moved into them
+            Zs = np.concatenate([Z, F], axis=1)
+            Y = kernels.logit_targets(x, obs, W, *self._shift(off, b_mu if self.with_b else b,
+                                                              group), True, buf)
             m = Z.sum(axis=0).astype(np.int64)
             counts = self.mode.counts
             flips, refreshes, _ = kernels.logit_collapsed_sweep(
                 self.rng, Zs, Y, W, V, m, self.mode.alpha if counts else 1.0,
                 self.mode.beta if counts else 1.0,
-                kernels.NO_LOGODDS if counts else self.mode.logodds, counts,
-                int(self.with_b))
+                kernels.NO_LOGODDS if counts else self.mode.logodds, counts, self._n_fixed)
             Z = np.ascontiguousarray(Zs[:, :self.k_max])
         new = dict(point)
         if self.update_a:
             # what the (A, b) draw conditions on: the offset, and b when not this step's
-            kappa = kernels.logit_targets(x, obs, W, np.zeros(self.d) if self.with_b else b,
-                                          off, False, buf)
-            A, b_new = kernels.draw_logit_weights(self.rng, Z, kappa, W, sa2, b_mu, b_var,
-                                                  self.with_b)
+            fixed = (np.zeros(self.d), off) if self.with_b else self._shift(off, b, group)
+            kappa = kernels.logit_targets(x, obs, W, *fixed, False, buf)
+            mean = np.zeros_like(V)
+            if self._n_fixed:
+                mean[:, self.k_max:] = b_mu.T
+            C = kernels.draw_logit_weights(self.rng, np.concatenate([Z, F], axis=1), kappa, W,
+                                           V, mean)
+            A = np.ascontiguousarray(C[:self.k_max])
             new[self.a_name] = A.astype(point[self.a_name].dtype, copy=False)
             if self.with_b:
-                b = b_new
+                b = C[self.k_max:].reshape(point[self.b_name].shape)
                 new[self.b_name] = b.astype(point[self.b_name].dtype, copy=False)
         del W
-        psi = kernels.logit_linear_predictor(Z, A, b, off, buf)
+        psi = kernels.logit_linear_predictor(Z, A, *self._shift(off, b, group), buf)
         if self.update_z and self.feature_sweeps:
             # m: the column counts, kept by the collapsed sweep
             for _ in range(self.feature_sweeps):

@@ -63,30 +63,32 @@ def test_logit_sweep_rank_one_updates_do_not_drift():
 
 
 def test_logit_weight_draws_match_their_gaussian_conditional():
-    """(A_·d, b_d) | Z, ω: 20,000 draws vs the exact mean and covariance of
-    N(M⁻¹ r, M⁻¹), M = [Z 1]ᵀ Ω_d [Z 1] + diag(σa⁻², σb⁻²), r = [Z 1]ᵀ κ_d + (0, μb/σb²);
-    an unobserved entry (ω = 0) contributes nothing."""
+    """The coefficients of the columns of [Z F] given ω (F: one indicator column per group of
+    rows, as for an offset b[group]; a column of ones is the one-group case): 20,000 draws vs
+    the exact mean and covariance of N(M⁻¹ r, M⁻¹), M = [Z F]ᵀ Ω_d [Z F] + diag(1/V_d),
+    r = [Z F]ᵀ κ_d + μ_d/V_d; an unobserved entry (ω = 0) contributes nothing."""
     rng = np.random.default_rng(1)
-    n, k, d = 25, 3, 2
-    Z = (rng.random((n, k)) < 0.4).astype(np.int64)
+    n, k, d, g = 25, 3, 2, 2
+    Z = (rng.random((n, k)) < 0.4).astype(np.int8)
+    F = np.zeros((n, g), dtype=np.int8)
+    F[np.arange(n), rng.integers(0, g, size=n)] = 1
+    design = np.hstack([Z, F])
     W = rng.gamma(2.0, 0.2, size=(n, d))
     W[3, 1] = 0.0
     kappa = np.where(W > 0, rng.integers(0, 2, size=(n, d)) - 0.5, 0.0)
-    sa2, b_mean, b_var = np.array([1.5, 0.7]), np.array([-1.0, 0.5]), np.array([2.0, 0.5])
-    draws = [kernels.draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, True)
-             for _ in range(20000)]
+    V = np.array([[1.5] * k + [2.0, 1.0], [0.7] * k + [0.5, 3.0]])
+    mean = np.array([[0.0] * k + [-1.0, 0.3], [0.0] * k + [0.5, -0.2]])
+    draws = np.array([kernels.draw_logit_weights(rng, design, kappa, W, V, mean)
+                      for _ in range(20000)])
     for j in range(d):
-        design = np.hstack([Z, np.ones((n, 1))])
-        M = design.T @ (W[:, j, None] * design) + np.diag([1.0 / sa2[j]] * k + [1.0 / b_var[j]])
-        r = design.T @ kappa[:, j] + np.r_[np.zeros(k), b_mean[j] / b_var[j]]
+        M = design.T @ (W[:, j, None] * design) + np.diag(1.0 / V[j])
+        r = design.T @ kappa[:, j] + mean[j] / V[j]
         cov = np.linalg.inv(M)
-        mean = cov @ r
-        x = np.array([np.r_[A[:, j], b[j]] for A, b in draws])
+        x = draws[:, :, j]
         se = np.sqrt(np.diag(cov) / len(x))
-        assert np.all(np.abs(x.mean(axis=0) - mean) < 5.0 * se), (x.mean(axis=0), mean)
+        assert np.all(np.abs(x.mean(axis=0) - cov @ r) < 5.0 * se), (x.mean(axis=0), cov @ r)
         np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05 * np.abs(cov).max())
-    A, b = kernels.draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, False)
-    assert np.all(b == 0.0) and A.shape == (k, d)
+    assert kernels.draw_logit_weights(rng, Z, kappa, W, V[:, :k], mean[:, :k]).shape == (k, d)
 
 
 @pytest.mark.parametrize("prior", ["ibp", "per-entry"])

@@ -123,6 +123,72 @@ def test_exact_posterior_with_features_and_offsets_integrated_out(feature_sweeps
     assert abs(b0.mean() - exact) < 5.0 * mcse_mean(b0), (b0.mean(), exact)
 
 
+GROUP = np.array([0, 0, 1])
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+def test_offset_per_group_exact_posterior():
+    """logit_p = Z @ A + b[group] with b ~ N(-0.5, 1) of shape (2, 2), rows 0 and 1 in group 0
+    and row 2 in group 1 (a pm.Data vector): pm.sample gives b to PolyaGammaGibbs; p(Z | X)
+    with A and b integrated out (Gauss–Hermite quadrature, 14⁴ nodes per column) vs the visit
+    frequencies (χ² over all 64 labelled matrices), and E[b_10 | X] vs the mean of its draws;
+    the step reads the group vector at every step (its log joint stat too)."""
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.5, shape=(N, K))
+        A = pm.Normal("A", 0.0, SA, shape=(K, 2))
+        group = pm.Data("group", GROUP)
+        b = pm.Normal("b", B_MEAN, B_SD, shape=(2, 2))
+        pm.Bernoulli("X", logit_p=Z @ A + b[group], observed=X_BIN)
+        _, selected = pm.sampling.mcmc.assign_step_methods(model)
+        step = pmi.PolyaGammaGibbs()
+    assert sorted(v.name for v in selected[pmi.PolyaGammaGibbs]) == ["A", "Z", "b"]
+    assert {v.name for v in step.vars} == {"Z", "A", "b"}
+    g, w = np.polynomial.hermite_e.hermegauss(14)
+    a0, a1, b0, b1 = (v.ravel() for v in np.meshgrid(g * SA, g * SA, B_MEAN + g * B_SD,
+                                                      B_MEAN + g * B_SD, indexing="ij"))
+    w = w / w.sum()
+    weights = np.einsum("a,b,c,d->abcd", w, w, w, w).ravel()
+    mats = all_binary_matrices(N, K)
+    log_post = np.zeros((len(mats), 2, a0.size))
+    for i, z in enumerate(mats):
+        for j in range(2):
+            for r in range(N):
+                psi = z[r, 0] * a0 + z[r, 1] * a1 + (b0 if GROUP[r] == 0 else b1)
+                log_post[i, j] += X_BIN[r, j] * psi - np.logaddexp(0.0, psi)
+    lml = special.logsumexp(log_post, b=weights, axis=2)
+    lp = ibp_logp_fn(N, K, 1.5)(mats) + lml.sum(axis=1)
+    post = np.exp(lp - special.logsumexp(lp))
+    draws = run(step, model, 40000, seed=5, names=("Z", "b"))
+    counts = np.bincount(codes(draws["Z"]), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(draws["Z"]))
+    assert res.pvalue > 1e-3, res
+    post_w = np.exp(log_post[:, 0] - lml[:, 0, None]) * weights
+    exact = post @ (post_w @ b1)
+    b10 = draws["b"][:, 1, 0]
+    assert abs(b10.mean() - exact) < 5.0 * mcse_mean(b10), (b10.mean(), exact)
+    with model:
+        pm.set_data({"group": np.array([1, 0, 0])})
+        logp = model.compile_logp(jacobian=False)
+    point = model.initial_point()
+    np.testing.assert_array_equal(step._values(point)[-1], [1, 0, 0])
+    for _ in range(3):  # the log joint stat follows the new groups
+        point, [stats] = step.step(point)
+        assert stats["ibp_model_logp"] == pytest.approx(float(logp(point)), rel=1e-10)
+
+
+def test_offset_per_group_with_one_value_for_all_columns_is_left_to_other_steps():
+    """b[group][:, None] (b of shape (G,)) ties the columns together: PolyaGammaGibbs reads it
+    as an offset at every step and b keeps PyMC's step."""
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.5, shape=(N, K))
+        A = pm.Normal("A", 0.0, SA, shape=(K, 2))
+        b = pm.Normal("b", B_MEAN, B_SD, shape=2)
+        pm.Bernoulli("X", logit_p=Z @ A + b[GROUP][:, None], observed=X_BIN)
+        _, selected = pm.sampling.mcmc.assign_step_methods(model)
+    assert sorted(v.name for v in selected[pmi.PolyaGammaGibbs]) == ["A", "Z"]
+    assert [v.name for v in selected[pm.NUTS]] == ["b"]
+
+
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_missing_entry_exact_posterior():

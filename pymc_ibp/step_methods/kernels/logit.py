@@ -232,17 +232,17 @@ def logit_collapsed_sweep(rng, Z, Y, W, V, m, alpha, beta, logodds, use_counts, 
 
 
 @numba.njit(cache=True)
-def draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, with_b):
-    """Exact draws of ``A`` (``K x D``) and ``b`` (``D``) given ``Z`` and the Pólya-Gamma
-    precisions: column ``d`` of ``[A; bᵀ]`` is Gaussian with precision ``[Z, 1]ᵀ Ω_d [Z, 1]
-    + diag(σ_{a,d}^{-2}, σ_{b,d}^{-2})`` and mean its inverse times ``[Z, 1]ᵀ κ_d +
-    (0, μ_{b,d}/σ²_{b,d})`` (Polson, Scott & Windle 2013, §3.1), drawn through its Cholesky
-    factor.  ``with_b = False``: no offset (``b`` returned as zeros)."""
-    n, k = Z.shape
+def draw_logit_weights(rng, Z, kappa, W, V, mean):
+    """Exact draws of the ``q x D`` coefficients of the columns of ``Z`` (``N x q``: the binary
+    matrix, then any fixed columns, as in :func:`logit_collapsed_sweep`: a column of ones for an
+    offset ``b``, one indicator column per group for ``b[group]``) given the Pólya-Gamma
+    precisions: column ``d`` is Gaussian with precision ``Zᵀ Ω_d Z + diag(1/V[d])`` and mean its
+    inverse times ``Zᵀ κ_d + mean[d]/V[d]`` (Polson, Scott & Windle 2013, §3.1), drawn through
+    its Cholesky factor.  ``V``, ``mean`` (``D x q``): the coefficients' prior variances and
+    means."""
+    n, q = Z.shape
     d = W.shape[1]
-    q = k + 1 if with_b else k
-    A = np.zeros((k, d))
-    b = np.zeros(d)
+    C = np.zeros((q, d))
     for j in range(d):
         M = np.zeros((q, q))
         r = np.zeros(q)
@@ -251,30 +251,24 @@ def draw_logit_weights(rng, Z, kappa, W, sa2, b_mean, b_var, with_b):
             if w == 0.0:
                 continue
             for a in range(q):
-                za = 1.0 if a == k else float(Z[i, a])
-                if za == 0.0:
+                if Z[i, a] == 0:
                     continue
                 r[a] += kappa[i, j]
                 for c in range(q):
-                    zc = 1.0 if c == k else float(Z[i, c])
-                    if zc != 0.0:
+                    if Z[i, c] != 0:
                         M[a, c] += w
-        for a in range(k):
-            M[a, a] += 1.0 / sa2[j]
-        if with_b:
-            M[k, k] += 1.0 / b_var[j]
-            r[k] += b_mean[j] / b_var[j]
+        for a in range(q):
+            M[a, a] += 1.0 / V[j, a]
+            r[a] += mean[j, a] / V[j, a]
         L = np.linalg.cholesky(M)
         # M = L Lᵀ: the draw is L^{-T} (L^{-1} r + e) = M^{-1} r + L^{-T} e
         y = forward_sub(L, r)
         for a in range(q):
             y[a] += rng.standard_normal()
         x = backward_sub_t(L, y)
-        for a in range(k):
-            A[a, j] = x[a]
-        if with_b:
-            b[j] = x[k]
-    return A, b
+        for a in range(q):
+            C[a, j] = x[a]
+    return C
 
 
 @numba.njit(cache=True)
