@@ -14,7 +14,9 @@ integrated out given ``ω`` (:func:`~pymc_ibp.step_methods.kernels.logit_collaps
 accelerated sampler of Doshi-Velez & Ghahramani 2009 with one Gaussian posterior per column;
 ``b`` enters as a column of ones with its own prior); then ``(A, b)`` jointly from their
 Gaussian conditional given ``Z`` and ``ω``
-(:func:`~pymc_ibp.step_methods.kernels.draw_logit_weights`); then ``feature_sweeps`` Gibbs
+(:func:`~pymc_ibp.step_methods.kernels.draw_logit_weights`), and ``b`` again given ``A`` by
+slice sampling under the exact likelihood
+(:func:`~pymc_ibp.step_methods.kernels.logit_offset_slice`); then ``feature_sweeps`` Gibbs
 sweeps of ``Z`` given ``A`` and ``b`` under the exact Bernoulli likelihood, without ``ω``
 (:func:`~pymc_ibp.step_methods.kernels.logit_feature_sweep`); then the imputed entries of
 ``X`` from ``Bernoulli(σ(ψ))``.  ``ω`` is redrawn at every step from its full conditional, so
@@ -108,7 +110,9 @@ class PolyaGammaGibbs(BlockedStep):
     a birth into an empty slot at rate ``αβ/(N-1+β)``) or per-entry ``p/(1-p)`` for
     ``Z = pm.Bernoulli(p=...)`` (e.g. under :class:`pymc_ibp.IBPStickBreaking`).  Then column
     ``d`` of ``[A; b]`` is drawn from its Gaussian conditional given ``Z`` and ``ω`` (Polson,
-    Scott & Windle 2013, §3.1), ``Z`` again given ``A`` and ``b`` under the exact likelihood
+    Scott & Windle 2013, §3.1), every entry of ``b`` again given ``Z`` and ``A`` by slice
+    sampling under the exact likelihood (``offset_sweeps``; Neal 2003), ``Z`` again given
+    ``A`` and ``b`` under the exact likelihood
     (``feature_sweeps`` times; for the IBP the entries whose column has another owner, for a
     per-entry prior every entry), and missing entries of ``X`` from ``Bernoulli(σ(ψ))``.
     Each draw is exact, so the chain targets the model's posterior exactly; a step costs
@@ -148,6 +152,12 @@ class PolyaGammaGibbs(BlockedStep):
     feature_sweeps : int
         Gibbs sweeps of ``Z`` given ``A`` and ``b`` (exact likelihood) per step, after the
         collapsed sweep (default 1; 0: the collapsed sweep only).
+    offset_sweeps : int
+        Slice-sampling updates of every entry of ``b`` given ``Z`` and ``A`` (exact
+        likelihood, :func:`~pymc_ibp.step_methods.kernels.logit_offset_slice`) per step,
+        after the draw of ``A`` and ``b`` (default 1; 0: none).  Where an entry's rows hold
+        (nearly) only zeros or ones, as a pixel that a class never sets, its draws given the
+        Pólya-Gamma variables move slowly (Johndrow et al. 2019); the slice update does not.
 
     Notes
     -----
@@ -172,6 +182,11 @@ class PolyaGammaGibbs(BlockedStep):
 
     T. L. Griffiths and Z. Ghahramani (2011). The Indian buffet process: an introduction and
     review. *Journal of Machine Learning Research* 12, 1185-1224.
+
+    R. M. Neal (2003). Slice sampling. *Annals of Statistics* 31, 705-767.
+
+    J. E. Johndrow, A. Smith, N. Pillai and D. B. Dunson (2019). MCMC for imbalanced
+    categorical data. *Journal of the American Statistical Association* 114(527), 1394-1403.
     """
 
     name = "ibp_polya_gamma"
@@ -192,7 +207,7 @@ class PolyaGammaGibbs(BlockedStep):
 
     def __init__(self, vars=None, *, model=None, rng=None, initial_point=None,
                  compile_kwargs=None, blocked=True, init_z="auto",
-                 feature_sweeps=1):
+                 feature_sweeps=1, offset_sweeps=1):
         model = pm.modelcontext(model)
         if vars is None:
             specs = list(matched_logit_models(model))
@@ -277,6 +292,9 @@ class PolyaGammaGibbs(BlockedStep):
         if int(feature_sweeps) != feature_sweeps or feature_sweeps < 0:
             raise ValueError(f"feature_sweeps must be an integer >= 0; got {feature_sweeps!r}.")
         self.feature_sweeps = int(feature_sweeps)
+        if int(offset_sweeps) != offset_sweeps or offset_sweeps < 0:
+            raise ValueError(f"offset_sweeps must be an integer >= 0; got {offset_sweeps!r}.")
+        self.offset_sweeps = int(offset_sweeps)
         # the surrogate start: by default for a pmi.IBP whose Z the user did not give
         ip = model.initial_point()
         self._z_given = self.update_z and initial_value_given(model, [spec.z_rv],
@@ -404,6 +422,18 @@ class PolyaGammaGibbs(BlockedStep):
                 new[self.b_name] = b.astype(point[self.b_name].dtype, copy=False)
         del W
         psi = kernels.logit_linear_predictor(Z, A, *self._shift(off, b, group), buf)
+        if self.with_b and self.offset_sweeps:
+            # b given A by slice sampling under the exact likelihood: where an entry's rows
+            # hold (nearly) only zeros or ones, its draws given ω move slowly
+            B = np.array(b, dtype=np.float64).reshape(-1, self.d)
+            labels = np.zeros(self.n, dtype=np.int64) if group is None else group % len(B)
+            rows = np.argsort(labels, kind="stable")  # the rows of each group, in turn
+            starts = np.zeros(len(B) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(labels, minlength=len(B)), out=starts[1:])
+            for _ in range(self.offset_sweeps):
+                kernels.logit_offset_slice(self.rng, x, obs, psi, B, rows, starts, b_mu, b_var)
+            b = B.reshape(point[self.b_name].shape)
+            new[self.b_name] = b.astype(point[self.b_name].dtype, copy=False)
         if self.update_z and self.feature_sweeps:
             # m: the column counts, kept by the collapsed sweep
             for _ in range(self.feature_sweeps):

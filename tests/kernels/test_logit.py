@@ -7,7 +7,7 @@ import pytest
 
 from pymc_ibp.distributions.ibp_math import ibp_log_pmf
 from pymc_ibp.step_methods import kernels
-from tests._helpers import all_binary_matrices, chi2_pooled, codes
+from tests._helpers import all_binary_matrices, chi2_pooled, codes, mcse_mean
 
 
 def pg_variance(c):
@@ -89,6 +89,46 @@ def test_logit_weight_draws_match_their_gaussian_conditional():
         assert np.all(np.abs(x.mean(axis=0) - cov @ r) < 5.0 * se), (x.mean(axis=0), cov @ r)
         np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05 * np.abs(cov).max())
     assert kernels.draw_logit_weights(rng, Z, kappa, W, V[:, :k], mean[:, :k]).shape == (k, d)
+
+
+def test_logit_offset_slice_samples_each_entrys_conditional():
+    """A chain of slice updates of a 2 x 3 offset b[group] (rows 0-5 in group 0, 6-7 in
+    group 1; one missing entry; column 2 all zeros, the case where Pólya-Gamma draws move
+    slowly) given a fixed ψ without b: the mean and variance of every entry against its exact
+    conditional N(μ, var) Π p(x | ψ + b) on a grid; ψ follows the draws."""
+    rng = np.random.default_rng(4)
+    n, d = 8, 3
+    x = (rng.random((n, d)) < 0.5).astype(np.int8)
+    x[:, 2] = 0
+    obs = np.ones((n, d), dtype=bool)
+    obs[1, 0] = False
+    base = rng.normal(0.0, 1.0, size=(n, d))
+    group = np.array([0, 0, 0, 0, 0, 0, 1, 1])
+    mu, var = np.array([[-1.0, 0.5, 0.0], [0.3, -0.2, 1.0]]), np.array([[2.0, 1.0, 4.0],
+                                                                         [0.5, 3.0, 1.5]])
+    B = np.zeros((2, d))
+    rows, starts = np.argsort(group, kind="stable"), np.array([0, 6, 8])
+    psi = base.copy()
+    draws = []
+    for _ in range(20000):
+        kernels.logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var)
+        draws.append(B.copy())
+    np.testing.assert_allclose(psi, base + B[group], atol=1e-9)
+    draws = np.array(draws)
+    grid = np.linspace(-15.0, 15.0, 30001)
+    for g in range(2):
+        for j in range(d):
+            logp = -0.5 * (grid - mu[g, j]) ** 2 / var[g, j]
+            for i in np.nonzero((group == g) & obs[:, j])[0]:
+                eta = base[i, j] + grid
+                logp += x[i, j] * eta - np.logaddexp(0.0, eta)
+            p = np.exp(logp - logp.max())
+            p /= p.sum()
+            mean = p @ grid
+            sd = np.sqrt(p @ (grid - mean) ** 2)
+            chain = draws[:, g, j]
+            assert abs(chain.mean() - mean) < 5.0 * mcse_mean(chain), (g, j, chain.mean(), mean)
+            assert abs(chain.std() / sd - 1.0) < 0.05, (g, j, chain.std(), sd)
 
 
 @pytest.mark.parametrize("prior", ["ibp", "per-entry"])

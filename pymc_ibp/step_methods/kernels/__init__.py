@@ -50,6 +50,7 @@ from pymc_ibp.step_methods.kernels.logit import (
     logit_feature_sweep,
     logit_linear_predictor,
     logit_log_lik,
+    logit_offset_slice,
     logit_precisions,
     logit_targets,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "logit_feature_sweep",
     "logit_linear_predictor",
     "logit_log_lik",
+    "logit_offset_slice",
     "logit_precisions",
     "logit_targets",
     "noise_blocks",

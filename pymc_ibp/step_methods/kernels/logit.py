@@ -49,6 +49,7 @@ __all__ = [
     "logit_collapsed_sweep",
     "logit_linear_predictor",
     "logit_log_lik",
+    "logit_offset_slice",
     "logit_precisions",
     "logit_targets",
 ]
@@ -277,6 +278,69 @@ def _bern_logit_ll(x, psi):
     if psi > 0.0:
         return (x - 1.0) * psi - math.log1p(math.exp(-psi))
     return x * psi - math.log1p(math.exp(psi))
+
+
+_SLICE_STEPS = 30  # stepping-out limit of the offset's slice sampler (Neal 2003, Fig. 3)
+
+
+@numba.njit(cache=True)
+def _offset_log_density(x, obs, psi, rows, lo, hi, d, delta, mu, var, value):
+    """``log p(b = value | ·)`` up to a constant for one entry of the offset, added to column
+    ``d`` of the rows ``rows[lo:hi]``, whose linear predictor ``psi`` holds ``value - delta``."""
+    total = -0.5 * (value - mu) * (value - mu) / var
+    for t in range(lo, hi):
+        i = rows[t]
+        if obs[i, d]:
+            total += _bern_logit_ll(float(x[i, d]), psi[i, d] + delta)
+    return total
+
+
+@numba.njit(cache=True)
+def logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var):
+    """One slice-sampling update (Neal 2003: stepping out, then shrinkage) of every entry of
+    the offset ``B`` (``G x D``, in place) from its conditional given ``Z``, ``A`` and the
+    other entries under the exact Bernoulli-logit likelihood, no Pólya-Gamma variables:
+    ``p(b_gd | ·) ∝ N(b_gd; μ_gd, var_gd) Π_{n ∈ g} p(x_nd | ψ_nd)``, the rows of group ``g``
+    being ``rows[starts[g]:starts[g+1]]`` (one group of all rows for an offset per column).
+    The bracket's width, ``2 / sqrt(n_gd/4 + 1/var_gd)`` (``n_gd`` the observed entries; twice
+    a lower bound of the conditional's standard deviation), does not depend on the current
+    value, so each update leaves the conditional invariant.  ``psi`` follows in place."""
+    n_groups, d_n = B.shape
+    for g in range(n_groups):
+        lo, hi = starts[g], starts[g + 1]
+        for d in range(d_n):
+            m, v, b0 = mu[g, d], var[g, d], B[g, d]
+            n_obs = 0
+            for t in range(lo, hi):
+                if obs[rows[t], d]:
+                    n_obs += 1
+            w = 2.0 / math.sqrt(0.25 * n_obs + 1.0 / v)
+            level = (_offset_log_density(x, obs, psi, rows, lo, hi, d, 0.0, m, v, b0)
+                     + math.log(1.0 - rng.random()))  # minus an Exp(1) draw
+            left = b0 - w * rng.random()
+            right = left + w
+            j = int(_SLICE_STEPS * rng.random())
+            k = _SLICE_STEPS - 1 - j
+            while j > 0 and _offset_log_density(x, obs, psi, rows, lo, hi, d, left - b0, m, v,
+                                                left) > level:
+                left -= w
+                j -= 1
+            while k > 0 and _offset_log_density(x, obs, psi, rows, lo, hi, d, right - b0, m,
+                                                v, right) > level:
+                right += w
+                k -= 1
+            while True:
+                b1 = left + rng.random() * (right - left)
+                if _offset_log_density(x, obs, psi, rows, lo, hi, d, b1 - b0, m, v,
+                                       b1) > level:
+                    break
+                if b1 < b0:
+                    left = b1
+                else:
+                    right = b1
+            for t in range(lo, hi):  # every row: ψ of the missing entries too
+                psi[rows[t], d] += b1 - b0
+            B[g, d] = b1
 
 
 # The N x D arrays of a Pólya-Gamma step, one pass each, written into a buffer the caller
