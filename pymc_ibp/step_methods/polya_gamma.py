@@ -143,8 +143,10 @@ class PolyaGammaGibbs(BlockedStep):
     Parameters
     ----------
     vars : list
-        ``Z`` (then ``A``, ``b`` and the imputed ``X`` of its likelihood are updated too), or
-        ``A`` (and ``b``) alone.
+        ``Z`` (then ``A``, ``b`` and the imputed ``X`` of its likelihood are updated too),
+        ``Z`` with some of those (as ``pm.sample`` passes the variables that no other step
+        has: then those and ``A``; a ``b`` left out is read as a fixed offset, an imputed ``X``
+        left out is left to its own step), or ``A`` (and ``b``) alone.
     model, rng, initial_point, compile_kwargs
         As for PyMC's steps.
     init_z : {"auto", "point", "surrogate"}
@@ -248,11 +250,16 @@ class PolyaGammaGibbs(BlockedStep):
                 f"PolyaGammaGibbs draws {spec.b_rv.name!r} together with {spec.a_rv.name!r}; "
                 f"give it both (or {spec.z_rv.name!r}, then it updates all of "
                 f"{[o.name for o in owned_vals]}).")
-        # A and b are drawn together when both are this step's (else b is a fixed offset)
-        self.with_b = spec.b_rv is not None and (
-            self.update_z or model.rvs_to_values[spec.b_rv] in value_vars)
         if not self.update_z:
             owned_vals = [v for v in owned_vals if v in value_vars]
+        elif len(value_vars) > 1:
+            # Z with some of the others (pm.sample passes those no other step has): those and
+            # A (drawn after the sweep that integrates it out); a b or imputed X that the user
+            # gave another step stays with it (b then a fixed offset here)
+            keep = set(value_vars) | {model.rvs_to_values[spec.a_rv]}
+            owned_vals = [v for v in owned_vals if v in keep]
+        # A and b are drawn together when both are this step's (else b is a fixed offset)
+        self.with_b = spec.b_rv is not None and model.rvs_to_values[spec.b_rv] in owned_vals
         self.vars = owned_vals
         self.z_name = model.rvs_to_values[spec.z_rv].name
         self.a_name = model.rvs_to_values[spec.a_rv].name

@@ -123,6 +123,42 @@ def test_exact_posterior_with_features_and_offsets_integrated_out(feature_sweeps
     assert abs(b0.mean() - exact) < 5.0 * mcse_mean(b0), (b0.mean(), exact)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+def test_an_offset_given_to_another_step_is_left_to_it():
+    """pm.sample(step=[pm.Slice([b])]): PolyaGammaGibbs gets Z and A, reads b as a fixed
+    offset and leaves it alone (it used to update b too)."""
+    model = logit_model(X_BIN)
+    with model:
+        slice_b = pm.Slice([model["b"]])
+        _, selected = pm.sampling.mcmc.assign_step_methods(model, [slice_b])
+        pg = pmi.PolyaGammaGibbs([model["Z"], model["A"]])
+    assert sorted(v.name for v in selected[pmi.PolyaGammaGibbs]) == ["A", "Z"]
+    assert {v.name for v in pg.vars} == {"Z", "A"}
+    pg.setup_chain(np.random.default_rng(0), tune=0, draws=1)
+    point = {**model.initial_point(), "b": np.array([0.3, -0.7])}
+    np.testing.assert_array_equal(pg.step(point)[0]["b"], [0.3, -0.7])
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+def test_an_offset_given_to_another_step_exact_posterior():
+    """Z and A by PolyaGammaGibbs with b a fixed offset, b by pm.Slice: the Z-marginal vs
+    p(Z | X) (A and b integrated out by quadrature; χ² over the 64 matrices; every 10th of
+    60,000 iterations, as b moves slowly under pm.Slice)."""
+    model = logit_model(X_BIN)
+    with model:
+        step = CompoundStep([pmi.PolyaGammaGibbs([model["Z"], model["A"]]),
+                             pm.Slice([model["b"]])])
+    mats = all_binary_matrices(N, K)
+    lml, _ = quadrature(mats, X_BIN.astype(float), B_SD)
+    lp = ibp_logp_fn(N, K, 1.5)(mats) + lml
+    post = np.exp(lp - special.logsumexp(lp))
+    draws = run(step, model, 60000, seed=6, thin=10)
+    counts = np.bincount(codes(draws["Z"]), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(draws["Z"]))
+    assert res.pvalue > 1e-3, res
+
+
 GROUP = np.array([0, 0, 1])
 
 
