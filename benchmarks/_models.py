@@ -42,14 +42,15 @@ def timing_data(kind, n, k_max, seed=0):
     return d, sa
 
 
-def digits(n, seed):
+def digits(n, seed, labels=False):
     """``n`` binarised scikit-learn digits (pixels > 7, 64 columns, int64), rows drawn with
-    ``seed``."""
+    ``seed``; with ``labels``, ``(X, the digit of every row)``."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
     rows = np.random.default_rng(seed).choice(len(data.data), size=n, replace=False)
-    return (data.data[rows] > 7).astype("int64")
+    X = (data.data[rows] > 7).astype("int64")
+    return (X, data.target[rows]) if labels else X
 
 
 def digits_logit_model(X, k_max):

@@ -29,7 +29,7 @@ SCRIPTS = ["scaling", "mixing", "throughput", "reproduce_icml", "structure", "co
 LONG = ["mixing_long", "vi_vs_gibbs", "large_n", "data_parallel", "data_parallel_modes",
         "data_parallel_scaling", "data_parallel_sharded", "ibpgibbs_mixing", "ibpgibbs_split",
         "logit_samplers", "logit_scaling", "point_functions", "worker_start", "ibpgibbs_sweep",
-        "dibp_speed",
+        "logit_offsets", "dibp_speed",
         "dibp_heldout", "correlated_heldout"]
 
 
