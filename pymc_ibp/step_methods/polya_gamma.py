@@ -420,8 +420,9 @@ class PolyaGammaGibbs(BlockedStep):
             mean = np.zeros_like(V)
             if self._n_fixed:
                 mean[:, self.k_max:] = b_mu.T
-            C = kernels.draw_logit_weights(self.rng, np.concatenate([Z, F], axis=1), kappa, W,
-                                           V, mean)
+            # the sweep leaves [Z F] in Zs
+            ZF = Zs if self.update_z else np.concatenate([Z, F], axis=1)
+            C = kernels.draw_logit_weights(self.rng, ZF, kappa, W, V, mean)
             A = np.ascontiguousarray(C[:self.k_max])
             new[self.a_name] = A.astype(point[self.a_name].dtype, copy=False)
             if self.with_b:
