@@ -127,7 +127,8 @@ class PolyaGammaGibbs(BlockedStep):
     used by this likelihood alone; any other offset (a constant, a scalar, a linear predictor
     of covariates) is read from the current point and left to other steps.  When ``Z`` is
     updated by another step (e.g. ``pmi.IBPGibbs([Z])``), the step draws ``A`` (and ``b``)
-    only: an exact Gibbs update that replaces NUTS for them.
+    only: an exact Gibbs update that replaces NUTS for them; when ``A`` too has another step,
+    ``b`` gets the slice update alone.
 
     Initialisation policy (``init_z``): with ``"auto"`` (the default) a chain starts at the
     ``Z`` the user gave (``pm.sample(initvals=...)`` or ``initval=``), and otherwise, for a
@@ -145,8 +146,10 @@ class PolyaGammaGibbs(BlockedStep):
     vars : list
         ``Z`` (then ``A``, ``b`` and the imputed ``X`` of its likelihood are updated too),
         ``Z`` with some of those (as ``pm.sample`` passes the variables that no other step
-        has: then those and ``A``; a ``b`` left out is read as a fixed offset, an imputed ``X``
-        left out is left to its own step), or ``A`` (and ``b``) alone.
+        has: then those, which must include ``A``, drawn after the sweep that integrates it
+        out; a ``b`` left out is read as a fixed offset, an imputed ``X`` left out is left to
+        its own step), ``A`` (and ``b``) alone, or ``b`` alone (its slice update given ``Z``
+        and ``A``).
     model, rng, initial_point, compile_kwargs
         As for PyMC's steps.
     init_z : {"auto", "point", "surrogate"}
@@ -243,21 +246,30 @@ class PolyaGammaGibbs(BlockedStep):
                     f"PolyaGammaGibbs updates {[o.name for o in owned_vals]}; it cannot also "
                     f"update {v.name!r}. Assign {v.name!r} to another step.")
         # without Z: A (with b when given) and / or the imputed X, each given the rest
-        self.update_a = self.update_z or model.rvs_to_values[spec.a_rv] in value_vars
+        a_val = model.rvs_to_values[spec.a_rv]
+        self.update_a = self.update_z or a_val in value_vars
         if not self.update_a and spec.b_rv is not None and \
-                model.rvs_to_values[spec.b_rv] in value_vars:
+                model.rvs_to_values[spec.b_rv] in value_vars and offset_sweeps == 0:
+            # b without A: only its slice update given Z and A (step 3)
             raise ModelPatternError(
-                f"PolyaGammaGibbs draws {spec.b_rv.name!r} together with {spec.a_rv.name!r}; "
-                f"give it both (or {spec.z_rv.name!r}, then it updates all of "
-                f"{[o.name for o in owned_vals]}).")
-        if not self.update_z:
+                f"PolyaGammaGibbs(offset_sweeps=0) draws {spec.b_rv.name!r} together with "
+                f"{spec.a_rv.name!r}; give it both (or {spec.z_rv.name!r}, then it updates "
+                f"all of {[o.name for o in owned_vals]}), or leave offset_sweeps >= 1.")
+        if self.update_z and len(value_vars) > 1 and a_val not in value_vars:
+            # Z with some of the others but not A: A was given to another step, and the sweep
+            # of Z integrates A out and must draw it afterwards (it cannot leave A alone)
+            z_name = z_vals[0].name
+            raise ModelPatternError(
+                f"PolyaGammaGibbs got {[v.name for v in value_vars]} but not {a_val.name!r}, "
+                f"which another step updates: its sweep of {z_name!r} integrates "
+                f"{a_val.name!r} out and must draw it afterwards. Give {a_val.name!r} to "
+                f"PolyaGammaGibbs too, or update {z_name!r} given {a_val.name!r} with "
+                f"pmi.IBPGibbs([{z_name}]).")
+        if not self.update_z or len(value_vars) > 1:
+            # without Z, or Z with some of the others (pm.sample passes those no other step
+            # has): those only; a b or imputed X that the user gave another step stays with
+            # it (b then a fixed offset here)
             owned_vals = [v for v in owned_vals if v in value_vars]
-        elif len(value_vars) > 1:
-            # Z with some of the others (pm.sample passes those no other step has): those and
-            # A (drawn after the sweep that integrates it out); a b or imputed X that the user
-            # gave another step stays with it (b then a fixed offset here)
-            keep = set(value_vars) | {model.rvs_to_values[spec.a_rv]}
-            owned_vals = [v for v in owned_vals if v in keep]
         # A and b are drawn together when both are this step's (else b is a fixed offset)
         self.with_b = spec.b_rv is not None and model.rvs_to_values[spec.b_rv] in owned_vals
         self.vars = owned_vals
