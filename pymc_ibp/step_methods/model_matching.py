@@ -67,6 +67,7 @@ __all__ = [
     "matched_models",
     "observed_data",
     "row_constant_variable",
+    "same_for_every_row",
 ]
 
 PATTERN = (
@@ -270,14 +271,22 @@ class LinearGaussianIBP:
         return compile_point_fn(model, off, compile_kwargs=compile_kwargs)
 
 
-def _strip(var):
+def _strip(var, broadcasting=False):
     """Remove what does not change values: casts, ``pm.Deterministic`` (a ``ViewOp``) and
-    dimshuffles that only add or drop broadcastable axes (not transpositions)."""
+    dimshuffles that only add or drop broadcastable axes (not transpositions).  With
+    ``broadcasting``, only the dimshuffles that broadcasting against a larger array does by
+    itself (adding or dropping leading axes, as for ``b`` in ``Z @ A + b``): ``b[:, None]``
+    keeps its trailing axis, which makes ``b`` run along the rows."""
     while var.owner is not None:
         op = var.owner.op
         if isinstance(op, DimShuffle):
-            kept = [i for i in op.new_order if i != "x"]
+            order = list(op.new_order)
+            kept = [i for i in order if i != "x"]
             if kept != sorted(kept):
+                break
+            n_new = len(order) - len(kept)
+            if broadcasting and (order[:n_new] != ["x"] * n_new or kept != list(
+                    range(op.input_ndim - len(kept), op.input_ndim))):
                 break
         elif not (isinstance(op, ViewOp) or (
                 isinstance(op, Elemwise) and type(op.scalar_op).__name__ == "Cast")):
@@ -355,10 +364,11 @@ def _mean_terms(mu, left=None):
     while any(kind(t) in ("Add", "Sub") for t in terms):
         flat = []
         for t in terms:
+            # broadcasts that change which axis a term runs along (b[:, None]) are kept
             if kind(t) == "Add":
-                flat += [_strip(u) for u in t.owner.inputs]
+                flat += [_strip(u, broadcasting=True) for u in t.owner.inputs]
             elif kind(t) == "Sub":
-                flat += [_strip(t.owner.inputs[0]), -t.owner.inputs[1]]
+                flat += [_strip(t.owner.inputs[0], broadcasting=True), -t.owner.inputs[1]]
             else:
                 flat.append(t)
         terms = flat
@@ -622,8 +632,13 @@ def row_constant_variable(model, term):
     if (rv not in set(model.free_RVs) or model.rvs_to_transforms.get(rv) is not None
             or rv.ndim > 2):
         return None
-    rows_bc = (True, True, *rv.type.broadcastable)[-2]  # as broadcast against N x D
-    return rv if rows_bc else None
+    return rv if same_for_every_row(term) else None
+
+
+def same_for_every_row(term):
+    """Whether the mean term ``term``, as broadcast against an ``N x D`` mean, is the same for
+    every row (shape ``()``, ``(D,)``, ``(1, D)``; not ``(N, 1)`` or ``b[:, None]``)."""
+    return (True, True, *term.type.broadcastable)[-2]
 
 
 def row_indexed_variable(model, term, n_rows, n_cols):
@@ -817,10 +832,11 @@ class BernoulliLogitIBP:
     k_max: int
     missing_rv: object = None  # X_unobserved free RV, or None
     missing_mask: np.ndarray | None = None  # N x D bool, True where missing
-    b_rv: object = None  # a per-column offset pm.Normal sampled with A, or None
-    b_mu: object = None  # its symbolic mean, one per column (D,) or per group and column (G, D)
+    b_rv: object = None  # an offset pm.Normal updated with A, or None
+    b_mu: object = None  # its symbolic mean, shaped as b: (D,), (G, D), () or (G,)
     b_sigma: object = None  # its symbolic scale, shaped as b_mu
     b_group: object = None  # the symbolic group of every row when the offset is b[group]
+    b_tied: bool = False  # one value for all columns: a scalar b, or b[group][:, None]
     offset: object = None  # other symbolic terms added to Z @ A (+ b), or None
 
     @property
@@ -848,26 +864,28 @@ def _logit_of(p):
 
 
 def _offset_vector(model, off, likelihood, n, d, ip):
-    """``(b, mu_b, sigma_b, group)`` when the offset term ``off`` is a free ``pm.Normal`` that
-    only this likelihood uses, with one value per column (shape ``(D,)``; ``group = None``,
-    ``mu_b`` and ``sigma_b`` broadcast to ``(D,)``) or one per group of rows and column,
-    ``b[group]`` with ``b`` of shape ``(G, D)`` (``group`` the symbolic index, ``mu_b`` and
-    ``sigma_b`` broadcast to ``(G, D)``); else ``None``."""
+    """``(b, mu_b, sigma_b, group, tied)`` when the offset term ``off`` is a free
+    ``pm.Normal`` that only this likelihood uses, with one value per column (shape ``(D,)``;
+    ``group = None``), one per group of rows and column (``b[group]`` with ``b`` of shape
+    ``(G, D)``; ``group`` the symbolic index), or one value for all columns (``tied``): a
+    scalar ``b``, or one per group, ``b[group][:, None]`` with ``b`` of shape ``(G,)``.
+    ``mu_b`` and ``sigma_b`` broadcast to ``b``'s shape; else ``None``."""
     b, group = _strip(off), None
     if row_indexed_variable(model, off, n, d) is not None:
         b, group = _strip(off).owner.inputs[0], first_axis_index(_strip(off))
-        if b.ndim != 2:  # b[group][:, None]: one value for all columns, which it couples
-            return None
+    elif not same_for_every_row(off):  # e.g. b[:, None]: one value per row
+        return None
     shape = ip[model.rvs_to_values[b].name].shape if b in model.free_RVs else None
+    tied = b.ndim == (0 if group is None else 1)
     if not (b.owner is not None and isinstance(b.owner.op, NormalRV) and b in model.free_RVs
-            and shape is not None and shape[-1:] == (d,) and b.ndim == (1 if group is None
-                                                                      else 2)):
+            and shape is not None and (tied or (shape[-1:] == (d,) and b.ndim == (
+                1 if group is None else 2)))):
         return None
     deps = [r for r in model.basic_RVs if r is not b and b in set(ancestors([r]))]
     if not set(deps) <= set(likelihood):
         return None
     _, _, mu, sigma = b.owner.inputs
-    return b, pt.broadcast_to(mu, shape), pt.broadcast_to(sigma, shape), group
+    return b, pt.broadcast_to(mu, shape), pt.broadcast_to(sigma, shape), group, tied
 
 
 def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
@@ -959,6 +977,7 @@ def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
             "so that PyMC imputes them.")
     sigma_a = pt.broadcast_to(_column_scale(a_sigma, f"The sigma of {a_rv.name!r}"), (d,))
     b_rv = b_mu = b_sigma = b_group = None
+    b_tied = False
     if off is not None:
         terms = [off]
         if off.owner is not None and isinstance(off.owner.op, Elemwise) and type(
@@ -967,14 +986,14 @@ def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
         for i, t in enumerate(terms):
             found = _offset_vector(model, t, likelihood, n, d, ip)
             if found is not None:
-                b_rv, b_mu, b_sigma, b_group = found
+                b_rv, b_mu, b_sigma, b_group, b_tied = found
                 rest = terms[:i] + terms[i + 1:]
                 off = None if not rest else (rest[0] if len(rest) == 1 else pt.add(*rest))
                 break
     return BernoulliLogitIBP(
         z_rv=z_rv, prior=prior, obs_rv=obs_rv, a_rv=a_rv, sigma_a=sigma_a, X=X, k_max=k_max,
         missing_rv=missing_rv, missing_mask=missing_mask, b_rv=b_rv, b_mu=b_mu,
-        b_sigma=b_sigma, b_group=b_group, offset=off)
+        b_sigma=b_sigma, b_group=b_group, b_tied=b_tied, offset=off)
 
 
 def matched_logit_models(model):

@@ -33,6 +33,7 @@ from pymc_ibp.step_methods.model_matching import (
     matched_models,
     one_value_var,
     row_indexed_variable,
+    same_for_every_row,
 )
 
 __all__ = ["IBPOffsetGibbs"]
@@ -116,6 +117,9 @@ class IBPOffsetGibbs(BlockedStep):
         sx_cols = pt.broadcast_to(blk.sigma_x, (blk.X.shape[1],))
         # a pm.Data group vector is read at every step (pm.set_data may change it)
         self._grouped = group is not None
+        # b of shape (N,) added as b[:, None]: one value per row, summed over its columns
+        self._per_row = (not self._grouped and rv.ndim == 1
+                         and not same_for_every_row(blk.offset))
         sym = model.replace_rvs_by_values([mu0, s0, sx_cols] + [group] * self._grouped)
         self._params = compile_point_fn(model, sym, compile_kwargs=compile_kwargs)
         self.spec = spec
@@ -141,7 +145,7 @@ class IBPOffsetGibbs(BlockedStep):
             sums, wsum = _group_sums(R * w, w, group[0], b.shape[0])
             shape = b.shape if b.ndim == 2 else (b.shape[0], 1)
         else:
-            sums, wsum, shape = R * w, w, b.shape
+            sums, wsum, shape = R * w, w, (b.shape[0], 1) if self._per_row else b.shape
         sums = _sum_to_shape(sums, shape).reshape(b.shape)
         prec = (1.0 / np.broadcast_to(s0, b.shape) ** 2
                 + _sum_to_shape(wsum, shape).reshape(b.shape))

@@ -23,7 +23,9 @@ sweeps of ``Z`` given ``A`` and ``b`` under the exact Bernoulli likelihood, with
 it is not part of the chain's state.  The first Z draw does not condition on ``A`` and ``b``
 and the next draw replaces them: a partially collapsed Gibbs sampler (van Dyk & Park 2008)
 whose blocks each leave ``p(Z, A, b, X_{mis} | X_{obs})`` invariant.  Missing entries are
-left out of the augmentation (their likelihood integrates to one) and drawn last.
+left out of the augmentation (their likelihood integrates to one) and drawn last.  A ``b``
+with one value for all columns (a scalar, or ``b[group][:, None]``) couples the columns, so
+the sweep and the draw of ``A`` hold it fixed and it moves by the slice update alone.
 
 The two Z sweeps move differently: given ``ω`` the pseudo-observations pin the linear
 predictor near its current value, so the collapsed sweep changes ``Z`` in ways that ``A``
@@ -124,8 +126,11 @@ class PolyaGammaGibbs(BlockedStep):
     ``b`` is taken by this step when it is a free ``pm.Normal`` with one value per column, or
     one per group of rows and column (``b[group]``, ``b`` of shape ``(G, D)``: the offset's
     coefficients then go with one indicator column per group instead of a column of ones),
-    used by this likelihood alone; any other offset (a constant, a scalar, a linear predictor
-    of covariates) is read from the current point and left to other steps.  When ``Z`` is
+    used by this likelihood alone; one value for all columns (a scalar ``b``, or one per group,
+    ``b[group][:, None]`` with ``b`` of shape ``(G,)``), which ties the columns together, is
+    read as a fixed offset by the sweep and the draw of ``A`` and then gets the slice update
+    alone; any other offset (a constant, a linear predictor of covariates) is read from the
+    current point and left to other steps.  When ``Z`` is
     updated by another step (e.g. ``pmi.IBPGibbs([Z])``), the step draws ``A`` (and ``b``)
     only: an exact Gibbs update that replaces NUTS for them; when ``A`` too has another step,
     ``b`` gets the slice update alone.
@@ -248,13 +253,6 @@ class PolyaGammaGibbs(BlockedStep):
         # without Z: A (with b when given) and / or the imputed X, each given the rest
         a_val = model.rvs_to_values[spec.a_rv]
         self.update_a = self.update_z or a_val in value_vars
-        if not self.update_a and spec.b_rv is not None and \
-                model.rvs_to_values[spec.b_rv] in value_vars and offset_sweeps == 0:
-            # b without A: only its slice update given Z and A (step 3)
-            raise ModelPatternError(
-                f"PolyaGammaGibbs(offset_sweeps=0) draws {spec.b_rv.name!r} together with "
-                f"{spec.a_rv.name!r}; give it both (or {spec.z_rv.name!r}, then it updates "
-                f"all of {[o.name for o in owned_vals]}), or leave offset_sweeps >= 1.")
         if self.update_z and len(value_vars) > 1 and a_val not in value_vars:
             # Z with some of the others but not A: A was given to another step, and the sweep
             # of Z integrates A out and must draw it afterwards (it cannot leave A alone)
@@ -270,8 +268,22 @@ class PolyaGammaGibbs(BlockedStep):
             # has): those only; a b or imputed X that the user gave another step stays with
             # it (b then a fixed offset here)
             owned_vals = [v for v in owned_vals if v in value_vars]
-        # A and b are drawn together when both are this step's (else b is a fixed offset)
-        self.with_b = spec.b_rv is not None and model.rvs_to_values[spec.b_rv] in owned_vals
+        if int(offset_sweeps) != offset_sweeps or offset_sweeps < 0:
+            raise ValueError(f"offset_sweeps must be an integer >= 0; got {offset_sweeps!r}.")
+        self.offset_sweeps = int(offset_sweeps)
+        # b this step's: drawn with A when both are, and it has one value per column (or per
+        # group and column); else a fixed offset there, updated by the slice update alone
+        self.own_b = spec.b_rv is not None and model.rvs_to_values[spec.b_rv] in owned_vals
+        self._tied = spec.b_tied  # one value for all columns (a scalar b, b[group][:, None])
+        self.with_b = self.own_b and not self._tied
+        if self.own_b and self.offset_sweeps == 0 and (self._tied or not self.update_a):
+            raise ModelPatternError(
+                f"PolyaGammaGibbs updates {spec.b_rv.name!r} by its slice update alone "
+                + ("(one value for all columns, which the draw of "
+                   f"{spec.a_rv.name!r} cannot take)" if self._tied else
+                   f"(without {spec.a_rv.name!r}, which it is drawn with)")
+                + "; leave offset_sweeps >= 1"
+                + ("." if self._tied else f", or give it {spec.a_rv.name!r} too."))
         self.vars = owned_vals
         self.z_name = model.rvs_to_values[spec.z_rv].name
         self.a_name = model.rvs_to_values[spec.a_rv].name
@@ -311,9 +323,6 @@ class PolyaGammaGibbs(BlockedStep):
         if int(feature_sweeps) != feature_sweeps or feature_sweeps < 0:
             raise ValueError(f"feature_sweeps must be an integer >= 0; got {feature_sweeps!r}.")
         self.feature_sweeps = int(feature_sweeps)
-        if int(offset_sweeps) != offset_sweeps or offset_sweeps < 0:
-            raise ValueError(f"offset_sweeps must be an integer >= 0; got {offset_sweeps!r}.")
-        self.offset_sweeps = int(offset_sweeps)
         # the surrogate start: by default for a pmi.IBP whose Z the user did not give
         ip = model.initial_point()
         self._z_given = self.update_z and initial_value_given(model, [spec.z_rv],
@@ -347,15 +356,17 @@ class PolyaGammaGibbs(BlockedStep):
     def _values(self, point):
         """``(σ_a², μ_b, σ_b², offset, group)`` at ``point`` (the prior mode's parameters set
         from the same point): ``σ_a²`` per column, ``μ_b`` and ``σ_b²`` as ``G x D`` (``G = 1``
-        unless the offset is ``b[group]``), the offset as ``1 x D`` (one row for all) or
+        unless the offset is ``b[group]``; ``G x 1`` when ``b`` has one value for all
+        columns), the offset as ``1 x D`` (one row for all) or
         ``N x D``, ``group`` every row's group (``None`` unless ``b[group]``)."""
         sa, b_mu, b_sigma, off, *rest = self._hyper_fn(point)
         group = np.asarray(rest.pop(0)) if self._grouped else None
         self.mode.set_params(*rest)
         shape = (self.d,)
         sa = np.broadcast_to(np.asarray(sa, dtype=np.float64), shape)
-        b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, self.d)
-        b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, self.d))
+        cols = 1 if self._tied else self.d
+        b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, cols)
+        b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, cols))
         off = np.asarray(off, dtype=np.float64)
         off = np.ascontiguousarray(np.broadcast_to(
             off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d)))
@@ -367,9 +378,11 @@ class PolyaGammaGibbs(BlockedStep):
 
     def _shift(self, off, vec, group):
         """``(shift, offset)`` with ``shift`` (``D``) plus ``offset`` (``1 x D`` or ``N x D``)
-        equal to ``vec`` (one row per group, ``G x D``, or a row for all) added to ``off``:
-        ``vec[group] + off`` as an ``N x D`` offset when the offset is ``b[group]``."""
-        vec = np.asarray(vec, dtype=np.float64).reshape(-1, self.d)
+        equal to ``vec`` (one row per group, ``G x D``, or a row for all; ``G x 1`` or one
+        value when ``b`` is tied across the columns) added to ``off``: ``vec[group] + off`` as
+        an ``N x D`` offset when the offset is ``b[group]``."""
+        vec = np.asarray(vec, dtype=np.float64).reshape(-1, 1 if self._tied else self.d)
+        vec = np.broadcast_to(vec, (len(vec), self.d))  # one value for all columns
         if group is None:
             return np.ascontiguousarray(vec[0]), off
         return np.zeros(self.d), np.ascontiguousarray(vec[group] + off)
@@ -442,10 +455,10 @@ class PolyaGammaGibbs(BlockedStep):
                 new[self.b_name] = b.astype(point[self.b_name].dtype, copy=False)
         del W
         psi = kernels.logit_linear_predictor(Z, A, *self._shift(off, b, group), buf)
-        if self.with_b and self.offset_sweeps:
+        if self.own_b and self.offset_sweeps:
             # b given A by slice sampling under the exact likelihood: where an entry's rows
             # hold (nearly) only zeros or ones, its draws given ω move slowly
-            B = np.array(b, dtype=np.float64).reshape(-1, self.d)
+            B = np.array(b, dtype=np.float64).reshape(-1, 1 if self._tied else self.d)
             labels = np.zeros(self.n, dtype=np.int64) if group is None else group % len(B)
             rows = np.argsort(labels, kind="stable")  # the rows of each group, in turn
             starts = np.zeros(len(B) + 1, dtype=np.int64)

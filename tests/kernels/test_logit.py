@@ -131,6 +131,44 @@ def test_logit_offset_slice_samples_each_entrys_conditional():
             assert abs(chain.std() / sd - 1.0) < 0.05, (g, j, chain.std(), sd)
 
 
+def test_logit_offset_slice_with_one_value_for_all_columns():
+    """An offset with one value per group for all columns (``B`` of shape G x 1, as
+    ``b[group][:, None]``): each entry's draws against its exact conditional
+    N(μ, var) Π over its rows and every column of p(x | ψ + b) on a grid; ψ follows."""
+    rng = np.random.default_rng(5)
+    n, d = 7, 3
+    x = (rng.random((n, d)) < 0.4).astype(np.int8)
+    obs = np.ones((n, d), dtype=bool)
+    obs[2, 1] = False
+    base = rng.normal(0.0, 1.0, size=(n, d))
+    group = np.array([1, 0, 1, 0, 0, 1, 1])
+    mu, var = np.array([[-0.5], [0.8]]), np.array([[2.0], [0.7]])
+    B = np.zeros((2, 1))
+    rows = np.argsort(group, kind="stable")
+    starts = np.array([0, 3, 7])
+    psi = base.copy()
+    draws = []
+    for _ in range(20000):
+        kernels.logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var)
+        draws.append(B[:, 0].copy())
+    np.testing.assert_allclose(psi, base + B[group], atol=1e-9)
+    draws = np.array(draws)
+    grid = np.linspace(-15.0, 15.0, 30001)
+    for g in range(2):
+        logp = -0.5 * (grid - mu[g, 0]) ** 2 / var[g, 0]
+        for i in np.nonzero(group == g)[0]:
+            for j in np.nonzero(obs[i])[0]:
+                eta = base[i, j] + grid
+                logp += x[i, j] * eta - np.logaddexp(0.0, eta)
+        p = np.exp(logp - logp.max())
+        p /= p.sum()
+        mean = p @ grid
+        sd = np.sqrt(p @ (grid - mean) ** 2)
+        chain = draws[:, g]
+        assert abs(chain.mean() - mean) < 5.0 * mcse_mean(chain), (g, chain.mean(), mean)
+        assert abs(chain.std() / sd - 1.0) < 0.05, (g, chain.std(), sd)
+
+
 @pytest.mark.parametrize("prior", ["ibp", "per-entry"])
 def test_logit_feature_sweep_leaves_its_conditional_invariant(prior):
     """i.i.d. draws of the exact p(Z | A, b, X) (the IBP pmf, or independent per-entry

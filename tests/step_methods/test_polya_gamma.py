@@ -271,17 +271,78 @@ def test_offset_per_group_exact_posterior():
         assert stats["ibp_model_logp"] == pytest.approx(float(logp(point)), rel=1e-10)
 
 
-def test_offset_per_group_with_one_value_for_all_columns_is_left_to_other_steps():
-    """b[group][:, None] (b of shape (G,)) ties the columns together: PolyaGammaGibbs reads it
-    as an offset at every step and b keeps PyMC's step."""
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+@pytest.mark.parametrize("tied", ["per-group", "scalar"])
+def test_offset_with_one_value_for_all_columns_exact_posterior(tied):
+    """logit_p = Z @ A + b[group][:, None] (b of shape (2,), rows 0 and 1 in group 0) or
+    + b (a scalar): one value for all columns, which ties them; pm.sample gives b to
+    PolyaGammaGibbs (held fixed in the sweep and the draw of A, then its slice update).
+    p(Z | X) with A and b integrated out (Gauss–Hermite quadrature: 14 nodes per value of b,
+    for each 14² per column's A) vs the visit frequencies (χ² over the 64 matrices), and
+    E[b_0 | X] vs the mean of its draws; with offset_sweeps=0 nothing would move b: an
+    error."""
+    group = GROUP if tied == "per-group" else np.zeros(N, dtype=int)
+    n_b = 2 if tied == "per-group" else 1
     with pm.Model() as model:
         Z = pmi.IBP("Z", 1.5, shape=(N, K))
         A = pm.Normal("A", 0.0, SA, shape=(K, 2))
-        b = pm.Normal("b", B_MEAN, B_SD, shape=2)
-        pm.Bernoulli("X", logit_p=Z @ A + b[GROUP][:, None], observed=X_BIN)
+        if tied == "per-group":
+            b = pm.Normal("b", B_MEAN, B_SD, shape=2)
+            pm.Bernoulli("X", logit_p=Z @ A + b[GROUP][:, None], observed=X_BIN)
+        else:
+            b = pm.Normal("b", B_MEAN, B_SD)
+            pm.Bernoulli("X", logit_p=Z @ A + b, observed=X_BIN)
         _, selected = pm.sampling.mcmc.assign_step_methods(model)
+        step = pmi.PolyaGammaGibbs()
+        with pytest.raises(pmi.ModelPatternError, match="slice update alone.*offset_sweeps"):
+            pmi.PolyaGammaGibbs(offset_sweeps=0)
+    assert sorted(v.name for v in selected[pmi.PolyaGammaGibbs]) == ["A", "Z", "b"]
+    assert {v.name for v in step.vars} == {"Z", "A", "b"}
+    g, w = np.polynomial.hermite_e.hermegauss(14)
+    w = w / w.sum()
+    a0, a1 = (v.ravel() for v in np.meshgrid(g * SA, g * SA, indexing="ij"))
+    wa = np.outer(w, w).ravel()
+    bvals = np.stack([v.ravel() for v in np.meshgrid(*[B_MEAN + g * B_SD] * n_b,
+                                                     indexing="ij")], axis=1)
+    wb = np.prod(np.stack(np.meshgrid(*[w] * n_b, indexing="ij"), axis=-1), axis=-1).ravel()
+    mats = all_binary_matrices(N, K)
+    lik = np.zeros((len(mats), len(bvals)))  # log p(X | Z, b), A integrated out
+    for i, z in enumerate(mats):
+        for j in range(2):
+            ll = np.zeros((len(bvals), a0.size))
+            for r in range(N):
+                psi = z[r, 0] * a0 + z[r, 1] * a1 + bvals[:, group[r], None]
+                ll += X_BIN[r, j] * psi - np.logaddexp(0.0, psi)
+            lik[i] += special.logsumexp(ll, b=wa, axis=1)
+    joint = ibp_logp_fn(N, K, 1.5)(mats)[:, None] + lik + np.log(wb)
+    joint = np.exp(joint - special.logsumexp(joint))
+    post = joint.sum(axis=1)
+    draws = run(step, model, 40000, seed=8, names=("Z", "b"))
+    counts = np.bincount(codes(draws["Z"]), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(draws["Z"]))
+    assert res.pvalue > 1e-3, res
+    exact = joint.sum(axis=0) @ bvals[:, 0]
+    b0 = draws["b"].reshape(len(draws["b"]), -1)[:, 0]
+    assert abs(b0.mean() - exact) < 5.0 * mcse_mean(b0), (b0.mean(), exact)
+
+
+def test_an_offset_per_row_is_read_along_the_rows():
+    """b of shape (N,) added as b[:, None] with N = D: one value per row, which the step reads
+    as a fixed offset along the rows (b keeps NUTS); dropping the broadcast read it as one
+    value per column and drew it with A."""
+    X = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]])
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.5, shape=(3, K))
+        A = pm.Normal("A", 0.0, SA, shape=(K, 3))
+        b = pm.Normal("b", B_MEAN, B_SD, shape=3)
+        pm.Bernoulli("X", logit_p=Z @ A + b[:, None], observed=X)
+        _, selected = pm.sampling.mcmc.assign_step_methods(model)
+        step = pmi.PolyaGammaGibbs()
     assert sorted(v.name for v in selected[pmi.PolyaGammaGibbs]) == ["A", "Z"]
     assert [v.name for v in selected[pm.NUTS]] == ["b"]
+    point = {**model.initial_point(), "b": np.array([1.0, 2.0, 3.0])}
+    np.testing.assert_array_equal(step._values(point)[3], np.repeat([[1.0], [2.0], [3.0]], 3,
+                                                                    axis=1))
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")

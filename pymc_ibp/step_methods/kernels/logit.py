@@ -284,54 +284,62 @@ _SLICE_STEPS = 30  # stepping-out limit of the offset's slice sampler (Neal 2003
 
 
 @numba.njit(cache=True)
-def _offset_log_density(x, obs, psi, rows, lo, hi, d, delta, mu, var, value):
-    """``log p(b = value | ·)`` up to a constant for one entry of the offset, added to column
-    ``d`` of the rows ``rows[lo:hi]``, whose linear predictor ``psi`` holds ``value - delta``."""
+def _offset_log_density(x, obs, psi, rows, lo, hi, c_lo, c_hi, delta, mu, var, value):
+    """``log p(b = value | ·)`` up to a constant for one entry of the offset, added to columns
+    ``c_lo:c_hi`` of the rows ``rows[lo:hi]``, whose linear predictor ``psi`` holds
+    ``value - delta``."""
     total = -0.5 * (value - mu) * (value - mu) / var
     for t in range(lo, hi):
         i = rows[t]
-        if obs[i, d]:
-            total += _bern_logit_ll(float(x[i, d]), psi[i, d] + delta)
+        for d in range(c_lo, c_hi):
+            if obs[i, d]:
+                total += _bern_logit_ll(float(x[i, d]), psi[i, d] + delta)
     return total
 
 
 @numba.njit(cache=True)
 def logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var):
     """One slice-sampling update (Neal 2003: stepping out, then shrinkage) of every entry of
-    the offset ``B`` (``G x D``, in place) from its conditional given ``Z``, ``A`` and the
-    other entries under the exact Bernoulli-logit likelihood, no Pólya-Gamma variables:
-    ``p(b_gd | ·) ∝ N(b_gd; μ_gd, var_gd) Π_{n ∈ g} p(x_nd | ψ_nd)``, the rows of group ``g``
-    being ``rows[starts[g]:starts[g+1]]`` (one group of all rows for an offset per column).
-    The bracket's width, ``2 / sqrt(n_gd/4 + 1/var_gd)`` (``n_gd`` the observed entries; twice
-    a lower bound of the conditional's standard deviation), does not depend on the current
-    value, so each update leaves the conditional invariant.  ``psi`` follows in place."""
-    n_groups, d_n = B.shape
+    the offset ``B`` (in place) from its conditional given ``Z``, ``A`` and the other entries
+    under the exact Bernoulli-logit likelihood, no Pólya-Gamma variables:
+    ``p(b_gc | ·) ∝ N(b_gc; μ_gc, var_gc) Π p(x_nd | ψ_nd)`` over the rows ``n`` of group
+    ``g``, ``rows[starts[g]:starts[g+1]]`` (one group of all rows for an offset per column),
+    and the columns ``d`` the entry is added to: column ``c`` when ``B`` is ``G x D``, every
+    column when ``B`` is ``G x 1`` (one value per group for all columns, ``b[group][:, None]``,
+    or a scalar ``b``).  The bracket's width, ``2 / sqrt(n_gc/4 + 1/var_gc)`` (``n_gc`` the
+    observed entries; twice a lower bound of the conditional's standard deviation), does not
+    depend on the current value, so each update leaves the conditional invariant.  ``psi``
+    follows in place."""
+    n_groups, n_cols = B.shape
+    tied = n_cols == 1  # one value for all columns
     for g in range(n_groups):
         lo, hi = starts[g], starts[g + 1]
-        for d in range(d_n):
-            m, v, b0 = mu[g, d], var[g, d], B[g, d]
+        for c in range(n_cols):
+            c_lo, c_hi = (0, x.shape[1]) if tied else (c, c + 1)
+            m, v, b0 = mu[g, c], var[g, c], B[g, c]
             n_obs = 0
             for t in range(lo, hi):
-                if obs[rows[t], d]:
-                    n_obs += 1
+                for d in range(c_lo, c_hi):
+                    if obs[rows[t], d]:
+                        n_obs += 1
             w = 2.0 / math.sqrt(0.25 * n_obs + 1.0 / v)
-            level = (_offset_log_density(x, obs, psi, rows, lo, hi, d, 0.0, m, v, b0)
+            level = (_offset_log_density(x, obs, psi, rows, lo, hi, c_lo, c_hi, 0.0, m, v, b0)
                      + math.log(1.0 - rng.random()))  # minus an Exp(1) draw
             left = b0 - w * rng.random()
             right = left + w
             j = int(_SLICE_STEPS * rng.random())
             k = _SLICE_STEPS - 1 - j
-            while j > 0 and _offset_log_density(x, obs, psi, rows, lo, hi, d, left - b0, m, v,
-                                                left) > level:
+            while j > 0 and _offset_log_density(x, obs, psi, rows, lo, hi, c_lo, c_hi,
+                                                left - b0, m, v, left) > level:
                 left -= w
                 j -= 1
-            while k > 0 and _offset_log_density(x, obs, psi, rows, lo, hi, d, right - b0, m,
-                                                v, right) > level:
+            while k > 0 and _offset_log_density(x, obs, psi, rows, lo, hi, c_lo, c_hi,
+                                                right - b0, m, v, right) > level:
                 right += w
                 k -= 1
             while True:
                 b1 = left + rng.random() * (right - left)
-                if _offset_log_density(x, obs, psi, rows, lo, hi, d, b1 - b0, m, v,
+                if _offset_log_density(x, obs, psi, rows, lo, hi, c_lo, c_hi, b1 - b0, m, v,
                                        b1) > level:
                     break
                 if b1 < b0:
@@ -339,8 +347,9 @@ def logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var):
                 else:
                     right = b1
             for t in range(lo, hi):  # every row: ψ of the missing entries too
-                psi[rows[t], d] += b1 - b0
-            B[g, d] = b1
+                for d in range(c_lo, c_hi):
+                    psi[rows[t], d] += b1 - b0
+            B[g, c] = b1
 
 
 # The N x D arrays of a Pólya-Gamma step, one pass each, written into a buffer the caller
