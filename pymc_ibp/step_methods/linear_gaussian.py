@@ -48,12 +48,15 @@ from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     PATTERN,
+    _strip,
     check_binary_start,
     find_linear_gaussian,
+    first_axis_index,
     initial_value_given,
     match_prior,
     matched_models,
     row_constant_variable,
+    row_indexed_variable,
 )
 from pymc_ibp.step_methods.prior_modes import prior_mode
 from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
@@ -128,29 +131,55 @@ def _fill_from_z(Z, X, M, m, noise):
 
 
 def _search_baselines(model, spec, initial_point=None, model_point=None):
-    """``(c0, c1, per_column, name, given)`` for each block of columns whose offset is one
-    free, untransformed variable (value ``name``) that is the same for every row (``b`` of
-    shape ``(D,)``, ``(1, D)`` or ``()``) and of this block alone: the start search fits a
-    baseline there (:func:`_baseline`), and the chain starts that variable at its initial
-    value plus the baseline unless the user ``given`` its initial value."""
-    rvs = [None if b.offset is None else row_constant_variable(model, b.offset)
-           for b in spec.blocks]
+    """``(c0, c1, per_column, name, given, group)`` for each block of columns whose offset is
+    one free, untransformed variable (value ``name``) of this block alone, the same for every
+    row (``b`` of shape ``(D,)``, ``(1, D)`` or ``()``; ``group = None``) or one per group of
+    rows (``b[group]`` with ``b`` of shape ``(G, D)``, or ``(G,)`` as ``b[group][:, None]``;
+    ``group`` the symbolic group vector): the start search fits a baseline there
+    (:func:`_baseline`), and the chain starts that variable at its initial value plus the
+    baseline unless the user ``given`` its initial value.  Without a per-group baseline the
+    search explained the groups' offsets with features of its own (one per group, which
+    the chain then kept beside ``b``)."""
     out = []
-    for rv, c0, c1 in zip(rvs, spec.cols[:-1], spec.cols[1:], strict=True):
-        if rv is None or rvs.count(rv) > 1:
+    rvs = []
+    for blk in spec.blocks:
+        rv = group = None
+        if blk.offset is not None:
+            rv = row_constant_variable(model, blk.offset)
+            if rv is None:
+                rv = row_indexed_variable(model, blk.offset, *blk.shape)
+                group = None if rv is None else first_axis_index(_strip(blk.offset))
+        rvs.append((rv, group))
+    names = [rv for rv, _ in rvs]
+    for (rv, group), c0, c1 in zip(rvs, spec.cols[:-1], spec.cols[1:], strict=True):
+        if rv is None or names.count(rv) > 1:
             continue
-        per_column = not (True, *rv.type.broadcastable)[-1]  # as broadcast against N x D_b
+        # as broadcast against the block's N x D_b; b[group]: (G, D), not (G,) for all columns
+        per_column = (rv.ndim == 2 if group is not None
+                      else not (True, *rv.type.broadcastable)[-1])
         out.append((int(c0), int(c1), per_column, model.rvs_to_values[rv].name,
-                    initial_value_given(model, [rv], initial_point, model_point)))
+                    initial_value_given(model, [rv], initial_point, model_point), group))
     return tuple(out)
 
 
-def _baseline(R, baselines):
-    """``1 x D``: per block of ``baselines`` (:func:`_search_baselines`) the mean of ``R``
-    over its rows (per column) or over all its entries (a scalar offset); zero elsewhere."""
-    c = np.zeros((1, R.shape[1]))
-    for c0, c1, per_column, *_ in baselines:
-        c[0, c0:c1] = R[:, c0:c1].mean(axis=0) if per_column else R[:, c0:c1].mean()
+def _baseline(R, baselines, groups=None):
+    """Per block of ``baselines`` (:func:`_search_baselines`) the mean of ``R`` over its rows
+    (per column) or over all its entries (a scalar offset), over each group's rows for a
+    per-group offset (``groups``: every row's group for each such block, in order); zero
+    elsewhere.  ``1 x D``, or ``N x D`` (one row per row of ``R``) with a per-group offset."""
+    grouped = [g for *_, g in baselines if g is not None]
+    c = np.zeros((R.shape[0] if grouped else 1, R.shape[1]))
+    i = 0
+    for c0, c1, per_column, *_, group in baselines:
+        if group is None:
+            c[:, c0:c1] = R[:, c0:c1].mean(axis=0) if per_column else R[:, c0:c1].mean()
+            continue
+        g = np.asarray(groups[i])
+        i += 1
+        for k in np.unique(g):
+            rows = g == k
+            c[rows, c0:c1] = (R[rows, c0:c1].mean(axis=0) if per_column
+                              else R[rows, c0:c1].mean())
     return c
 
 
@@ -296,6 +325,11 @@ class _LinearGaussianIBPStep(BlockedStep):
             model, [spec.z_rv], initial_point if self.update_z else None, ip)
         self._baselines = (_search_baselines(model, spec, initial_point, ip)
                            if self.update_z else ())
+        # the group vectors of per-group offsets (b[group]), read at every step (pm.Data)
+        groups = [g for *_, g in self._baselines if g is not None]
+        self._group_fn = (compile_point_fn(model, model.replace_rvs_by_values(groups),
+                                           compile_kwargs=compile_kwargs) if groups else None)
+        self._groups = None
         # the start search's α when α is a free variable: its value at the chain's initial
         # point (the prior's support point or the user's value), not the chain's current one,
         # which the α step drew given PyMC's all-zero start of Z before this step's first
@@ -425,7 +459,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         prior draw otherwise (``init_sweeps=0``).  With a per-entry prior (no counts) the
         searches use the IBP's counts and births at the mass :meth:`LogOddsMode.search_mass`
         and the result has its features in decreasing order of use (the stick-breaking
-        order).  ``base`` (``1 x D``, or ``None``): the baseline the search fitted beside
+        order).  ``base`` (``1 x D``; ``N x D`` with a per-group offset; or ``None``): the
+        baseline the search fitted beside
         ``Z`` where the offset is a free variable (:meth:`_anneal`), to be added to that
         offset's current value."""
         ns = self.init_subsample
@@ -441,12 +476,14 @@ class _LinearGaussianIBPStep(BlockedStep):
         Xs = np.ascontiguousarray(X[rows]) if sub else X
         Ms = None if self._mask is None else (self._mask[rows] if sub else self._mask)
         trXs = kernels.block_sq_norms(Xs, noise)
+        gs = (None if self._groups is None
+              else [np.asarray(g)[rows] if sub else g for g in self._groups])
         best, best_score, best_noise, best_base = None, -np.inf, noise, None
         ibp = self._search_prior()
         for _ in range(restarts):
             # each search scored at the noise it ended with (its estimate of a free σx: the
             # chain's initial σx can be far off and would favour too few or too many features)
-            Zs, Xf, end_noise, base = self._anneal(Xs, noise, trXs, Ms)
+            Zs, Xf, end_noise, base = self._anneal(Xs, noise, trXs, Ms, gs)
             score = (self._log_joint(Zs, Xf, kernels.block_sq_norms(Xf, end_noise), end_noise,
                                      ibp, Ms)[0] if restarts > 1 else 0.0)
             if best is None or score > best_score:
@@ -457,9 +494,28 @@ class _LinearGaussianIBPStep(BlockedStep):
             return best, best_base
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z[rows] = best
+        best_base = self._full_baseline(best_base, rows)
         if rows.size < self.n:
             self._assign_rows(Z, X if best_base is None else X - best_base, best_noise, ibp)
         return Z, best_base
+
+    def _full_baseline(self, base, rows):
+        """The baseline ``base`` (:func:`_baseline`) fitted on the rows ``rows``, for all
+        rows: a per-group offset's value for each group at every row of it (0 for a group
+        that ``rows`` miss)."""
+        if base is None or base.shape[0] == 1:
+            return base
+        full = np.zeros((self.n, base.shape[1]))
+        i = 0
+        for c0, c1, *_, group in self._baselines:
+            if group is None:
+                full[:, c0:c1] = base[0, c0:c1]
+                continue
+            g = np.asarray(self._groups[i])
+            i += 1
+            for k in np.unique(g[rows]):
+                full[g == k, c0:c1] = base[np.argmax(g[rows] == k), c0:c1]
+        return full
 
     def _assign_rows(self, Z, X, noise, ibp):
         """After a start fitted on a subset of the rows (the search, the variational start),
@@ -475,7 +531,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             kernels.refresh_interval(self.n), False, kernels.NO_LOGODDS, kernels.NO_EXT,
             kernels.NO_EXT, self.n, False, miss)
 
-    def _anneal(self, X, noise, trXX, M=None):
+    def _anneal(self, X, noise, trXX, M=None, groups=None):
         """Sweeps with split–merge and birth/death moves from a prior draw, the noise variance
         falling geometrically from the data's variance to ``σx²`` over the first ``span`` of
         them and staying there (a simulated-annealing search for a starting point; ``span``
@@ -499,7 +555,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         Returns ``(Z, X, noise, base)`` with ``X`` as filled last (minus the baseline),
         ``noise`` the final noise (a free ``σx`` or ``σa`` re-estimated after every sweep and
         at the end, given the current ``Z``: :meth:`_residual_variance`,
-        :meth:`_feature_variance`) and ``base`` the baseline (``1 x D``) or ``None``."""
+        :meth:`_feature_variance`) and ``base`` the baseline (:func:`_baseline`) or ``None``;
+        ``groups``: the rows' groups for each per-group offset (:func:`_baseline`)."""
         rng = self.rng
         alpha, beta = self._search_prior()
         nr = X.shape[0]
@@ -510,7 +567,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             trXX = kernels.block_sq_norms(X, noise)
         base = None
         if self._baselines:
-            base = _baseline(X, self._baselines)
+            base = _baseline(X, self._baselines, groups)
             X = X - base  # a new array: the caller's X is left alone
             trXX = kernels.block_sq_norms(X, noise)
         v0 = kernels.block_variances(X, noise.cols)
@@ -523,7 +580,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                 trXX = kernels.block_sq_norms(X, noise)
             if base is not None and t > 0:  # the baseline given the current Z
                 pred = _prediction(Z, X, m, target)
-                shift = _baseline(X if pred is None else X - pred, self._baselines)
+                shift = _baseline(X if pred is None else X - pred, self._baselines, groups)
                 X -= shift
                 base += shift
                 trXX = kernels.block_sq_norms(X, noise)
@@ -748,12 +805,23 @@ class _LinearGaussianIBPStep(BlockedStep):
         and statistics) sees follows them; a value the user gave is left as it is."""
         point = dict(point)
         base = base.copy()
-        for c0, c1, per_column, name, given in self._baselines:
+        i = 0
+        for c0, c1, per_column, name, given, group in self._baselines:
+            g = None
+            if group is not None:
+                g = np.asarray(self._groups[i])
+                i += 1
             if given:
                 base[:, c0:c1] = 0.0
                 continue
             v = np.asarray(point[name])
-            shift = base[0, c0:c1].reshape(v.shape) if per_column else base[0, c0]
+            if g is None:
+                shift = base[0, c0:c1].reshape(v.shape) if per_column else base[0, c0]
+            else:  # b[group]: each group's row from one of its rows
+                shift = np.zeros(v.shape)
+                for k in np.unique(g):
+                    r = np.argmax(g == k)
+                    shift[k] = base[r, c0:c1] if per_column else base[r, c0]
             point[name] = (v + shift).astype(v.dtype)
         return X - base, offset + base, point
 
@@ -809,6 +877,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         if not self.started and self.update_z:
             check_binary_start(z_in, self.z_name, type(self).__name__)
         Z = np.array(z_in, dtype=np.int8, copy=True)
+        if self._group_fn is not None:
+            self._groups = self._group_fn(point)
         offset = self._offset(point)
         X = self._complete_data(point, offset)
         trXX = self._trXX(X, noise)

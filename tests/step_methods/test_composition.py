@@ -370,6 +370,41 @@ def test_offset_per_group_gets_its_exact_gaussian_update(per_column, as_data):
         check(group)
 
 
+@pytest.mark.parametrize("per_column, subsample", [(True, None), (False, None), (True, 60)],
+                         ids=["per-column", "one-per-group", "search-on-60-rows"])
+def test_start_search_fits_a_baseline_per_group(per_column, subsample):
+    """Z @ A + b[group] with group offsets far from b's initial value (b of shape (G, D) or
+    (G,)): the start search fits each group's baseline beside Z and b starts there, so the
+    first Z holds the 4 glyphs and no feature that marks a group (without the per-group
+    baseline the search gave each of two groups a feature of its own, which the chains
+    kept for hundreds of iterations beside b)."""
+    G = 3
+    rng = np.random.default_rng(0)
+    group = rng.integers(0, G, size=N)
+    true_b = rng.normal(0.0, 2.0, size=(G, D) if per_column else G)
+    shift = true_b[group] if per_column else true_b[group][:, None]
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        sigma_a = pm.HalfNormal("sigma_a", 2.0)
+        A = pm.Normal("A", 0.0, sigma_a, shape=(K, D))
+        b = pm.Normal("b", 0.0, 3.0, shape=true_b.shape)
+        pm.Normal("X", mu=Z @ A + (b[group] if per_column else b[group][:, None]),
+                  sigma=0.5, observed=DATA.X + shift)
+    with model:  # a search on a subset of the rows (init_subsample), the rest then assigned
+        step = None if subsample is None else [pmi.AcceleratedGibbs([Z],
+                                                                    init_subsample=subsample)]
+    idata = sample(model, tune=0, draws=1, var_names=["Z", "b"], step=step)
+    z = idata["posterior"]["Z"].values[0, 0]
+    z = z[:, z.sum(axis=0) > 0]
+    glyph = np.abs(np.corrcoef(z.T, DATA.Z.T)[: z.shape[1], z.shape[1]:])
+    marks = np.abs(np.corrcoef(z.T, np.eye(G)[group].T)[: z.shape[1], z.shape[1]:])
+    assert z.shape[1] == 4 and np.all(glyph.max(axis=0) > 0.85), glyph
+    assert marks.max() < 0.5, marks
+    # b starts at the groups' baselines (the first draw of b then moves with A)
+    b0 = idata["posterior"]["b"].values[0, 0]
+    assert np.corrcoef(b0.ravel(), true_b.ravel())[0, 1] > 0.9, (b0, true_b)
+
+
 def two_block_data(seed=21):
     """One Z (the block images' 4 glyphs) explaining two observed matrices with their own
     features and noise scales: X1 the glyphs' first 18 pixels at σ = 0.5, X2 the other 18

@@ -457,7 +457,7 @@ def test_start_search_fits_the_offsets_baseline_beside_z(given):
         ip["b"] = X.mean(axis=0) - 0.2
     with model:
         step = pmi.AcceleratedGibbs([model["Z"], model["A"]], initial_point=ip)
-    assert step._baselines == ((0, 36, True, "b", given),)
+    assert step._baselines == ((0, 36, True, "b", given, None),)
     point = {**ip, "alpha_log__": np.log(0.05)}
     found = 0
     for seed in range(3):
@@ -639,7 +639,8 @@ def test_start_search_scores_each_restart_at_its_own_noise_estimate():
                                                           kernels.block_variances(X, noise.cols)))
 
     searches = iter([merged, truth, merged])
-    step._anneal = lambda X_, noise_, trXX_, M=None: (Z_ := next(searches), X_, ends_at(Z_), None)
+    step._anneal = lambda X_, noise_, trXX_, M=None, groups=None: (
+        Z_ := next(searches), X_, ends_at(Z_), None)
     start = step._fresh_start(X, noise, restarts=3)
     assert np.array_equal(start, truth)
 
