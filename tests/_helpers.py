@@ -58,6 +58,17 @@ def mcse_mean(x, n_batches=50):
     return se.reshape(x.shape[1:]) if x.ndim > 1 else float(se[0])
 
 
+def assert_follows_grid_density(chain, grid, logp, label=""):
+    """The mean (within 5 MCSE) and standard deviation (within 5 %) of the draws ``chain`` of
+    a scalar against those of the density ``exp(logp)`` (unnormalised) on the even ``grid``."""
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    mean = p @ grid
+    sd = np.sqrt(p @ (grid - mean) ** 2)
+    assert abs(chain.mean() - mean) < 5.0 * mcse_mean(chain), (label, chain.mean(), mean)
+    assert abs(chain.std() / sd - 1.0) < 0.05, (label, chain.std(), sd)
+
+
 def geweke_z(mc, sc):
     """Geweke (2004) z-scores of the differences between the means of the test functions
     (columns) under the marginal-conditional simulator ``mc`` (independent draws) and the
