@@ -174,13 +174,24 @@ def _baseline(R, baselines, groups=None):
         if group is None:
             c[:, c0:c1] = R[:, c0:c1].mean(axis=0) if per_column else R[:, c0:c1].mean()
             continue
-        g = np.asarray(groups[i])
+        _, inv, count = np.unique(np.asarray(groups[i]), return_inverse=True,
+                                  return_counts=True)
         i += 1
-        for k in np.unique(g):
-            rows = g == k
-            c[rows, c0:c1] = (R[rows, c0:c1].mean(axis=0) if per_column
-                              else R[rows, c0:c1].mean())
+        if per_column:
+            sums = np.zeros((len(count), c1 - c0))
+            np.add.at(sums, inv, R[:, c0:c1])
+            c[:, c0:c1] = (sums / count[:, None])[inv]
+        else:
+            sums = np.bincount(inv, weights=R[:, c0:c1].sum(axis=1), minlength=len(count))
+            c[:, c0:c1] = (sums / (count * (c1 - c0)))[inv][:, None]
     return c
+
+
+def _group_values(base, g, c0, c1):
+    """``(labels, values)``: the groups in ``g`` (every row's group) and, for each, its
+    row of ``base[:, c0:c1]`` (a per-group baseline, the same at every row of a group)."""
+    labels, first = np.unique(g, return_index=True)
+    return labels, base[first, c0:c1]
 
 
 class _LinearGaussianIBPStep(BlockedStep):
@@ -513,8 +524,10 @@ class _LinearGaussianIBPStep(BlockedStep):
                 continue
             g = np.asarray(self._groups[i])
             i += 1
-            for k in np.unique(g[rows]):
-                full[g == k, c0:c1] = base[np.argmax(g[rows] == k), c0:c1]
+            labels, values = _group_values(base, g[rows], c0, c1)
+            at = np.minimum(np.searchsorted(labels, g), len(labels) - 1)
+            seen = labels[at] == g  # rows of groups that ``rows`` hold (others: 0)
+            full[seen, c0:c1] = values[at[seen]]
         return full
 
     def _assign_rows(self, Z, X, noise, ibp):
@@ -819,9 +832,8 @@ class _LinearGaussianIBPStep(BlockedStep):
                 shift = base[0, c0:c1].reshape(v.shape) if per_column else base[0, c0]
             else:  # b[group]: each group's row from one of its rows
                 shift = np.zeros(v.shape)
-                for k in np.unique(g):
-                    r = np.argmax(g == k)
-                    shift[k] = base[r, c0:c1] if per_column else base[r, c0]
+                labels, values = _group_values(base, g, c0, c1)
+                shift[labels] = values if per_column else values[:, 0]
             point[name] = (v + shift).astype(v.dtype)
         return X - base, offset + base, point
 

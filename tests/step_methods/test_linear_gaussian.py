@@ -707,3 +707,22 @@ def test_subsample_search_scores_its_rows_as_an_ibp_of_that_size():
         gap = (kernels.log_joint_of(Zs, Xs, 0.25, 1.0, 1.0)[0]
                - kernels.log_joint_of(Zts, Xs, 0.25, 1.0, 1.0)[0])
         assert gap > -30.0, gap
+
+
+def test_baseline_per_group_is_each_groups_mean():
+    """_baseline with per-group offsets (labels with gaps, one block per column or one value
+    for all its columns) against a loop over the groups; a plain offset beside them."""
+    from pymc_ibp.step_methods.linear_gaussian import _baseline
+
+    rng = np.random.default_rng(3)
+    R = rng.normal(size=(40, 7))
+    g1, g2 = rng.choice([0, 2, 5], size=40), rng.choice([1, 3], size=40)
+    baselines = ((0, 3, True, "b1", False, "g1"), (3, 5, False, "b2", False, "g2"),
+                 (5, 7, True, "b3", False, None))
+    c = _baseline(R, baselines, [g1, g2])
+    for k in np.unique(g1):
+        np.testing.assert_allclose(c[g1 == k, 0:3], np.broadcast_to(
+            R[g1 == k, 0:3].mean(axis=0), ((g1 == k).sum(), 3)))
+    for k in np.unique(g2):
+        np.testing.assert_allclose(c[g2 == k, 3:5], R[g2 == k, 3:5].mean())
+    np.testing.assert_allclose(c[:, 5:7], np.broadcast_to(R[:, 5:7].mean(axis=0), (40, 2)))
