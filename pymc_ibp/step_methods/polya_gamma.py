@@ -275,6 +275,7 @@ class PolyaGammaGibbs(BlockedStep):
         # group and column); else a fixed offset there, updated by the slice update alone
         self.own_b = spec.b_rv is not None and model.rvs_to_values[spec.b_rv] in owned_vals
         self._tied = spec.b_tied  # one value for all columns (a scalar b, b[group][:, None])
+        self._b_cols = 1 if self._tied else spec.shape[1]  # b's columns as G x cols
         self.with_b = self.own_b and not self._tied
         if self.own_b and self.offset_sweeps == 0 and (self._tied or not self.update_a):
             raise ModelPatternError(
@@ -364,9 +365,8 @@ class PolyaGammaGibbs(BlockedStep):
         self.mode.set_params(*rest)
         shape = (self.d,)
         sa = np.broadcast_to(np.asarray(sa, dtype=np.float64), shape)
-        cols = 1 if self._tied else self.d
-        b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, cols)
-        b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, cols))
+        b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, self._b_cols)
+        b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, self._b_cols))
         off = np.asarray(off, dtype=np.float64)
         off = np.ascontiguousarray(np.broadcast_to(
             off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d)))
@@ -381,7 +381,7 @@ class PolyaGammaGibbs(BlockedStep):
         equal to ``vec`` (one row per group, ``G x D``, or a row for all; ``G x 1`` or one
         value when ``b`` is tied across the columns) added to ``off``: ``vec[group] + off`` as
         an ``N x D`` offset when the offset is ``b[group]``."""
-        vec = np.asarray(vec, dtype=np.float64).reshape(-1, 1 if self._tied else self.d)
+        vec = np.asarray(vec, dtype=np.float64).reshape(-1, self._b_cols)
         vec = np.broadcast_to(vec, (len(vec), self.d))  # one value for all columns
         if group is None:
             return np.ascontiguousarray(vec[0]), off
@@ -458,7 +458,7 @@ class PolyaGammaGibbs(BlockedStep):
         if self.own_b and self.offset_sweeps:
             # b given A by slice sampling under the exact likelihood: where an entry's rows
             # hold (nearly) only zeros or ones, its draws given ω move slowly
-            B = np.array(b, dtype=np.float64).reshape(-1, 1 if self._tied else self.d)
+            B = np.array(b, dtype=np.float64).reshape(-1, self._b_cols)
             labels = np.zeros(self.n, dtype=np.int64) if group is None else group % len(B)
             rows = np.argsort(labels, kind="stable")  # the rows of each group, in turn
             starts = np.zeros(len(B) + 1, dtype=np.int64)
