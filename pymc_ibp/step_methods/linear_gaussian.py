@@ -165,18 +165,17 @@ def _search_baselines(model, spec, initial_point=None, model_point=None):
 def _baseline(R, baselines, groups=None):
     """Per block of ``baselines`` (:func:`_search_baselines`) the mean of ``R`` over its rows
     (per column) or over all its entries (a scalar offset), over each group's rows for a
-    per-group offset (``groups``: every row's group for each such block, in order); zero
+    per-group offset (``groups``: one entry per block, every row's group for a per-group
+    offset's block and ``None`` for the others; ``None``: no per-group offset); zero
     elsewhere.  ``1 x D``, or ``N x D`` (one row per row of ``R``) with a per-group offset."""
-    grouped = [g for *_, g in baselines if g is not None]
+    groups = [None] * len(baselines) if groups is None else groups
+    grouped = any(g is not None for g in groups)
     c = np.zeros((R.shape[0] if grouped else 1, R.shape[1]))
-    i = 0
-    for c0, c1, per_column, *_, group in baselines:
-        if group is None:
+    for (c0, c1, per_column, *_), g in zip(baselines, groups, strict=True):
+        if g is None:
             c[:, c0:c1] = R[:, c0:c1].mean(axis=0) if per_column else R[:, c0:c1].mean()
             continue
-        _, inv, count = np.unique(np.asarray(groups[i]), return_inverse=True,
-                                  return_counts=True)
-        i += 1
+        _, inv, count = np.unique(g, return_inverse=True, return_counts=True)
         if per_column:
             sums = np.zeros((len(count), c1 - c0))
             np.add.at(sums, inv, R[:, c0:c1])
@@ -488,7 +487,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         Ms = None if self._mask is None else (self._mask[rows] if sub else self._mask)
         trXs = kernels.block_sq_norms(Xs, noise)
         gs = (None if self._groups is None
-              else [np.asarray(g)[rows] if sub else g for g in self._groups])
+              else [g if g is None or not sub else g[rows] for g in self._groups])
         best, best_score, best_noise, best_base = None, -np.inf, noise, None
         ibp = self._search_prior()
         for _ in range(restarts):
@@ -517,13 +516,10 @@ class _LinearGaussianIBPStep(BlockedStep):
         if base is None or base.shape[0] == 1:
             return base
         full = np.zeros((self.n, base.shape[1]))
-        i = 0
-        for c0, c1, *_, group in self._baselines:
-            if group is None:
+        for (c0, c1, *_), g in zip(self._baselines, self._groups, strict=True):
+            if g is None:
                 full[:, c0:c1] = base[0, c0:c1]
                 continue
-            g = np.asarray(self._groups[i])
-            i += 1
             labels, values = _group_values(base, g[rows], c0, c1)
             at = np.minimum(np.searchsorted(labels, g), len(labels) - 1)
             seen = labels[at] == g  # rows of groups that ``rows`` hold (others: 0)
@@ -818,12 +814,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         and statistics) sees follows them; a value the user gave is left as it is."""
         point = dict(point)
         base = base.copy()
-        i = 0
-        for c0, c1, per_column, name, given, group in self._baselines:
-            g = None
-            if group is not None:
-                g = np.asarray(self._groups[i])
-                i += 1
+        groups = self._groups or [None] * len(self._baselines)
+        for (c0, c1, per_column, name, given, _), g in zip(self._baselines, groups, strict=True):
             if given:
                 base[:, c0:c1] = 0.0
                 continue
@@ -889,8 +881,10 @@ class _LinearGaussianIBPStep(BlockedStep):
         if not self.started and self.update_z:
             check_binary_start(z_in, self.z_name, type(self).__name__)
         Z = np.array(z_in, dtype=np.int8, copy=True)
-        if self._group_fn is not None:
-            self._groups = self._group_fn(point)
+        if self._group_fn is not None:  # one entry per baseline block (None: not grouped)
+            vals = iter(self._group_fn(point))
+            self._groups = [None if group is None else np.asarray(next(vals))
+                            for *_, group in self._baselines]
         offset = self._offset(point)
         X = self._complete_data(point, offset)
         trXX = self._trXX(X, noise)

@@ -719,7 +719,7 @@ def test_baseline_per_group_is_each_groups_mean():
     g1, g2 = rng.choice([0, 2, 5], size=40), rng.choice([1, 3], size=40)
     baselines = ((0, 3, True, "b1", False, "g1"), (3, 5, False, "b2", False, "g2"),
                  (5, 7, True, "b3", False, None))
-    c = _baseline(R, baselines, [g1, g2])
+    c = _baseline(R, baselines, [g1, g2, None])
     for k in np.unique(g1):
         np.testing.assert_allclose(c[g1 == k, 0:3], np.broadcast_to(
             R[g1 == k, 0:3].mean(axis=0), ((g1 == k).sum(), 3)))
