@@ -11,6 +11,8 @@ Model: the digits example (``examples/digits.py``): ``N = 300`` binarised scikit
   (exact likelihood); surrogate start;
 * ``polya_gamma_collapsed`` — the same without the sweep of Z given A
   (``feature_sweeps=0``);
+* ``polya_gamma_no_offset_slice`` — the same without the slice update of b given A
+  (``offset_sweeps=0``; not run by default);
 * ``ibpgibbs_nuts`` — ``pmi.IBPGibbs`` on Z (uncollapsed, with its mode-crossing moves and
   surrogate start) and NUTS on A and b (pm.sample's choice before PolyaGammaGibbs existed);
 * ``ibpgibbs_pg`` — ``pmi.IBPGibbs`` on Z and ``pmi.PolyaGammaGibbs`` on A and b only (what
@@ -53,6 +55,8 @@ COLS = ["sampler", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plu
 #: the sorted feature sizes m_(1) >= m_(2) >= ... whose R-hat is reported (label-invariant)
 SIZE_RANKS = 5
 SAMPLERS = ["polya_gamma", "polya_gamma_collapsed", "ibpgibbs_nuts", "ibpgibbs_pg"]
+#: run only when asked for (--samplers)
+EXTRA = ["polya_gamma_no_offset_slice"]
 #: statistics summarised over replicate runs (median, min, max), with their decimals
 SUMMARY = {"log_joint_rhat": 2, "log_joint_ess": 1, "K_plus_rhat": 2, "K_plus_ess": 1,
            "log_lik_rhat": 2, "log_lik_ess": 1, "log_lik_mean": 0, "size2_rhat": 2,
@@ -74,6 +78,8 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
     with model:
         step = {"polya_gamma": lambda: None,
                 "polya_gamma_collapsed": lambda: [pmi.PolyaGammaGibbs([Z], feature_sweeps=0)],
+                "polya_gamma_no_offset_slice": lambda: [pmi.PolyaGammaGibbs([Z],
+                                                                            offset_sweeps=0)],
                 "ibpgibbs_nuts": lambda: [pmi.IBPGibbs([Z]), pm.NUTS([A, b])],
                 "ibpgibbs_pg": lambda: [pmi.IBPGibbs([Z]), pmi.PolyaGammaGibbs([A, b])]
                 }[sampler]()
@@ -104,7 +110,7 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N = 100, 2 chains x (20 + 20)")
-    ap.add_argument("--samplers", nargs="+", default=SAMPLERS, choices=SAMPLERS)
+    ap.add_argument("--samplers", nargs="+", default=SAMPLERS, choices=SAMPLERS + EXTRA)
     ap.add_argument("--tune", type=int, default=150, help="tuning iterations (default 150)")
     ap.add_argument("--draws", type=int, default=300, help="kept draws per chain (default 300)")
     ap.add_argument("--replicates", type=int, default=1,
@@ -135,8 +141,10 @@ def main():
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b, "
         "K_max = 32, alpha ~ Gamma(2, 1) by IBPAlphaGibbs; 4 chains, cores=2.  polya_gamma: "
         "pmi.PolyaGammaGibbs on Z, A, b (pm.sample's choice); polya_gamma_collapsed: the "
-        "same with feature_sweeps=0 (no sweep of Z given A); ibpgibbs_nuts: pmi.IBPGibbs on "
-        "Z, NUTS on A and b; ibpgibbs_pg: pmi.IBPGibbs on Z, pmi.PolyaGammaGibbs on A and b.  "
+        "same with feature_sweeps=0 (no sweep of Z given A); polya_gamma_no_offset_slice: "
+        "the same with offset_sweeps=0 (no slice update of b given A); ibpgibbs_nuts: "
+        "pmi.IBPGibbs on Z, NUTS on A and b; ibpgibbs_pg: pmi.IBPGibbs on Z, "
+        "pmi.PolyaGammaGibbs on A and b.  "
         "Every chain from the step's default start (the surrogate start).",
         "log_joint = ibp_model_logp (the model's log density at the draw, no Jacobians); "
         "log_lik = ibp_log_lik (the log-likelihood of X at the draw); "
