@@ -261,10 +261,13 @@ class LinearGaussianIBP:
                 float(np.asarray(alpha)), float(np.asarray(beta)))
 
     def compile_offset(self, model, compile_kwargs=None):
-        """A point function giving the blocks' offsets as one ``N x D`` array, or ``None``."""
+        """A point function giving the blocks' offsets as one ``N x D`` array, or ``1 x D``
+        (added to every row) when every block's offset is the same for every row, or
+        ``None``.  (At 10^6 rows an ``N x D`` offset costs as much as the data, at every call.)"""
         if all(b.offset is None for b in self.blocks):
             return None
-        n = self.blocks[0].shape[0]
+        n = (1 if all(b.offset is None or same_for_every_row(b.offset) for b in self.blocks)
+             else self.blocks[0].shape[0])
         parts = [pt.zeros((n, b.shape[1])) if b.offset is None
                  else pt.broadcast_to(b.offset, (n, b.shape[1])) for b in self.blocks]
         [off] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1)])

@@ -77,14 +77,37 @@ def _sum_to_shape(R, shape):
     return R.sum(axis=axes, keepdims=True)
 
 
-def _group_sums(RW, W, group, n_groups):
-    """``G x D`` sums of the rows of ``RW`` and of ``W`` (both ``N x D``) over each group of
-    rows (``group``: every row's group, indexing as ``b[group]`` does)."""
-    group = np.asarray(group)
-    sums, wsum = np.zeros((n_groups, RW.shape[1])), np.zeros((n_groups, W.shape[1]))
-    np.add.at(sums, group, RW)
-    np.add.at(wsum, group, W)
-    return sums, wsum
+def _by_group(M, labels, n_groups):
+    """``G x C`` sums of the rows of ``M`` (``N x C``) over each group of rows (``labels``:
+    every row's group in ``0 .. G-1``), one column at a time (no ``N x C`` temporary)."""
+    out = np.empty((n_groups, M.shape[1]))
+    for j in range(M.shape[1]):
+        out[:, j] = np.bincount(labels, weights=M[:, j], minlength=n_groups)
+    return out
+
+
+def _residual_sums(X, Z, A, w, b_shape, group=None, per_row=False):
+    """``(sums, wsum, shape)``: the precision-weighted residuals ``w_d (x_nd - z_n a_d)`` and
+    the precisions ``w_d`` summed over the rows that each entry of ``b`` is added to, as an
+    array that :func:`_sum_to_shape` brings to ``shape`` (``b``'s, as ``G x D``, ``G x 1``,
+    ``N x 1`` or broadcast against ``1 x D``).  The rows are summed first (``Σ_n x_nd -
+    m_k a_kd``, per group or per row), so no ``N x D`` array is made: at 10^6 rows each
+    would cost as much as the data."""
+    n = X.shape[0]
+    if group is not None:  # b[group]: sums over each group's rows, b as (G, D) or (G, 1)
+        G = b_shape[0]
+        labels = np.asarray(group, dtype=np.int64) % G  # as b[group] indexes
+        count = np.bincount(labels, minlength=G).astype(float)
+        sums = (_by_group(X, labels, G) - _by_group(Z, labels, G) @ A) * w
+        return sums, count[:, None] * w, b_shape if len(b_shape) == 2 else (G, 1)
+    if per_row:  # b of shape (N,) added as b[:, None]: each row over its columns
+        sums = X @ w - Z @ (A @ w)
+        return sums[:, None], np.full((n, 1), w.sum()), (n, 1)
+    if len(b_shape) == 2 and b_shape[0] != 1:  # one value per entry (or per row, N x 1)
+        R = (X - Z @ A) * w
+        return R, np.broadcast_to(w, R.shape), b_shape
+    sums = (X.sum(axis=0) - Z.sum(axis=0, dtype=np.int64) @ A) * w
+    return sums[None], (n * w)[None], b_shape
 
 
 class IBPOffsetGibbs(BlockedStep):
@@ -139,13 +162,10 @@ class IBPOffsetGibbs(BlockedStep):
         if self._mask is not None:
             X = X.copy()
             X[self._mask] = point[self.miss_name]
-        R = X - self.spec.z_value(point, self.z_name) @ point[self.a_name]
-        w = np.broadcast_to(1.0 / sx**2, R.shape)  # precision of each entry
-        if self._grouped:  # b[group]: sums over each group's rows, b as (G, D) or (G, 1)
-            sums, wsum = _group_sums(R * w, w, group[0], b.shape[0])
-            shape = b.shape if b.ndim == 2 else (b.shape[0], 1)
-        else:
-            sums, wsum, shape = R * w, w, (b.shape[0], 1) if self._per_row else b.shape
+        w = 1.0 / sx**2  # precision of each column's entries (sx: one per column)
+        sums, wsum, shape = _residual_sums(
+            X, self.spec.z_value(point, self.z_name), np.asarray(point[self.a_name], float), w,
+            b.shape, group[0] if self._grouped else None, self._per_row)
         sums = _sum_to_shape(sums, shape).reshape(b.shape)
         prec = (1.0 / np.broadcast_to(s0, b.shape) ** 2
                 + _sum_to_shape(wsum, shape).reshape(b.shape))

@@ -474,6 +474,39 @@ def test_start_search_fits_the_offsets_baseline_beside_z(given):
     assert found == 3
 
 
+@pytest.mark.parametrize("subsample", [0, 100], ids=["all-rows", "subset"])
+@pytest.mark.parametrize("given", [False, True], ids=["default-b", "users-b"])
+def test_first_search_shifts_the_chains_own_data_in_place(given, subsample):
+    """The chain's first search takes the baseline off the chain's own copy of the data in
+    place (no N x D copies at 10^6 rows): the same Z and baseline as the search on a copy
+    (the tuning restarts'), the data left minus the baseline except in the columns of an
+    offset the user gave (put back after the rows' assignment on a subset search)."""
+    data = pmi.datasets.block_images(300, noise=0.5, seed=1)
+    model = _offset_model(data.X + 3.0)
+    ip = model.initial_point()
+    if given:
+        ip["b"] = data.X.mean(axis=0) + 2.8
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"], model["A"]], initial_point=ip,
+                                    init_subsample=subsample, init_sweeps=20)
+    noise = step._hyper(ip)
+    X = step._complete_data(ip, step._offset(ip))
+    out = []
+    for in_place in (True, False):
+        step.setup_chain(np.random.default_rng(4), tune=10, draws=10)
+        Xc = X.copy()
+        out.append((*step._search(Xc, noise, restarts=2, in_place=in_place), Xc))
+    (Z1, base1, X1), (Z2, base2, X2) = out
+    np.testing.assert_array_equal(Z1, Z2)
+    np.testing.assert_array_equal(base1, base2)
+    np.testing.assert_array_equal(X2, X)  # the copying search leaves its data alone
+    assert np.abs(base1).max() > 0.1  # a baseline to take off
+    if given:
+        np.testing.assert_allclose(X1, X, rtol=0, atol=1e-12)
+    else:
+        np.testing.assert_array_equal(X1, X - base1)
+
+
 def test_offset_model_chains_start_at_the_glyphs():
     """pm.sample on the offset model of the test above: every chain holds the glyphs after
     20 tuning iterations, and no feature is in every row."""
