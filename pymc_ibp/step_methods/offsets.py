@@ -100,10 +100,10 @@ def _residual_sums(X, Z, A, w, b_shape, group=None, per_row=False):
         count = np.bincount(labels, minlength=G).astype(float)
         sums = (_by_group(X, labels, G) - _by_group(Z, labels, G) @ A) * w
         return sums, count[:, None] * w, b_shape if len(b_shape) == 2 else (G, 1)
-    if per_row:  # b of shape (N,) added as b[:, None]: each row over its columns
-        sums = X @ w - Z @ (A @ w)
+    if per_row or tuple(b_shape) == (n, 1):  # one value per row: each row over its columns
+        sums = X @ w - Z @ (A @ w)  # (b of shape (N,) added as b[:, None], or (N, 1))
         return sums[:, None], np.full((n, 1), w.sum()), (n, 1)
-    if len(b_shape) == 2 and b_shape[0] != 1:  # one value per entry (or per row, N x 1)
+    if len(b_shape) == 2 and b_shape[0] != 1:  # one value per entry
         R = (X - Z @ A) * w
         return R, np.broadcast_to(w, R.shape), b_shape
     sums = (X.sum(axis=0) - Z.sum(axis=0, dtype=np.int64) @ A) * w

@@ -294,6 +294,29 @@ def test_offset_shapes_scalar_and_per_row(shape):
     assert np.abs(draws.mean(axis=0) - true_b).max() < 5 * per_entry + 0.01
 
 
+@pytest.mark.parametrize("kind", ["scalar", "per-column", "per-row", "per-group"])
+def test_an_offset_the_same_for_every_row_is_read_as_one_row(kind):
+    """At 10^6 rows an N x D copy of an offset costs as much as the data at every step: the
+    linear-Gaussian steps read an offset that is the same for every row as 1 x D, one that
+    differs between rows (per row, b[group]) as N x D, with the same values either way."""
+    rng = np.random.default_rng(2)
+    group = rng.integers(0, 3, N)
+    shape = {"scalar": (), "per-column": (D,), "per-row": (N, 1), "per-group": (3, D)}[kind]
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        b = pm.Normal("b", 0.0, 2.0, shape=shape)
+        pm.Normal("X", mu=Z @ A + (b[group] if kind == "per-group" else b), sigma=0.5,
+                  observed=DATA.X)
+    spec = pmi.step_methods.model_matching.find_linear_gaussian(model, model["Z"])
+    point = model.initial_point()
+    point["b"] = rng.normal(size=shape)
+    off = np.asarray(spec.compile_offset(model)(point))
+    full = np.broadcast_to(point["b"][group] if kind == "per-group" else point["b"], (N, D))
+    assert off.shape == ((N, D) if kind in ("per-row", "per-group") else (1, D))
+    np.testing.assert_array_equal(np.broadcast_to(off, (N, D)), full)
+
+
 def test_offset_per_row_as_a_column_with_as_many_rows_as_columns():
     """b of shape (N,) added as b[:, None] (one value per row) with N = D, where dropping the
     broadcast would read it as one value per column (it did): the collapsed sampler's offset
