@@ -366,8 +366,8 @@ class DataParallelGibbs(AcceleratedGibbs):
             self._run(lambda client: self._ensure_data(client, None))
         return super()._trXX(X, noise)
 
-    def _start(self, Z, X, noise):
-        Z, base = super()._start(Z, X, noise)
+    def _start(self, Z, X, noise, owned=False):
+        Z, base = super()._start(Z, X, noise, owned)
         if self._sharded is not None:  # no multi-start segments: they score Z on all rows
             self.restarts, self.segment = 1, 0
         return Z, base

@@ -58,6 +58,7 @@ from pymc_ibp.step_methods.model_matching import (
     row_constant_variable,
     row_indexed_variable,
 )
+from pymc_ibp.step_methods.offsets import group_row_sums
 from pymc_ibp.step_methods.prior_modes import prior_mode
 from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
 
@@ -176,13 +177,11 @@ def _baseline(R, baselines, groups=None):
             c[:, c0:c1] = R[:, c0:c1].mean(axis=0) if per_column else R[:, c0:c1].mean()
             continue
         _, inv, count = np.unique(g, return_inverse=True, return_counts=True)
-        if per_column:
-            sums = np.zeros((len(count), c1 - c0))
-            np.add.at(sums, inv, R[:, c0:c1])
-            c[:, c0:c1] = (sums / count[:, None])[inv]
+        if per_column:  # each group's mean row, or the mean of its entries
+            block, n_entries = R[:, c0:c1], count
         else:
-            sums = np.bincount(inv, weights=R[:, c0:c1].sum(axis=1), minlength=len(count))
-            c[:, c0:c1] = (sums / (count * (c1 - c0)))[inv][:, None]
+            block, n_entries = R[:, c0:c1].sum(axis=1, keepdims=True), count * (c1 - c0)
+        c[:, c0:c1] = (group_row_sums(block, inv, len(count)) / n_entries[:, None])[inv]
     return c
 
 
@@ -403,7 +402,9 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     def _complete_data(self, point, offset):
         """The data the ``Z`` and ``A`` updates see: ``X`` with the imputed entries filled in,
-        minus the offset added to ``Z @ A`` (if any)."""
+        minus the offset added to ``Z @ A`` (if any).  A new array, the step's own for this
+        iteration (:meth:`_owns_data`), with missing entries or an offset; the model's
+        (read-only) array otherwise."""
         X = self._X
         if self._mask is not None:
             X = X.copy()
@@ -411,6 +412,10 @@ class _LinearGaussianIBPStep(BlockedStep):
                 if miss is not None:
                     X[:, c0:c1][mask] = point[miss]
         return X if offset is None else X - offset
+
+    def _owns_data(self, offset):
+        """Whether :meth:`_complete_data` returns a new array with this ``offset``."""
+        return self._mask is not None or offset is not None
 
     def _sweep(self, Z, X, m, noise):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -540,7 +545,8 @@ class _LinearGaussianIBPStep(BlockedStep):
             labels, values = _group_values(base, g[rows], c0, c1)
             at = np.minimum(np.searchsorted(labels, g), len(labels) - 1)
             seen = labels[at] == g  # rows of groups that ``rows`` hold (others: 0)
-            full[seen, c0:c1] = values[at[seen]]
+            for j in range(c1 - c0):  # a column at a time: no N x D temporary
+                full[:, c0 + j] = np.where(seen, values[at, j], 0.0)
         return full
 
     def _assign_rows(self, Z, X, noise, ibp):
@@ -802,20 +808,21 @@ class _LinearGaussianIBPStep(BlockedStep):
         return (self._from_prior(Z) and self.init_method == "anneal"
                 and self.init_sweeps > 0)
 
-    def _start(self, Z, X, noise):
+    def _start(self, Z, X, noise, owned=False):
         """``(Z, base)``: the chain's first ``Z`` (initialisation policy in the module
         docstring) and the search's baseline (:meth:`_anneal`; ``None`` without one).  From
         the prior with ``init_sweeps > 0``: the best of ``init_restarts`` annealed searches
         (:meth:`_search`), before the first sweep, so that runs with little or no tuning
         start from it too.  With ``init_sweeps=0``: a prior draw and the multi-start schedule
         of :meth:`_restart` (``R`` segments of ``L >= 10`` sweeps in the first half of
-        tuning)."""
+        tuning).  ``owned``: ``X`` is the step's own array, which the start search may shift in
+        place (:meth:`_search`)."""
         self.started = True
         if not self._from_prior(Z):
             return Z, None
         if self._will_search(Z):
             found, base = self._search(X, noise, restarts=self.init_restarts,
-                                       in_place=X is not self._X)
+                                       in_place=owned)
             if not self.mode.counts and not np.isfinite(self.mode.log_prior(found)):
                 return Z, None  # the search (under the IBP's counts) broke a hard zero
             return found, base
@@ -825,11 +832,13 @@ class _LinearGaussianIBPStep(BlockedStep):
         self.restarts, self.segment = R, (self.n_tune // (2 * R) if R > 1 else 0)
         return self._fresh_start(X, noise), None
 
-    def _start_offsets(self, base, X, offset, point):
+    def _start_offsets(self, base, X, offset, point, shifted):
         """``(X, offset, point)`` after a start search that fitted the baseline ``base``: the
         offset variables whose initial value the user did not give start at that value plus
         the baseline, and the data the first ``A`` draw (and that iteration's imputed entries
-        and statistics) sees follows them; a value the user gave is left as it is."""
+        and statistics) sees follows them; a value the user gave is left as it is.
+        ``shifted``: the search already took the baseline off ``X`` in place (``X`` is the
+        step's own array); otherwise ``X`` is the model's and a shifted copy is returned."""
         point = dict(point)
         base = self._offset_base(base)
         groups = self._groups or [None] * len(self._baselines)
@@ -845,12 +854,16 @@ class _LinearGaussianIBPStep(BlockedStep):
                 shift[labels] = values if per_column else values[:, 0]
             point[name] = (v + shift).astype(v.dtype)
         # the search left the chain's own X shifted (_search's in_place); the shared data not
-        return X - base if X is self._X else X, offset + base, point
+        X = X if shifted else X - base
+        if base.shape != np.broadcast_shapes(base.shape, offset.shape):
+            return X, offset + base, point
+        base += offset  # the new offset in the baseline's array (N x D with b[group])
+        return X, base, point
 
     def _offset_base(self, base):
-        """A copy of the baseline ``base`` that is zero in the columns of the offsets whose
-        initial value the user gave: the part of it the chain's offset takes over."""
-        base = base.copy()
+        """The baseline ``base`` (the search's own array, changed in place) made zero in the
+        columns of the offsets whose initial value the user gave: the part of it the chain's
+        offset takes over."""
         for c0, c1, *_, given, _ in self._baselines:
             if given:
                 base[:, c0:c1] = 0.0
@@ -914,6 +927,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                             for *_, group in self._baselines]
         offset = self._offset(point)
         X = self._complete_data(point, offset)
+        owned = self._owns_data(offset)
         trXX = self._trXX(X, noise)
         flips = births = deaths = hit = sm_acc = bd_acc = ps_acc = 0
         if self.update_z:
@@ -922,9 +936,9 @@ class _LinearGaussianIBPStep(BlockedStep):
             # of a free sigma_x or alpha, e.g. alpha drawn given the all-zero Z, can be far off)
             searched = not self.started and self._will_search(Z)
             if not self.started:
-                Z, base = self._start(Z, X, noise)
+                Z, base = self._start(Z, X, noise, owned)
                 if base is not None:
-                    X, offset, point = self._start_offsets(base, X, offset, point)
+                    X, offset, point = self._start_offsets(base, X, offset, point, owned)
                     trXX = self._trXX(X, noise)
             if searched and self._mask is not None:  # the A draw below sees the search's fill
                 X = _column_mean_fill(X, self._mask)

@@ -77,9 +77,11 @@ def _sum_to_shape(R, shape):
     return R.sum(axis=axes, keepdims=True)
 
 
-def _by_group(M, labels, n_groups):
+def group_row_sums(M, labels, n_groups):
     """``G x C`` sums of the rows of ``M`` (``N x C``) over each group of rows (``labels``:
-    every row's group in ``0 .. G-1``), one column at a time (no ``N x C`` temporary)."""
+    every row's group in ``0 .. G-1``), one column at a time (no ``N x C`` temporary).  The one
+    home of per-group row sums: :class:`IBPOffsetGibbs`'s residual sums and the start search's
+    per-group baseline (:func:`~pymc_ibp.step_methods.linear_gaussian._baseline`)."""
     out = np.empty((n_groups, M.shape[1]))
     for j in range(M.shape[1]):
         out[:, j] = np.bincount(labels, weights=M[:, j], minlength=n_groups)
@@ -98,7 +100,7 @@ def _residual_sums(X, Z, A, w, b_shape, group=None, per_row=False):
         G = b_shape[0]
         labels = np.asarray(group, dtype=np.int64) % G  # as b[group] indexes
         count = np.bincount(labels, minlength=G).astype(float)
-        sums = (_by_group(X, labels, G) - _by_group(Z, labels, G) @ A) * w
+        sums = (group_row_sums(X, labels, G) - group_row_sums(Z, labels, G) @ A) * w
         return sums, count[:, None] * w, b_shape if len(b_shape) == 2 else (G, 1)
     if per_row or tuple(b_shape) == (n, 1):  # one value per row: each row over its columns
         sums = X @ w - Z @ (A @ w)  # (b of shape (N,) added as b[:, None], or (N, 1))

@@ -17,6 +17,10 @@ from tests._helpers import noise_of
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
+# A worker the scheduler drops under load (two xdist workers on two cores; seen once in about
+# ten CI runs) is recovered by the step with the same seeds, as the recovery tests below show:
+# the other tests accept such a run and still compare its draws.
+pytestmark = pytest.mark.filterwarnings("ignore::pymc_ibp.ShardRecoveryWarning")
 
 X = pmi.datasets.block_images(90, seed=4).X
 GLYPHS = pmi.datasets.block_images(90, seed=4).Z

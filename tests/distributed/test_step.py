@@ -14,6 +14,10 @@ from pymc_ibp.step_methods import kernels
 from tests._helpers import lg_model, readme_model
 
 distributed = pytest.importorskip("distributed")
+# A worker the scheduler drops under load (two xdist workers on two cores; seen once in about
+# ten CI runs) is recovered by the step with the same seeds, as the recovery tests below show:
+# the other tests accept such a run and still compare its draws.
+pytestmark = pytest.mark.filterwarnings("ignore::pymc_ibp.ShardRecoveryWarning")
 
 X = pmi.datasets.block_images(90, seed=4).X
 

@@ -428,6 +428,30 @@ def test_start_search_fits_a_baseline_per_group(per_column, subsample):
     assert np.corrcoef(b0.ravel(), true_b.ravel())[0, 1] > 0.9, (b0, true_b)
 
 
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+@pytest.mark.parametrize("per_group", [False, True], ids=["per-column", "per-group"])
+def test_first_imputation_after_the_start_search_sees_the_offsets_start(per_group):
+    """Missing entries and an offset whose initial value (b's prior mean, 3) is far from the
+    data's (about 8 above it): the start search fits the baseline, b starts at its initial
+    value plus the baseline, and the first draw of the missing entries is made around
+    Z A + that offset (not around the initial value minus the baseline)."""
+    G = 3
+    rng = np.random.default_rng(1)
+    group = rng.integers(0, G, size=N)
+    true_b = 8.0 + rng.normal(0.0, 1.0, size=(G, D) if per_group else D)
+    truth = DATA.X + (true_b[group] if per_group else true_b)
+    miss = rng.random((N, D)) < 0.05
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        b = pm.Normal("b", 3.0, 3.0, shape=true_b.shape)
+        pm.Normal("X", mu=Z @ A + (b[group] if per_group else b), sigma=0.5,
+                  observed=np.where(miss, np.nan, truth))
+    idata = sample(model, tune=0, draws=1, var_names=["X_unobserved"])
+    drawn = idata["posterior"]["X_unobserved"].values[0, 0]
+    assert np.mean(np.abs(drawn - truth[miss])) < 1.5
+
+
 def two_block_data(seed=21):
     """One Z (the block images' 4 glyphs) explaining two observed matrices with their own
     features and noise scales: X1 the glyphs' first 18 pixels at σ = 0.5, X2 the other 18
