@@ -83,7 +83,7 @@ def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=No
     noise = kernels.noise_blocks(sx**2, sa**2, d)
     rng = np.random.default_rng(random_seed)
     offset_fn = spec.compile_offset(model)
-    X = spec.X if offset_fn is None else spec.X - np.asarray(offset_fn(point))
+    X = spec.X if offset_fn is None else offset_fn(point).subtract_from(spec.X)
     Z = mode.draw(rng) if start is None else np.array(start, dtype=np.int8, copy=True)
     if Z.shape != (n, spec.k_max):
         raise ValueError(f"start must have shape {(n, spec.k_max)}; got {Z.shape}.")

@@ -398,7 +398,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         return self._col_var[key]
 
     def _offset(self, point):
-        return None if self._offset_fn is None else np.asarray(self._offset_fn(point))
+        """The offset added to ``Z @ A`` at ``point`` (a :class:`RowOffset`), or ``None``."""
+        return None if self._offset_fn is None else self._offset_fn(point)
 
     def _complete_data(self, point, offset):
         """The data the ``Z`` and ``A`` updates see: ``X`` with the imputed entries filled in,
@@ -411,7 +412,9 @@ class _LinearGaussianIBPStep(BlockedStep):
             for c0, c1, _, miss, mask in self._blocks:
                 if miss is not None:
                     X[:, c0:c1][mask] = point[miss]
-        return X if offset is None else X - offset
+        if offset is None:
+            return X
+        return offset.subtract_from(X, out=X if self._mask is not None else None)
 
     def _owns_data(self, offset):
         """Whether :meth:`_complete_data` returns a new array with this ``offset``."""
@@ -854,11 +857,8 @@ class _LinearGaussianIBPStep(BlockedStep):
                 shift[labels] = values if per_column else values[:, 0]
             point[name] = (v + shift).astype(v.dtype)
         # the search left the chain's own X shifted (_search's in_place); the shared data not
-        X = X if shifted else X - base
-        if base.shape != np.broadcast_shapes(base.shape, offset.shape):
-            return X, offset + base, point
-        base += offset  # the new offset in the baseline's array (N x D with b[group])
-        return X, base, point
+        # the new offset: in the baseline's array when that is N x D (b[group])
+        return X if shifted else X - base, offset.plus(base), point
 
     def _offset_base(self, base):
         """The baseline ``base`` (the search's own array, changed in place) made zero in the
@@ -988,7 +988,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         for c0, c1, a_name, miss, mask in self._blocks:
             new[a_name] = A[:, c0:c1]
             if miss is not None:
-                mean = Z @ A[:, c0:c1] + (0.0 if offset is None else offset[:, c0:c1])
+                mean = Z @ A[:, c0:c1] + (0.0 if offset is None else offset.columns(c0, c1))
                 sd = np.broadcast_to(sx_col[c0:c1], mean.shape)[mask]
                 new[miss] = mean[mask] + sd * self.rng.standard_normal(sd.shape)
         # label-invariant statistics, with the hyperparameters this sweep used

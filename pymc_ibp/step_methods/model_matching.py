@@ -28,11 +28,12 @@ transform; they are read from the current point at every step.  Observed arrays 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile.ops import ViewOp
-from pytensor.graph.basic import Constant
+from pytensor.graph.basic import Constant, equal_computations
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.basic import Alloc
 from pytensor.tensor.blas import Dot22
@@ -48,6 +49,7 @@ from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import DataError, ModelPatternError
 
 __all__ = [
+    "RowOffset",
     "PRIOR_MATCHERS",
     "GaussianBlock",
     "IBPPrior",
@@ -261,17 +263,118 @@ class LinearGaussianIBP:
                 float(np.asarray(alpha)), float(np.asarray(beta)))
 
     def compile_offset(self, model, compile_kwargs=None):
-        """A point function giving the blocks' offsets as one ``N x D`` array, or ``1 x D``
-        (added to every row) when every block's offset is the same for every row, or
-        ``None``.  (At 10^6 rows an ``N x D`` offset costs as much as the data, at every call.)"""
+        """A point function giving the blocks' offsets as a :class:`RowOffset`, or ``None``
+        when no block has one.  The offsets are read as one row added to every row when every
+        block's offset is the same for every row (``b``, ``b[None, :]``), as a table of one
+        row per group and every row's group when they are ``b[group]`` (one index vector for
+        all blocks; the others the same for every row), and as ``N x D`` otherwise.  At 10^6
+        rows an ``N x D`` offset costs as much as the data, at every call."""
         if all(b.offset is None for b in self.blocks):
             return None
+        index, tables = self._offset_tables()
+        if index is not None:  # b[group]: a row per group, and every row's group
+            g = next(t for t in tables if t is not None).shape[0]
+            parts = [pt.zeros((g, b.shape[1])) if b.offset is None
+                     else pt.broadcast_to(b.offset if t is None else t, (g, b.shape[1]))
+                     for b, t in zip(self.blocks, tables, strict=True)]
+            [off, idx] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1), index])
+            fn = compile_point_fn(model, [off, idx], compile_kwargs=compile_kwargs)
+
+            def grouped(point):
+                table, labels = fn(point)
+                table = np.asarray(table, dtype=np.float64)
+                return RowOffset(table, np.asarray(labels, dtype=np.int64) % table.shape[0])
+
+            return grouped
         n = (1 if all(b.offset is None or same_for_every_row(b.offset) for b in self.blocks)
              else self.blocks[0].shape[0])
         parts = [pt.zeros((n, b.shape[1])) if b.offset is None
                  else pt.broadcast_to(b.offset, (n, b.shape[1])) for b in self.blocks]
         [off] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1)])
-        return compile_point_fn(model, off, compile_kwargs=compile_kwargs)
+        fn = compile_point_fn(model, off, compile_kwargs=compile_kwargs)
+        return lambda point: RowOffset(np.asarray(fn(point), dtype=np.float64))
+
+    def _offset_tables(self):
+        """``(index, tables)`` when every block's offset is ``None``, the same for every row,
+        or ``base[index]`` with one index vector for all (``b[group]`` with ``b`` of shape
+        ``(G, D_b)``, ``(G, 1)``, or ``(G,)`` added as ``b[group][:, None]``): ``tables`` one
+        entry per block, ``base`` as ``G x D_b`` (``G x 1``) for the indexed ones and ``None``
+        for the others.  ``(None, None)`` otherwise (offsets read as ``N x D``)."""
+        index, tables = None, []
+        for b in self.blocks:
+            if b.offset is None or same_for_every_row(b.offset):
+                tables.append(None)
+                continue
+            term = _strip(b.offset)
+            idx = first_axis_index(term)
+            if idx is None or b.offset.ndim != 2 or b.offset.type.broadcastable[0]:
+                return None, None
+            base = term.owner.inputs[0]
+            if base.ndim == 1 and b.offset.type.broadcastable[1]:  # b[group][:, None]
+                table = base[:, None]
+            elif base.ndim == 2 and term.ndim == 2:
+                table = base
+            else:
+                return None, None
+            if index is not None and not equal_computations([idx], [index]):
+                return None, None
+            index = idx
+            tables.append(table)
+        return (index, tables) if index is not None else (None, None)
+
+
+#: rows per chunk where an offset table is expanded (a chunk's temporary, not N x D)
+_OFFSET_CHUNK = 1 << 15
+
+
+class RowOffset(NamedTuple):
+    """The offset added to the mean of ``N x D`` data (``b`` in ``Z @ A + b``), read as
+    ``table[rows]``: ``table`` with one row per group and ``rows`` every data row's group
+    (``b[group]``), or ``table`` itself when ``rows`` is ``None`` (one row added to every row,
+    or ``N x D``).  The methods expand a table in chunks of rows: no ``N x D`` temporary."""
+
+    table: np.ndarray
+    rows: np.ndarray | None = None
+
+    def subtract_from(self, X, out=None):
+        """``X`` minus the offset, into ``out`` (may be ``X``; default a new array)."""
+        if out is None:
+            out = np.empty(X.shape, dtype=np.result_type(X, self.table))
+        if self.rows is None:
+            return np.subtract(X, self.table, out=out)
+        for s in range(0, X.shape[0], _OFFSET_CHUNK):
+            e = s + _OFFSET_CHUNK
+            np.subtract(X[s:e], self.table[self.rows[s:e]], out=out[s:e])
+        return out
+
+    def add_to(self, Y):
+        """``Y += offset`` (``Y``: ``N x D``), in place; returns ``Y``."""
+        if self.rows is None:
+            Y += self.table
+            return Y
+        for s in range(0, Y.shape[0], _OFFSET_CHUNK):
+            Y[s:s + _OFFSET_CHUNK] += self.table[self.rows[s:s + _OFFSET_CHUNK]]
+        return Y
+
+    def columns(self, c0, c1):
+        """The offset's columns ``c0:c1``, as an array that broadcasts against ``N x D_b``
+        (expanded to ``N`` rows for a table)."""
+        part = self.table[:, c0:c1]
+        return part if self.rows is None else part[self.rows]
+
+    def dense(self, n):
+        """The offset as an ``N x D`` array (``N = n``; tests and small data)."""
+        return (np.broadcast_to(self.table, (n, self.table.shape[1])).copy()
+                if self.rows is None else self.table[self.rows])
+
+    def plus(self, base):
+        """The offset plus a baseline ``base`` (``1 x D``, or ``N x D``, then changed in
+        place and returned inside the result)."""
+        if base.shape[0] == 1:
+            return RowOffset(self.table + base, self.rows)
+        if self.rows is None and self.table.shape[0] != 1 and base.shape != self.table.shape:
+            raise ValueError("RowOffset.plus: the baseline and the offset differ in shape.")
+        return RowOffset(self.add_to(base))
 
 
 def _strip(var, broadcasting=False):

@@ -220,8 +220,7 @@ class IBPScaleSlice(BlockedStep):
         if e["sharded"] is not None and e["role"] == "sigma_x":
             return self._sharded_suff(e, point)
         count, ss = 0, 0.0
-        offset = (None if e["offset_fn"] is None
-                  else np.ascontiguousarray(e["offset_fn"](point), dtype=np.float64))
+        offset = None if e["offset_fn"] is None else e["offset_fn"](point)  # a RowOffset
         Z = (None if e["role"] == "sigma_a" else
              np.ascontiguousarray(e["spec"].z_value(point, e["z_name"]), dtype=np.int8))
         for c0, c1, a_name, miss_name, mask in e["blocks"]:
@@ -233,8 +232,12 @@ class IBPScaleSlice(BlockedStep):
             if mask is not None:  # this block's columns with the imputed values filled in
                 X, xc = np.array(X[:, c0:c1]), 0
                 X[mask] = point[miss_name]
-            off, oc = (np.zeros((1, c1 - c0)), 0) if offset is None else (offset, c0)
-            ss += kernels.residual_sq_sum(X, xc, Z, A, off, oc)
+            if offset is None:
+                off, oc, rows = np.zeros((1, c1 - c0)), 0, kernels.NO_ROWS
+            else:  # b[group]: the groups' table and every row's group
+                off, oc = np.ascontiguousarray(offset.table), c0
+                rows = kernels.NO_ROWS if offset.rows is None else offset.rows
+            ss += kernels.residual_sq_sum(X, xc, Z, A, off, oc, rows)
             count += X.shape[0] * (c1 - c0)
         return count, ss
 

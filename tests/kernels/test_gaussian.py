@@ -178,10 +178,17 @@ def test_data_summaries_match_numpy():
     Z = (rng.random((60, 4)) < 0.5).astype(np.int8)
     A = rng.normal(size=(4, 3))
     off = rng.normal(size=(60, 9))
+    none = kernels.NO_ROWS
     ref = np.sum((X[:, 2:5] - off[:, 4:7] - Z @ A) ** 2)
-    assert kernels.residual_sq_sum(X, 2, Z, A, off, 4) == pytest.approx(ref, rel=1e-12)
+    assert kernels.residual_sq_sum(X, 2, Z, A, off, 4, none) == pytest.approx(ref, rel=1e-12)
     ref1 = np.sum((X[:, 2:5] - off[:1, 4:7] - Z @ A) ** 2)
-    assert kernels.residual_sq_sum(X, 2, Z, A, off[:1], 4) == pytest.approx(ref1, rel=1e-12)
+    assert kernels.residual_sq_sum(X, 2, Z, A, off[:1], 4, none) == pytest.approx(ref1,
+                                                                                rel=1e-12)
     ref0 = np.sum((X[:, 2:5] - Z @ A) ** 2)
-    assert kernels.residual_sq_sum(X, 2, Z, A, np.zeros((1, 3)), 0) == pytest.approx(ref0,
-                                                                                   rel=1e-12)
+    assert kernels.residual_sq_sum(X, 2, Z, A, np.zeros((1, 3)), 0, none) == pytest.approx(
+        ref0, rel=1e-12)
+    labels = rng.integers(0, 5, 60)  # one row of the offset per group (b[group])
+    table = rng.normal(size=(5, 9))
+    refg = np.sum((X[:, 2:5] - table[labels][:, 4:7] - Z @ A) ** 2)
+    assert kernels.residual_sq_sum(X, 2, Z, A, table, 4, labels) == pytest.approx(refg,
+                                                                                rel=1e-12)

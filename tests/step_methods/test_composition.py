@@ -10,6 +10,7 @@ import pytest
 from pymc.sampling.mcmc import assign_step_methods
 
 import pymc_ibp as pmi
+from pymc_ibp.step_methods import kernels
 
 N, K, D = 150, 12, 36
 DATA = pmi.datasets.block_images(N, noise=0.5, seed=11)
@@ -294,27 +295,57 @@ def test_offset_shapes_scalar_and_per_row(shape):
     assert np.abs(draws.mean(axis=0) - true_b).max() < 5 * per_entry + 0.01
 
 
-@pytest.mark.parametrize("kind", ["scalar", "per-column", "per-row", "per-group"])
-def test_an_offset_the_same_for_every_row_is_read_as_one_row(kind):
+KINDS = ["scalar", "per-column", "per-row", "per-group", "one-per-group", "group-plus-column"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_offset_is_read_as_one_row_or_one_row_per_group(kind, monkeypatch):
     """At 10^6 rows an N x D copy of an offset costs as much as the data at every step: the
-    linear-Gaussian steps read an offset that is the same for every row as 1 x D, one that
-    differs between rows (per row, b[group]) as N x D, with the same values either way."""
+    linear-Gaussian steps read an offset that is the same for every row as 1 x D, b[group]
+    (b of shape (G, D), or (G,) as b[group][:, None]) as its G rows and every row's group,
+    and only other offsets (per row, b[group] + c) as N x D, with the same values."""
     rng = np.random.default_rng(2)
     group = rng.integers(0, 3, N)
-    shape = {"scalar": (), "per-column": (D,), "per-row": (N, 1), "per-group": (3, D)}[kind]
+    shape = {"scalar": (), "per-column": (D,), "per-row": (N, 1), "per-group": (3, D),
+             "one-per-group": (3,), "group-plus-column": (3, D)}[kind]
     with pm.Model() as model:
         Z = pmi.IBP("Z", 1.0, shape=(N, K))
         A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
         b = pm.Normal("b", 0.0, 2.0, shape=shape)
-        pm.Normal("X", mu=Z @ A + (b[group] if kind == "per-group" else b), sigma=0.5,
-                  observed=DATA.X)
+        c = pm.Normal("c", 0.0, 2.0, shape=D)
+        offset = {"per-group": lambda: b[group], "one-per-group": lambda: b[group][:, None],
+                  "group-plus-column": lambda: b[group] + c}.get(kind, lambda: b)()
+        pm.Normal("X", mu=Z @ A + offset, sigma=0.5, observed=DATA.X)
     spec = pmi.step_methods.model_matching.find_linear_gaussian(model, model["Z"])
     point = model.initial_point()
-    point["b"] = rng.normal(size=shape)
-    off = np.asarray(spec.compile_offset(model)(point))
-    full = np.broadcast_to(point["b"][group] if kind == "per-group" else point["b"], (N, D))
-    assert off.shape == ((N, D) if kind in ("per-row", "per-group") else (1, D))
-    np.testing.assert_array_equal(np.broadcast_to(off, (N, D)), full)
+    point["b"], point["c"] = rng.normal(size=shape), rng.normal(size=D)
+    off = spec.compile_offset(model)(point)
+    # tables are expanded in chunks of rows: chunks of 7 rows here, a last one of 3
+    monkeypatch.setattr(pmi.step_methods.model_matching, "_OFFSET_CHUNK", 7)
+    value = {"per-group": lambda v: v[group], "one-per-group": lambda v: v[group][:, None],
+             "group-plus-column": lambda v: v[group] + point["c"]}.get(kind, lambda v: v)(
+        point["b"])
+    full = np.broadcast_to(value, (N, D))
+    if kind in ("per-group", "one-per-group"):
+        assert off.table.shape == (3, D)
+        np.testing.assert_array_equal(off.rows, group)
+    else:
+        assert off.rows is None
+        assert off.table.shape == ((1, D) if kind in ("scalar", "per-column") else (N, D))
+    np.testing.assert_array_equal(off.dense(N), full)
+    np.testing.assert_array_equal(off.subtract_from(DATA.X), DATA.X - full)
+    np.testing.assert_array_equal(off.columns(5, 9) + np.zeros((N, 4)), full[:, 5:9])
+    base = rng.normal(size=(N, D))
+    np.testing.assert_allclose(off.plus(base.copy()).dense(N), base + full, rtol=1e-15)
+    np.testing.assert_allclose(off.plus(base[:1]).dense(N), base[:1] + full, rtol=1e-15)
+    # IBPScaleSlice's residual sum of squares reads the table by group
+    Zt, At = true_features_point(model)[1:]
+    ss = np.sum((DATA.X - full - Zt @ At) ** 2)
+    np.testing.assert_allclose(
+        kernels.residual_sq_sum(DATA.X, 0, Zt.astype(np.int8), At,
+                                np.ascontiguousarray(off.table), 0,
+                                kernels.NO_ROWS if off.rows is None else off.rows),
+        ss, rtol=1e-12)
 
 
 def test_offset_per_row_as_a_column_with_as_many_rows_as_columns():
@@ -336,7 +367,7 @@ def test_offset_per_row_as_a_column_with_as_many_rows_as_columns():
     assert assigned(model)["IBPOffsetGibbs"] == ["b"]
     point = {**model.initial_point(), "Z": Zt, "A": At, "b": true_b}
     spec = pmi.step_methods.model_matching.find_linear_gaussian(model, model["Z"])
-    np.testing.assert_allclose(spec.compile_offset(model)(point),
+    np.testing.assert_allclose(spec.compile_offset(model)(point).dense(n),
                                np.broadcast_to(true_b[:, None], (n, D)))
     with model:
         step = pmi.IBPOffsetGibbs([model["b"]])

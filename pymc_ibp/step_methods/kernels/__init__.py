@@ -25,6 +25,7 @@ normaliser, pmf) live in :mod:`pymc_ibp.distributions.ibp_math`.
 """
 
 from pymc_ibp.step_methods.kernels.gaussian import (
+    NO_ROWS,
     Noise,
     block_sq_norms,
     block_variances,
@@ -142,6 +143,7 @@ __all__ = [
     "refresh_interval",
     "reset_to_prior",
     "residual",
+    "NO_ROWS",
     "residual_sq_sum",
     "row_dims",
     "row_loglik",

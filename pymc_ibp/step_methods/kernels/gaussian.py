@@ -259,19 +259,25 @@ def collapsed_log_joint(G, RX, m_act, trXX, n, noise, alpha, beta, k_max):
     return loglik + ibp_log_pmf(m_act, n, k_max, alpha, beta), loglik
 
 
+#: ``rows`` argument of :func:`residual_sq_sum`: the offset is not read by group
+NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
 @numba.njit(cache=True)
-def residual_sq_sum(X, xc, Z, A, off, oc):
+def residual_sq_sum(X, xc, Z, A, off, oc, rows):
     """``‖X_b − off_b − Z A‖²`` in one pass over the rows, no ``N x D`` temporary: ``X_b``
     the columns ``xc : xc + D_b`` of ``X``, ``off_b`` the columns ``oc : oc + D_b`` of
-    ``off`` (``N`` rows, or one row added to every row), ``A`` ``K x D_b``, ``Z`` binary
+    ``off`` (``N`` rows, or one row added to every row, or one row per group with ``rows``
+    every row's row of ``off``; :data:`NO_ROWS`: no groups), ``A`` ``K x D_b``, ``Z`` binary
     ``N x K``.  The noise scale's sufficient statistic (:class:`~pymc_ibp.IBPScaleSlice`)."""
     n, k = Z.shape
     d = A.shape[1]
     full = off.shape[0] != 1
+    grouped = rows.shape[0] > 0
     r = np.empty(d)
     total = 0.0
     for i in range(n):
-        oi = i if full else 0
+        oi = rows[i] if grouped else (i if full else 0)
         for j in range(d):
             r[j] = X[i, xc + j] - off[oi, oc + j]
         for t in range(k):
