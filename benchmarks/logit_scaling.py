@@ -74,7 +74,8 @@ def run(n):
     A = np.ascontiguousarray(point["A"], dtype=np.float64)
     b = np.asarray(point["b"], dtype=np.float64)
     no_off = np.zeros((1, d))
-    psi = kernels.logit_linear_predictor(Zc, A, b, no_off, np.empty((n, d)))
+    psi = kernels.logit_linear_predictor(Zc, A, b, no_off, kernels.NO_ROWS,
+                                         np.empty((n, d)))
     obs = np.ones(X.shape, dtype=bool)
     sa2 = np.full(d, 9.0)
 
@@ -86,13 +87,14 @@ def run(n):
 
     W, t_pg = timed(lambda: kernels.polya_gamma_matrix(rng, psi, obs))
     # b integrated out: its prior mean -2 moved into Y
-    Y = kernels.logit_targets(X, obs, W, np.full(d, -2.0), no_off, True, np.empty((n, d)))
+    Y = kernels.logit_targets(X, obs, W, np.full(d, -2.0), no_off, kernels.NO_ROWS, True,
+                              np.empty((n, d)))
     Zb = np.concatenate([Zc, np.ones((n, 1), dtype=np.int8)], axis=1)
     V = np.column_stack([np.repeat(sa2[:, None], K_MAX, axis=1), np.full(d, 4.0)])
     _, t_sweep = timed(lambda: kernels.logit_collapsed_sweep(
         rng, Zb.copy(), Y, W, V, Zc.sum(axis=0).astype(np.int64), 2.0, 1.0,
         kernels.NO_LOGODDS, True, 1))
-    kappa = kernels.logit_targets(X, obs, W, np.zeros(d), no_off, False, Y)
+    kappa = kernels.logit_targets(X, obs, W, np.zeros(d), no_off, kernels.NO_ROWS, False, Y)
     b_mean = np.column_stack([np.zeros((d, K_MAX)), np.full(d, -2.0)])
     _, t_w = timed(lambda: kernels.draw_logit_weights(rng, Zb, kappa, W, V, b_mean))
     _, t_f = timed(lambda: kernels.logit_feature_sweep(

@@ -359,14 +359,16 @@ class PolyaGammaGibbs(BlockedStep):
         from the same point): ``σ_a²`` per column, ``μ_b`` and ``σ_b²`` as ``G x D`` (``G = 1``
         unless the offset is ``b[group]``; ``G x 1`` when ``b`` has one value for all
         columns), the offset as ``1 x D`` (one row for all) or
-        ``N x D``, ``group`` every row's group (``None`` unless ``b[group]``)."""
+        ``N x D``, ``group`` every row's group in ``0 .. G-1`` (as ``b[group]`` indexes;
+        ``None`` unless ``b[group]``)."""
         sa, b_mu, b_sigma, off, *rest = self._hyper_fn(point)
-        group = np.asarray(rest.pop(0)) if self._grouped else None
+        group = np.asarray(rest.pop(0), dtype=np.int64) if self._grouped else None
         self.mode.set_params(*rest)
         shape = (self.d,)
         sa = np.broadcast_to(np.asarray(sa, dtype=np.float64), shape)
         b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, self._b_cols)
         b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, self._b_cols))
+        group = None if group is None else group % len(b_mu)
         off = np.asarray(off, dtype=np.float64)
         off = np.ascontiguousarray(np.broadcast_to(
             off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d)))
@@ -377,15 +379,19 @@ class PolyaGammaGibbs(BlockedStep):
         return np.ascontiguousarray(sa * sa), b_mu, np.ascontiguousarray(b_sigma ** 2), off, group
 
     def _shift(self, off, vec, group):
-        """``(shift, offset)`` with ``shift`` (``D``) plus ``offset`` (``1 x D`` or ``N x D``)
-        equal to ``vec`` (one row per group, ``G x D``, or a row for all; ``G x 1`` or one
-        value when ``b`` is tied across the columns) added to ``off``: ``vec[group] + off`` as
-        an ``N x D`` offset when the offset is ``b[group]``."""
+        """``(shift, offset, rows)``, the kernels' reading of ``vec`` (one row per group,
+        ``G x D``, or a row for all; ``G x 1`` or one value when ``b`` is tied across the
+        columns) added to ``off``: ``shift`` (``D``) plus ``offset`` (``1 x D`` or ``N x D``),
+        or with ``b[group]`` the offset's table ``vec + off`` (``G x D``) read at ``rows =
+        group`` (``vec[group] + off`` as ``N x D`` when ``off`` itself differs between
+        rows)."""
         vec = np.asarray(vec, dtype=np.float64).reshape(-1, self._b_cols)
         vec = np.broadcast_to(vec, (len(vec), self.d))  # one value for all columns
         if group is None:
-            return np.ascontiguousarray(vec[0]), off
-        return np.zeros(self.d), np.ascontiguousarray(vec[group] + off)
+            return np.ascontiguousarray(vec[0]), off, kernels.NO_ROWS
+        if off.shape[0] == 1:  # a table of one row per group, no N x D array
+            return np.zeros(self.d), np.ascontiguousarray(vec + off), group
+        return np.zeros(self.d), np.ascontiguousarray(vec[group] + off), kernels.NO_ROWS
 
     def _fixed_columns(self, group):
         """The ``N x n_fixed`` columns beside ``Z`` whose coefficients are ``b``: one of ones
@@ -440,7 +446,8 @@ class PolyaGammaGibbs(BlockedStep):
         new = dict(point)
         if self.update_a:
             # what the (A, b) draw conditions on: the offset, and b when not this step's
-            fixed = (np.zeros(self.d), off) if self.with_b else self._shift(off, b, group)
+            fixed = ((np.zeros(self.d), off, kernels.NO_ROWS) if self.with_b
+                     else self._shift(off, b, group))
             kappa = kernels.logit_targets(x, obs, W, *fixed, False, buf)
             mean = np.zeros_like(V)
             if self._n_fixed:
@@ -459,7 +466,7 @@ class PolyaGammaGibbs(BlockedStep):
             # b given A by slice sampling under the exact likelihood: where an entry's rows
             # hold (nearly) only zeros or ones, its draws given ω move slowly
             B = np.array(b, dtype=np.float64).reshape(-1, self._b_cols)
-            labels = np.zeros(self.n, dtype=np.int64) if group is None else group % len(B)
+            labels = np.zeros(self.n, dtype=np.int64) if group is None else group
             rows = np.argsort(labels, kind="stable")  # the rows of each group, in turn
             starts = np.zeros(len(B) + 1, dtype=np.int64)
             np.cumsum(np.bincount(labels, minlength=len(B)), out=starts[1:])

@@ -220,15 +220,28 @@ def test_logit_data_arrays_match_their_formulas(full_offset):
     W = rng.gamma(1.0, 0.3, size=(n, d))
     shift = rng.normal(size=d)
     psi = Z @ A + b + off
+    none = kernels.NO_ROWS
     np.testing.assert_allclose(
-        kernels.logit_linear_predictor(Z, A, b, off, np.empty((n, d))), psi, rtol=1e-13)
+        kernels.logit_linear_predictor(Z, A, b, off, none, np.empty((n, d))), psi, rtol=1e-13)
     kappa = x - 0.5
     np.testing.assert_allclose(
-        kernels.logit_targets(x, obs, W, shift, off, True, np.empty((n, d))),
+        kernels.logit_targets(x, obs, W, shift, off, none, True, np.empty((n, d))),
         np.where(obs, kappa / W - shift - off, 0.0), rtol=1e-13)
     np.testing.assert_allclose(
-        kernels.logit_targets(x, obs, W, shift, off, False, np.empty((n, d))),
+        kernels.logit_targets(x, obs, W, shift, off, none, False, np.empty((n, d))),
         np.where(obs, kappa - W * (shift + off), 0.0), rtol=1e-13)
+    # an offset of one row per group (b[group]), read at every row's group
+    group = rng.integers(0, 3, n)
+    table = rng.normal(size=(3, d))
+    np.testing.assert_allclose(
+        kernels.logit_linear_predictor(Z, A, b, table, group, np.empty((n, d))),
+        Z @ A + b + table[group], rtol=1e-13)
+    np.testing.assert_allclose(
+        kernels.logit_targets(x, obs, W, shift, table, group, True, np.empty((n, d))),
+        np.where(obs, kappa / W - shift - table[group], 0.0), rtol=1e-13)
+    np.testing.assert_allclose(
+        kernels.logit_targets(x, obs, W, shift, table, group, False, np.empty((n, d))),
+        np.where(obs, kappa - W * (shift + table[group]), 0.0), rtol=1e-13)
     psi[0, 0] = 800.0  # the log-likelihood stays finite far in the tails
     expected = np.sum(np.where(obs, x * psi - np.logaddexp(0.0, psi), 0.0))
     assert math.isclose(kernels.logit_log_lik(x, obs, psi), expected, rel_tol=1e-12)

@@ -358,13 +358,16 @@ def logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var):
 # array is 8 bytes x N x D.
 
 @numba.njit(cache=True)
-def logit_linear_predictor(Z, A, b, off, out):
-    """``out = Z A + 1 bᵀ + off`` (``Z`` binary ``N x K``, ``A`` ``K x D``); returns ``out``."""
+def logit_linear_predictor(Z, A, b, off, rows, out):
+    """``out = Z A + 1 bᵀ + off`` (``Z`` binary ``N x K``, ``A`` ``K x D``; ``off`` ``N x D``,
+    one row for all rows, or one row per group with ``rows`` every row's group,
+    :data:`~pymc_ibp.step_methods.kernels.gaussian.NO_ROWS` for none); returns ``out``."""
     n, k = Z.shape
     d = A.shape[1]
     full = off.shape[0] != 1
+    grouped = rows.shape[0] > 0
     for i in range(n):
-        oi = i if full else 0
+        oi = rows[i] if grouped else (i if full else 0)
         for j in range(d):
             out[i, j] = b[j] + off[oi, j]
         for a in range(k):
@@ -375,16 +378,17 @@ def logit_linear_predictor(Z, A, b, off, out):
 
 
 @numba.njit(cache=True)
-def logit_targets(x, obs, W, shift, off, pseudo, out):
+def logit_targets(x, obs, W, shift, off, rows, pseudo, out):
     """Where observed (0 elsewhere), with ``κ = x - 1/2``: ``pseudo = True``, the Gaussian
     pseudo-observations ``y_nd = κ_nd/ω_nd - shift_d - off_nd`` of the collapsed sweep;
     ``pseudo = False``, ``κ_nd - ω_nd (shift_d + off_nd)``, what the draw of ``A``
-    (:func:`draw_logit_weights`) regresses on when ``shift + off`` is held fixed.  Returns
-    ``out``."""
+    (:func:`draw_logit_weights`) regresses on when ``shift + off`` is held fixed (``off``
+    read as in :func:`logit_linear_predictor`).  Returns ``out``."""
     n, d = x.shape
     full = off.shape[0] != 1
+    grouped = rows.shape[0] > 0
     for i in range(n):
-        oi = i if full else 0
+        oi = rows[i] if grouped else (i if full else 0)
         for j in range(d):
             if not obs[i, j]:
                 out[i, j] = 0.0
