@@ -348,6 +348,29 @@ def test_an_offset_is_read_as_one_row_or_one_row_per_group(kind, monkeypatch):
         ss, rtol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["per-column", "per-group"])
+def test_noise_scale_step_reads_the_offset(kind):
+    """IBPScaleSlice's sufficient statistic ``‖X - Z A - b‖²`` (from the compiled offset: one
+    row for b per column, the table and every row's group for b[group]) against numpy."""
+    rng = np.random.default_rng(4)
+    group = rng.integers(0, 3, N)
+    shape = (3, D) if kind == "per-group" else (D,)
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        b = pm.Normal("b", 0.0, 2.0, shape=shape)
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        pm.Normal("X", mu=Z @ A + (b[group] if kind == "per-group" else b), sigma=sigma_x,
+                  observed=DATA.X)
+        step = pmi.IBPScaleSlice([sigma_x])
+    point, Zt, At = true_features_point(model)
+    point["b"] = rng.normal(size=shape)
+    count, ss = step._suff(step.entries[0], point)
+    b_rows = point["b"][group] if kind == "per-group" else point["b"]
+    assert count == N * D
+    np.testing.assert_allclose(ss, np.sum((DATA.X - Zt @ At - b_rows) ** 2), rtol=1e-12)
+
+
 def test_offset_per_row_as_a_column_with_as_many_rows_as_columns():
     """b of shape (N,) added as b[:, None] (one value per row) with N = D, where dropping the
     broadcast would read it as one value per column (it did): the collapsed sampler's offset
