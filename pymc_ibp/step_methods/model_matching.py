@@ -59,6 +59,7 @@ __all__ = [
     "LOGIT_PATTERN",
     "boolean_masked",
     "first_axis_index",
+    "group_labels",
     "LogOddsPrior",
     "NonNegativeFeatures",
     "find_bernoulli_logit",
@@ -283,7 +284,7 @@ class LinearGaussianIBP:
             def grouped(point):
                 table, labels = fn(point)
                 table = np.asarray(table, dtype=np.float64)
-                return RowOffset(table, np.asarray(labels, dtype=np.int64) % table.shape[0])
+                return RowOffset(table, group_labels(labels, table.shape[0]))
 
             return grouped
         n = (1 if all(b.offset is None or same_for_every_row(b.offset) for b in self.blocks)
@@ -745,6 +746,13 @@ def same_for_every_row(term):
     """Whether the mean term ``term``, as broadcast against an ``N x D`` mean, is the same for
     every row (shape ``()``, ``(D,)``, ``(1, D)``; not ``(N, 1)`` or ``b[:, None]``)."""
     return (True, True, *term.type.broadcastable)[-2]
+
+
+def group_labels(group, n_groups):
+    """Every row's group as ``b[group]`` reads it (``group`` may hold negative labels, counted
+    from the end as numpy and PyTensor index), as ``int64`` in ``0 .. n_groups-1``: the one
+    home of that reading for the steps' per-group offsets."""
+    return np.asarray(group, dtype=np.int64) % n_groups
 
 
 def row_indexed_variable(model, term, n_rows, n_cols):

@@ -30,6 +30,7 @@ from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.model_matching import (
     _strip,
     first_axis_index,
+    group_labels,
     matched_models,
     one_value_var,
     row_indexed_variable,
@@ -98,7 +99,7 @@ def _residual_sums(X, Z, A, w, b_shape, group=None, per_row=False):
     n = X.shape[0]
     if group is not None:  # b[group]: sums over each group's rows, b as (G, D) or (G, 1)
         G = b_shape[0]
-        labels = np.asarray(group, dtype=np.int64) % G  # as b[group] indexes
+        labels = group_labels(group, G)
         count = np.bincount(labels, minlength=G).astype(float)
         sums = (group_row_sums(X, labels, G) - group_row_sums(Z, labels, G) @ A) * w
         return sums, count[:, None] * w, b_shape if len(b_shape) == 2 else (G, 1)

@@ -59,6 +59,7 @@ from pymc_ibp.step_methods.model_matching import (
     LOGIT_PATTERN,
     check_binary_start,
     find_bernoulli_logit,
+    group_labels,
     initial_value_given,
     match_prior,
     matched_logit_models,
@@ -362,13 +363,13 @@ class PolyaGammaGibbs(BlockedStep):
         ``N x D``, ``group`` every row's group in ``0 .. G-1`` (as ``b[group]`` indexes;
         ``None`` unless ``b[group]``)."""
         sa, b_mu, b_sigma, off, *rest = self._hyper_fn(point)
-        group = np.asarray(rest.pop(0), dtype=np.int64) if self._grouped else None
+        group = rest.pop(0) if self._grouped else None
         self.mode.set_params(*rest)
         shape = (self.d,)
         sa = np.broadcast_to(np.asarray(sa, dtype=np.float64), shape)
         b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, self._b_cols)
         b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, self._b_cols))
-        group = None if group is None else group % len(b_mu)
+        group = None if group is None else group_labels(group, len(b_mu))
         off = np.asarray(off, dtype=np.float64)
         off = np.ascontiguousarray(np.broadcast_to(
             off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d)))
