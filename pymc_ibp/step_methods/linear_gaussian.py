@@ -48,6 +48,7 @@ from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     PATTERN,
+    RowOffset,
     _strip,
     check_binary_start,
     find_linear_gaussian,
@@ -187,8 +188,11 @@ def _baseline(R, baselines, groups=None):
 
 def _group_values(base, g, c0, c1):
     """``(labels, values)``: the groups in ``g`` (every row's group) and, for each, its
-    row of ``base[:, c0:c1]`` (a per-group baseline, the same at every row of a group)."""
+    row of ``base[:, c0:c1]`` (a per-group baseline, the same at every row of a group; an
+    array with one row per row of ``g``, or a :class:`RowOffset` over those rows)."""
     labels, first = np.unique(g, return_index=True)
+    if isinstance(base, RowOffset):
+        base, first = base.table, (first if base.rows is None else base.rows[first])
     return labels, base[first, c0:c1]
 
 
@@ -404,8 +408,8 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _complete_data(self, point, offset):
         """The data the ``Z`` and ``A`` updates see: ``X`` with the imputed entries filled in,
         minus the offset added to ``Z @ A`` (if any).  A new array, the step's own for this
-        iteration (:meth:`_owns_data`), with missing entries or an offset; the model's
-        (read-only) array otherwise."""
+        iteration, with missing entries or an offset; the model's (read-only) array
+        otherwise (the caller tells them apart by identity: ``X is not self._X``)."""
         X = self._X
         if self._mask is not None:
             X = X.copy()
@@ -415,10 +419,6 @@ class _LinearGaussianIBPStep(BlockedStep):
         if offset is None:
             return X
         return offset.subtract_from(X, out=X if self._mask is not None else None)
-
-    def _owns_data(self, offset):
-        """Whether :meth:`_complete_data` returns a new array with this ``offset``."""
-        return self._mask is not None or offset is not None
 
     def _sweep(self, Z, X, m, noise):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -477,13 +477,14 @@ class _LinearGaussianIBPStep(BlockedStep):
         prior draw otherwise (``init_sweeps=0``).  With a per-entry prior (no counts) the
         searches use the IBP's counts and births at the mass :meth:`LogOddsMode.search_mass`
         and the result has its features in decreasing order of use (the stick-breaking
-        order).  ``base`` (``1 x D``; ``N x D`` with a per-group offset; or ``None``): the
-        baseline the search fitted beside
-        ``Z`` where the offset is a free variable (:meth:`_anneal`), to be added to that
-        offset's current value.  ``in_place``: ``X`` is the chain's own array (the chain's
-        first search), which is then left minus the baseline in the columns of the offsets
-        whose initial value the user did not give (:meth:`_offset_base`), what the chain's
-        first ``A`` draw sees, instead of an ``N x D`` copy each for the rows' assignment and
+        order).  ``base`` (a :class:`RowOffset`, or ``None``): the baseline the search
+        fitted beside ``Z`` where the offset is a free variable (:meth:`_anneal`), to be
+        added to that offset's current value (:meth:`_full_baseline`: one row added to every
+        row, or with per-group offsets one row per group read through the rows' groups).
+        ``in_place``: ``X`` is the chain's own array (the chain's first search), which is
+        then left minus the baseline in the columns of the offsets whose initial value the
+        user did not give (:meth:`_offset_base`), what the chain's first ``A`` draw sees,
+        instead of an ``N x D`` copy each for the rows' assignment and
         for that shift (275 MB each at N = 10^6, D = 36)."""
         ns = self.init_subsample
         if self.init_method == "vi":
@@ -517,40 +518,51 @@ class _LinearGaussianIBPStep(BlockedStep):
                 for c0, c1, *_, given, _ in self._baselines:
                     if not given:
                         X[:, c0:c1] -= best_base[:, c0:c1]
-            return best, best_base
+            return best, self._full_baseline(best_base, slice(None))
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z[rows] = best
         best_base = self._full_baseline(best_base, rows)
         if best_base is None or not in_place:
             if rows.size < self.n:
-                self._assign_rows(Z, X if best_base is None else X - best_base, best_noise,
-                                  ibp)
+                self._assign_rows(Z, X if best_base is None else best_base.subtract_from(X),
+                                  best_noise, ibp)
             return Z, best_base
-        X -= best_base  # the rows assigned on the data minus the whole baseline, then the
-        if rows.size < self.n:  # columns of offsets the user gave put back
+        best_base.subtract_from(X, out=X)  # the rows assigned on the data minus the whole
+        if rows.size < self.n:  # baseline, then the columns of offsets the user gave put back
             self._assign_rows(Z, X, best_noise, ibp)
         for c0, c1, *_, given, _ in self._baselines:
             if given:
-                X[:, c0:c1] += best_base[:, c0:c1]
+                best_base.add_to(X, c0, c1)
         return Z, best_base
 
     def _full_baseline(self, base, rows):
-        """The baseline ``base`` (:func:`_baseline`) fitted on the rows ``rows``, for all
-        rows: a per-group offset's value for each group at every row of it (0 for a group
-        that ``rows`` miss)."""
+        """The baseline ``base`` (:func:`_baseline`) fitted on the rows ``rows`` (an index
+        array, or ``slice(None)``: all of them), for all
+        rows, as a :class:`RowOffset`: one row (no per-group offset), or each group's value
+        of a per-group offset at every row of the group (0 for a group that ``rows`` miss),
+        held as one row per group when the per-group offsets share their groups (``b[group]``:
+        ``G x D`` rather than ``N x D``, 275 MB at N = 10^6, D = 36)."""
         if base is None or base.shape[0] == 1:
-            return base
-        full = np.zeros((self.n, base.shape[1]))
+            return None if base is None else RowOffset(base)
+        grouped = [g for g in self._groups if g is not None]
+        if all(np.array_equal(g, grouped[0]) for g in grouped[1:]):
+            labels, index = np.unique(grouped[0], return_inverse=True)
+            full, index = np.zeros((labels.size, base.shape[1])), index.reshape(-1)
+        else:  # groups of their own: one row for every row
+            labels, index, full = None, None, np.zeros((self.n, base.shape[1]))
         for (c0, c1, *_), g in zip(self._baselines, self._groups, strict=True):
             if g is None:
                 full[:, c0:c1] = base[0, c0:c1]
                 continue
-            labels, values = _group_values(base, g[rows], c0, c1)
-            at = np.minimum(np.searchsorted(labels, g), len(labels) - 1)
-            seen = labels[at] == g  # rows of groups that ``rows`` hold (others: 0)
+            seen, values = _group_values(base, g[rows], c0, c1)
+            if labels is not None:
+                full[np.searchsorted(labels, seen), c0:c1] = values
+                continue
+            at = np.minimum(np.searchsorted(seen, g), len(seen) - 1)
+            hit = seen[at] == g  # rows of groups that ``rows`` hold (others: 0)
             for j in range(c1 - c0):  # a column at a time: no N x D temporary
-                full[:, c0 + j] = np.where(seen, values[at, j], 0.0)
-        return full
+                full[:, c0 + j] = np.where(hit, values[at, j], 0.0)
+        return RowOffset(full, index)
 
     def _assign_rows(self, Z, X, noise, ibp):
         """After a start fitted on a subset of the rows (the search, the variational start),
@@ -850,23 +862,23 @@ class _LinearGaussianIBPStep(BlockedStep):
                 continue
             v = np.asarray(point[name])
             if g is None:
-                shift = base[0, c0:c1].reshape(v.shape) if per_column else base[0, c0]
+                shift = (base.table[0, c0:c1].reshape(v.shape) if per_column
+                         else base.table[0, c0])
             else:  # b[group]: each group's row from one of its rows
                 shift = np.zeros(v.shape)
                 labels, values = _group_values(base, g, c0, c1)
                 shift[labels] = values if per_column else values[:, 0]
             point[name] = (v + shift).astype(v.dtype)
         # the search left the chain's own X shifted (_search's in_place); the shared data not
-        # the new offset: in the baseline's array when that is N x D (b[group])
-        return X if shifted else X - base, offset.plus(base), point
+        return X if shifted else base.subtract_from(X), offset.plus(base), point
 
     def _offset_base(self, base):
-        """The baseline ``base`` (the search's own array, changed in place) made zero in the
-        columns of the offsets whose initial value the user gave: the part of it the chain's
-        offset takes over."""
+        """The baseline ``base`` (a :class:`RowOffset` of the search's own table, changed in
+        place) made zero in the columns of the offsets whose initial value the user gave: the
+        part of it the chain's offset takes over."""
         for c0, c1, *_, given, _ in self._baselines:
             if given:
-                base[:, c0:c1] = 0.0
+                base.table[:, c0:c1] = 0.0
         return base
 
     def _restart(self, Z, X, trXX, noise):
@@ -927,7 +939,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                             for *_, group in self._baselines]
         offset = self._offset(point)
         X = self._complete_data(point, offset)
-        owned = self._owns_data(offset)
+        owned = X is not self._X  # the step's own array: the start search may shift it
         trXX = self._trXX(X, noise)
         flips = births = deaths = hit = sm_acc = bd_acc = ps_acc = 0
         if self.update_z:

@@ -348,13 +348,15 @@ class RowOffset(NamedTuple):
             np.subtract(X[s:e], self.table[self.rows[s:e]], out=out[s:e])
         return out
 
-    def add_to(self, Y):
-        """``Y += offset`` (``Y``: ``N x D``), in place; returns ``Y``."""
+    def add_to(self, Y, c0=0, c1=None):
+        """``Y[:, c0:c1] += offset[:, c0:c1]`` (``Y``: ``N x D``; all columns by default), in
+        place; returns ``Y``."""
+        cols = slice(c0, c1)
         if self.rows is None:
-            Y += self.table
+            Y[:, cols] += self.table[:, cols]
             return Y
         for s in range(0, Y.shape[0], _OFFSET_CHUNK):
-            Y[s:s + _OFFSET_CHUNK] += self.table[self.rows[s:s + _OFFSET_CHUNK]]
+            Y[s:s + _OFFSET_CHUNK, cols] += self.table[self.rows[s:s + _OFFSET_CHUNK], cols]
         return Y
 
     def columns(self, c0, c1):
@@ -368,14 +370,28 @@ class RowOffset(NamedTuple):
         return (np.broadcast_to(self.table, (n, self.table.shape[1])).copy()
                 if self.rows is None else self.table[self.rows])
 
-    def plus(self, base):
-        """The offset plus a baseline ``base`` (``1 x D``, or ``N x D``, then changed in
-        place and returned inside the result)."""
-        if base.shape[0] == 1:
-            return RowOffset(self.table + base, self.rows)
-        if self.rows is None and self.table.shape[0] != 1 and base.shape != self.table.shape:
-            raise ValueError("RowOffset.plus: the baseline and the offset differ in shape.")
-        return RowOffset(self.add_to(base))
+    def plus(self, other):
+        """The offset plus another one, ``other`` (a :class:`RowOffset` of the same data; an
+        ``N x D`` table of ``other`` is changed in place and returned inside the result).  Two
+        tables read through different rows give one row per pair of their rows that some data
+        row reads: still no ``N x D`` array."""
+        if other.rows is None and other.table.shape[0] == 1:
+            return RowOffset(self.table + other.table, self.rows)
+        if self.rows is None and self.table.shape[0] == 1:
+            return RowOffset(other.table + self.table, other.rows)
+        if other.rows is None:
+            if self.rows is None and self.table.shape != other.table.shape:
+                raise ValueError("RowOffset.plus: the two offsets differ in shape.")
+            return RowOffset(self.add_to(other.table))
+        if self.rows is None:
+            return RowOffset(other.add_to(np.array(self.table, dtype=np.float64)))
+        if self.rows.shape != other.rows.shape:
+            raise ValueError("RowOffset.plus: the two offsets cover different rows.")
+        n_other = other.table.shape[0]
+        pairs, rows = np.unique(self.rows.astype(np.int64) * n_other + other.rows,
+                                return_inverse=True)
+        return RowOffset(self.table[pairs // n_other] + other.table[pairs % n_other],
+                         rows.reshape(-1))
 
 
 def _strip(var, broadcasting=False):

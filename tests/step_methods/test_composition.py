@@ -336,8 +336,21 @@ def test_an_offset_is_read_as_one_row_or_one_row_per_group(kind, monkeypatch):
     np.testing.assert_array_equal(off.subtract_from(DATA.X), DATA.X - full)
     np.testing.assert_array_equal(off.columns(5, 9) + np.zeros((N, 4)), full[:, 5:9])
     base = rng.normal(size=(N, D))
-    np.testing.assert_allclose(off.plus(base.copy()).dense(N), base + full, rtol=1e-15)
-    np.testing.assert_allclose(off.plus(base[:1]).dense(N), base[:1] + full, rtol=1e-15)
+    RowOffset = pmi.step_methods.model_matching.RowOffset
+    np.testing.assert_allclose(off.plus(RowOffset(base.copy())).dense(N), base + full,
+                               rtol=1e-15)
+    np.testing.assert_allclose(off.plus(RowOffset(base[:1])).dense(N), base[:1] + full,
+                               rtol=1e-15)
+    # a baseline read through groups of its own (the start search's, 4 of them): added by
+    # pairs of rows, without an N x D array
+    mine, table = rng.integers(0, 4, N), rng.normal(size=(4, D))
+    both = off.plus(RowOffset(table.copy(), mine))
+    np.testing.assert_allclose(both.dense(N), table[mine] + full, rtol=1e-15)
+    assert both.rows is not None or kind in ("per-row", "group-plus-column")
+    assert both.table.shape[0] <= (N if both.rows is None else 12)
+    with_cols = RowOffset(table, mine).add_to(np.zeros((N, D)), 5, 9)
+    np.testing.assert_array_equal(with_cols[:, 5:9], table[mine][:, 5:9])
+    assert not with_cols[:, :5].any() and not with_cols[:, 9:].any()
     # IBPScaleSlice's residual sum of squares reads the table by group
     Zt, At = true_features_point(model)[1:]
     ss = np.sum((DATA.X - full - Zt @ At) ** 2)
@@ -445,6 +458,38 @@ def test_offset_per_group_gets_its_exact_gaussian_update(per_column, as_data):
         with model:
             pm.set_data({"g": group})
         check(group)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-group-vector", "two-group-vectors"])
+def test_a_subset_searchs_per_group_baseline_covers_every_row(shared):
+    """A start search on a subset of the rows fits each per-group offset's baseline for the
+    groups the subset holds; for all rows it is 0 in a group the subset misses and the group's
+    value at every other row.  When the per-group offsets share one group vector it is held as
+    one row per group (not N x D: 275 MB at 10^6 rows, D = 36), else one row per row."""
+    G = 4
+    rng = np.random.default_rng(3)
+    g1 = rng.integers(0, G, size=N)
+    g2 = g1 if shared else rng.permutation(g1)
+    X1, X2, _, _ = two_block_data()
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A1 = pm.Normal("A1", 0.0, 1.0, shape=(K, 18))
+        A2 = pm.Normal("A2", 0.0, 1.0, shape=(K, 18))
+        b1 = pm.Normal("b1", 0.0, 3.0, shape=(G, 18))
+        b2 = pm.Normal("b2", 0.0, 3.0, shape=(G, 18))
+        pm.Normal("X1", mu=Z @ A1 + b1[g1], sigma=0.5, observed=X1)
+        pm.Normal("X2", mu=Z @ A2 + b2[g2], sigma=0.25, observed=X2)
+        step = pmi.AcceleratedGibbs([Z, A1, A2])
+    step._groups = [g1, g2]  # what step() reads at the point
+    rows = np.flatnonzero((g1 != 2) & (g2 != 1))[::2]  # no row of g1's group 2 or g2's 1
+    t1, t2 = rng.normal(size=(G, 18)), rng.normal(size=(G, 18))
+    base = np.hstack([t1[g1[rows]], t2[g2[rows]]])  # a per-group baseline on the subset
+    full = step._full_baseline(base, rows)
+    expected = np.hstack([np.where(np.isin(g, g[rows])[:, None], t[g], 0.0)
+                          for g, t in ((g1, t1), (g2, t2))])
+    assert not expected[g1 == 2, :18].any() and not expected[g2 == 1, 18:].any()
+    np.testing.assert_array_equal(full.dense(N), expected)
+    assert full.table.shape == ((G, 36) if shared else (N, 36))
 
 
 @pytest.mark.parametrize("per_column, subsample", [(True, None), (False, None), (True, 60)],
