@@ -406,19 +406,19 @@ class _LinearGaussianIBPStep(BlockedStep):
         return None if self._offset_fn is None else self._offset_fn(point)
 
     def _complete_data(self, point, offset):
-        """The data the ``Z`` and ``A`` updates see: ``X`` with the imputed entries filled in,
-        minus the offset added to ``Z @ A`` (if any).  A new array, the step's own for this
-        iteration, with missing entries or an offset; the model's (read-only) array
-        otherwise (the caller tells them apart by identity: ``X is not self._X``)."""
-        X = self._X
-        if self._mask is not None:
+        """``(X, owned)``: the data the ``Z`` and ``A`` updates see, ``X`` with the imputed
+        entries filled in, minus the offset added to ``Z @ A`` (if any); ``owned``: ``X`` is
+        a new array, the step's own for this iteration (with missing entries or an offset),
+        which the start search may shift in place; else it is the model's (read-only)."""
+        X, owned = self._X, self._mask is not None
+        if owned:
             X = X.copy()
             for c0, c1, _, miss, mask in self._blocks:
                 if miss is not None:
                     X[:, c0:c1][mask] = point[miss]
         if offset is None:
-            return X
-        return offset.subtract_from(X, out=X if self._mask is not None else None)
+            return X, owned
+        return offset.subtract_from(X, out=X if owned else None), True
 
     def _sweep(self, Z, X, m, noise):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -938,8 +938,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             self._groups = [None if group is None else np.asarray(next(vals))
                             for *_, group in self._baselines]
         offset = self._offset(point)
-        X = self._complete_data(point, offset)
-        owned = X is not self._X  # the step's own array: the start search may shift it
+        X, owned = self._complete_data(point, offset)
         trXX = self._trXX(X, noise)
         flips = births = deaths = hit = sm_acc = bd_acc = ps_acc = 0
         if self.update_z:

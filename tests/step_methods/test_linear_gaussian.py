@@ -375,7 +375,8 @@ def test_start_search_fills_missing_entries_from_the_features():
     step.setup_chain(np.random.default_rng(1), tune=0, draws=1)
     point = model.initial_point()
     noise = step._hyper(point)
-    X0 = step._complete_data(point, None)
+    X0, owned = step._complete_data(point, None)
+    assert owned  # with the imputed entries: the step's own copy
     assert np.all(X0[mask] == 0.0)  # the chain's initial imputed values
     Z = step._fresh_start(X0, noise, restarts=3)
     trXX = kernels.block_sq_norms(data.X, noise)
@@ -412,7 +413,7 @@ def test_start_search_at_high_signal_to_noise_with_missing_entries():
             assert 160 < span < 200 and sweeps == span + 40
             assert step._search_schedule(np.full(1, 0.4),
                                          noise._replace(sx2=np.full(1, 0.25))) == (60, 100)
-        Z = step._fresh_start(step._complete_data(point, None), noise, restarts=1)
+        Z = step._fresh_start(step._complete_data(point, None)[0], noise, restarts=1)
         trXX = kernels.block_sq_norms(data.X, noise)
         gaps.append(step._log_joint(Z, data.X, trXX, noise, M=mask)[0]
                     - step._log_joint(truth, data.X, trXX, noise, M=mask)[0])
@@ -490,7 +491,10 @@ def test_first_search_shifts_the_chains_own_data_in_place(given, subsample):
         step = pmi.AcceleratedGibbs([model["Z"], model["A"]], initial_point=ip,
                                     init_subsample=subsample, init_sweeps=20)
     noise = step._hyper(ip)
-    X = step._complete_data(ip, step._offset(ip))
+    X, owned = step._complete_data(ip, step._offset(ip))
+    assert owned and X is not step._X  # X - b: the step's own array, free to shift
+    X_model, owned = step._complete_data(ip, None)
+    assert X_model is step._X and not owned  # the model's array: read only
     out = []
     for in_place in (True, False):
         step.setup_chain(np.random.default_rng(4), tune=10, draws=10)
