@@ -537,11 +537,11 @@ class _LinearGaussianIBPStep(BlockedStep):
 
     def _full_baseline(self, base, rows):
         """The baseline ``base`` (:func:`_baseline`) fitted on the rows ``rows`` (an index
-        array, or ``slice(None)``: all of them), for all
-        rows, as a :class:`RowOffset`: one row (no per-group offset), or each group's value
-        of a per-group offset at every row of the group (0 for a group that ``rows`` miss),
-        held as one row per group when the per-group offsets share their groups (``b[group]``:
-        ``G x D`` rather than ``N x D``, 275 MB at N = 10^6, D = 36)."""
+        array, or ``slice(None)``: all of them), for all rows, as a :class:`RowOffset`: one
+        row (no per-group offset), or each group's value of a per-group offset at every row
+        of the group (0 for a group that ``rows`` miss), held as one row per group when the
+        per-group offsets share their groups (``b[group]``: ``G x D`` rather than ``N x D``,
+        275 MB at N = 10^6, D = 36), else as one row per row."""
         if base is None or base.shape[0] == 1:
             return None if base is None else RowOffset(base)
         grouped = [g for g in self._groups if g is not None]
@@ -869,7 +869,8 @@ class _LinearGaussianIBPStep(BlockedStep):
                 labels, values = _group_values(base, g, c0, c1)
                 shift[labels] = values if per_column else values[:, 0]
             point[name] = (v + shift).astype(v.dtype)
-        # the search left the chain's own X shifted (_search's in_place); the shared data not
+        # the search left the chain's own X shifted (_search's in_place); the model's array
+        # is shifted into a copy
         return X if shifted else base.subtract_from(X), offset.plus(base), point
 
     def _offset_base(self, base):
