@@ -259,8 +259,20 @@ def collapsed_log_joint(G, RX, m_act, trXX, n, noise, alpha, beta, k_max):
     return loglik + ibp_log_pmf(m_act, n, k_max, alpha, beta), loglik
 
 
-#: ``rows`` argument of :func:`residual_sq_sum`: the offset is not read by group
+#: ``rows`` argument of the kernels that read an offset (:func:`offset_row`): the offset is
+#: not read by group
 NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+@numba.njit(cache=True, inline="always")
+def offset_row(off, rows, i):
+    """The row of an offset table ``off`` that data row ``i`` reads: ``rows[i]`` when the
+    offset is held one row per group (``rows`` every row's row of ``off``), else ``i`` when
+    ``off`` has a row per data row, else ``0`` (one row added to every row; ``rows`` is
+    :data:`NO_ROWS` in both cases)."""
+    if rows.shape[0] > 0:
+        return rows[i]
+    return i if off.shape[0] != 1 else 0
 
 
 @numba.njit(cache=True)
@@ -268,16 +280,14 @@ def residual_sq_sum(X, xc, Z, A, off, oc, rows):
     """``‖X_b − off_b − Z A‖²`` in one pass over the rows, no ``N x D`` temporary: ``X_b``
     the columns ``xc : xc + D_b`` of ``X``, ``off_b`` the columns ``oc : oc + D_b`` of
     ``off`` (``N`` rows, or one row added to every row, or one row per group with ``rows``
-    every row's row of ``off``; :data:`NO_ROWS`: no groups), ``A`` ``K x D_b``, ``Z`` binary
+    every row's row of ``off``, as in :func:`offset_row`), ``A`` ``K x D_b``, ``Z`` binary
     ``N x K``.  The noise scale's sufficient statistic (:class:`~pymc_ibp.IBPScaleSlice`)."""
     n, k = Z.shape
     d = A.shape[1]
-    full = off.shape[0] != 1
-    grouped = rows.shape[0] > 0
     r = np.empty(d)
     total = 0.0
     for i in range(n):
-        oi = rows[i] if grouped else (i if full else 0)
+        oi = offset_row(off, rows, i)
         for j in range(d):
             r[j] = X[i, xc + j] - off[oi, oc + j]
         for t in range(k):

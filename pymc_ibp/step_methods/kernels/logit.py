@@ -41,6 +41,7 @@ from pymc_ibp.distributions.ibp_math import (
     log_birth_rate,
     prior_logodds,
 )
+from pymc_ibp.step_methods.kernels.gaussian import offset_row
 from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 
 __all__ = [
@@ -354,20 +355,18 @@ def logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var):
 
 # The N x D arrays of a Pólya-Gamma step, one pass each, written into a buffer the caller
 # owns: ``x`` the data as 0/1 (int8, read where ``obs``), ``off`` the fixed offset as
-# ``1 x D`` (one row for all) or ``N x D``.  No N x D temporaries: at 10^6 rows each such
-# array is 8 bytes x N x D.
+# ``1 x D`` (one row for all), ``N x D`` or one row per group (``offset_row``).  No N x D
+# temporaries: at 10^6 rows each such array is 8 bytes x N x D.
 
 @numba.njit(cache=True)
 def logit_linear_predictor(Z, A, b, off, rows, out):
     """``out = Z A + 1 bᵀ + off`` (``Z`` binary ``N x K``, ``A`` ``K x D``; ``off`` ``N x D``,
-    one row for all rows, or one row per group with ``rows`` every row's group,
-    :data:`~pymc_ibp.step_methods.kernels.gaussian.NO_ROWS` for none); returns ``out``."""
+    one row for all rows, or one row per group with ``rows`` every row's group, read by
+    :func:`~pymc_ibp.step_methods.kernels.gaussian.offset_row`); returns ``out``."""
     n, k = Z.shape
     d = A.shape[1]
-    full = off.shape[0] != 1
-    grouped = rows.shape[0] > 0
     for i in range(n):
-        oi = rows[i] if grouped else (i if full else 0)
+        oi = offset_row(off, rows, i)
         for j in range(d):
             out[i, j] = b[j] + off[oi, j]
         for a in range(k):
@@ -385,10 +384,8 @@ def logit_targets(x, obs, W, shift, off, rows, pseudo, out):
     (:func:`draw_logit_weights`) regresses on when ``shift + off`` is held fixed (``off``
     read as in :func:`logit_linear_predictor`).  Returns ``out``."""
     n, d = x.shape
-    full = off.shape[0] != 1
-    grouped = rows.shape[0] > 0
     for i in range(n):
-        oi = rows[i] if grouped else (i if full else 0)
+        oi = offset_row(off, rows, i)
         for j in range(d):
             if not obs[i, j]:
                 out[i, j] = 0.0
