@@ -54,6 +54,7 @@ from pymc_ibp.step_methods.model_matching import (
     find_linear_gaussian,
     first_axis_index,
     initial_value_given,
+    joint_groups,
     match_prior,
     matched_models,
     row_constant_variable,
@@ -539,27 +540,25 @@ class _LinearGaussianIBPStep(BlockedStep):
         """The baseline ``base`` (:func:`_baseline`) fitted on the rows ``rows`` (an index
         array, or ``slice(None)``: all of them), for all rows, as a :class:`RowOffset`: one
         row (no per-group offset), or each group's value of a per-group offset at every row
-        of the group (0 for a group that ``rows`` miss), held as one row per group when the
-        per-group offsets share their groups (``b[group]``: ``G x D`` rather than ``N x D``,
-        275 MB at N = 10^6, D = 36), else as one row per row."""
+        of the group (0 for a group that ``rows`` miss), held as one row per combination of
+        the offsets' groups (:func:`joint_groups`; ``b[group]``: ``G x D`` rather than
+        ``N x D``, 275 MB at N = 10^6, D = 36)."""
         if base is None or base.shape[0] == 1:
             return None if base is None else RowOffset(base)
-        grouped = [g for g in self._groups if g is not None]
-        if all(np.array_equal(g, grouped[0]) for g in grouped[1:]):
-            labels, index = np.unique(grouped[0], return_inverse=True)
-            full, index = np.zeros((labels.size, base.shape[1])), index.reshape(-1)
-        else:  # groups of their own: one row for every row
-            labels, index, full = None, None, np.zeros((self.n, base.shape[1]))
+        vectors = []  # the distinct group vectors
+        for g in self._groups:
+            if g is not None and not any(np.array_equal(g, v) for v in vectors):
+                vectors.append(g)
+        first, index = joint_groups(*vectors)
+        full = np.zeros((first.size, base.shape[1]))
         for (c0, c1, *_), g in zip(self._baselines, self._groups, strict=True):
             if g is None:
                 full[:, c0:c1] = base[0, c0:c1]
                 continue
             seen, values = _group_values(base, g[rows], c0, c1)
-            if labels is not None:
-                full[np.searchsorted(labels, seen), c0:c1] = values
-                continue
-            at = np.minimum(np.searchsorted(seen, g), len(seen) - 1)
-            hit = seen[at] == g  # rows of groups that ``rows`` hold (others: 0)
+            at_first = g[first]  # each combination's group of this offset
+            at = np.minimum(np.searchsorted(seen, at_first), len(seen) - 1)
+            hit = seen[at] == at_first  # groups that ``rows`` hold (others: 0)
             for j in range(c1 - c0):  # a column at a time: no N x D temporary
                 full[:, c0 + j] = np.where(hit, values[at, j], 0.0)
         return RowOffset(full, index)

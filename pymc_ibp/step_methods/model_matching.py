@@ -387,11 +387,24 @@ class RowOffset(NamedTuple):
             return RowOffset(other.add_to(np.array(self.table, dtype=np.float64)))
         if self.rows.shape != other.rows.shape:
             raise ValueError("RowOffset.plus: the two offsets cover different rows.")
-        n_other = other.table.shape[0]
-        pairs, rows = np.unique(self.rows.astype(np.int64) * n_other + other.rows,
-                                return_inverse=True)
-        return RowOffset(self.table[pairs // n_other] + other.table[pairs % n_other],
-                         rows.reshape(-1))
+        first, rows = joint_groups(self.rows, other.rows)
+        return RowOffset(self.table[self.rows[first]] + other.table[other.rows[first]], rows)
+
+
+def joint_groups(*labels):
+    """Every row's group under several groupings at once: ``(first, index)`` with
+    ``index[i]`` the number of row ``i``'s combination of labels (one label from each
+    integer vector of ``labels``, all of one length; combinations numbered in sorted order)
+    and ``first[c]`` a row of combination ``c``.  One pass of :func:`numpy.unique` per
+    grouping, no ``N x len(labels)`` array: a table with one row per combination then holds
+    what the groupings' tables add up to at every row (:meth:`RowOffset.plus`)."""
+    index = np.zeros(len(labels[0]), dtype=np.int64)
+    for lab in labels:
+        lab = np.asarray(lab, dtype=np.int64)
+        low = lab.min(initial=0)
+        _, first, index = np.unique(index * (lab.max(initial=0) - low + 1) + (lab - low),
+                                    return_index=True, return_inverse=True)
+    return first, index.reshape(-1)
 
 
 def _strip(var, broadcasting=False):

@@ -298,6 +298,19 @@ def test_offset_shapes_scalar_and_per_row(shape):
 KINDS = ["scalar", "per-column", "per-row", "per-group", "one-per-group", "group-plus-column"]
 
 
+def test_joint_groups_number_every_combination_of_labels_once():
+    """joint_groups: one number per distinct combination of the groupings' labels (negative
+    labels included), the same number exactly for the rows with the same combination, and a
+    row of each combination."""
+    rng = np.random.default_rng(5)
+    a, b, c = rng.integers(0, 4, 200), rng.integers(-2, 3, 200), rng.integers(0, 2, 200)
+    first, index = pmi.step_methods.model_matching.joint_groups(a, b, c)
+    combos = np.stack([a, b, c], axis=1)
+    assert first.size == len(np.unique(combos, axis=0)) == index.max() + 1
+    np.testing.assert_array_equal(combos[first][index], combos)  # each row's combination
+    np.testing.assert_array_equal(index[first], np.arange(first.size))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_offset_is_read_as_one_row_or_one_row_per_group(kind, monkeypatch):
     """At 10^6 rows an N x D copy of an offset costs as much as the data at every step: the
@@ -464,8 +477,8 @@ def test_offset_per_group_gets_its_exact_gaussian_update(per_column, as_data):
 def test_a_subset_searchs_per_group_baseline_covers_every_row(shared):
     """A start search on a subset of the rows fits each per-group offset's baseline for the
     groups the subset holds; for all rows it is 0 in a group the subset misses and the group's
-    value at every other row.  When the per-group offsets share one group vector it is held as
-    one row per group (not N x D: 275 MB at 10^6 rows, D = 36), else one row per row."""
+    value at every other row, held as one row per combination of the offsets' groups (not
+    N x D: 275 MB at 10^6 rows, D = 36): one row per group when they share one vector."""
     G = 4
     rng = np.random.default_rng(3)
     g1 = rng.integers(0, G, size=N)
@@ -489,7 +502,8 @@ def test_a_subset_searchs_per_group_baseline_covers_every_row(shared):
                           for g, t in ((g1, t1), (g2, t2))])
     assert not expected[g1 == 2, :18].any() and not expected[g2 == 1, 18:].any()
     np.testing.assert_array_equal(full.dense(N), expected)
-    assert full.table.shape == ((G, 36) if shared else (N, 36))
+    n_rows = G if shared else np.unique(g1 * G + g2).size  # pairs of groups
+    assert n_rows < N and full.table.shape == (n_rows, 36)
 
 
 @pytest.mark.parametrize("per_column, subsample", [(True, None), (False, None), (True, 60)],
