@@ -53,6 +53,7 @@ from pymc_ibp.step_methods.model_matching import (
     check_binary_start,
     find_linear_gaussian,
     first_axis_index,
+    group_labels,
     initial_value_given,
     joint_groups,
     match_prior,
@@ -935,8 +936,9 @@ class _LinearGaussianIBPStep(BlockedStep):
         Z = np.array(z_in, dtype=np.int8, copy=True)
         if self._group_fn is not None:  # one entry per baseline block (None: not grouped)
             vals = iter(self._group_fn(point))
-            self._groups = [None if group is None else np.asarray(next(vals))
-                            for *_, group in self._baselines]
+            self._groups = [None if group is None else  # labels as b[group] reads them
+                            group_labels(next(vals), np.shape(point[name])[0])
+                            for _, _, _, name, _, group in self._baselines]
         offset = self._offset(point)
         X, owned = self._complete_data(point, offset)
         trXX = self._trXX(X, noise)

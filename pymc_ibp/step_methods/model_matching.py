@@ -780,8 +780,17 @@ def same_for_every_row(term):
 def group_labels(group, n_groups):
     """Every row's group as ``b[group]`` reads it (``group`` may hold negative labels, counted
     from the end as numpy and PyTensor index), as ``int64`` in ``0 .. n_groups-1``: the one
-    home of that reading for the steps' per-group offsets."""
-    return np.asarray(group, dtype=np.int64) % n_groups
+    home of that reading for the steps' per-group offsets.  A label ``b[group]`` could not
+    read (``>= n_groups`` or ``< -n_groups``) raises :class:`~pymc_ibp.DataError` naming its
+    row rather than being wrapped onto another group."""
+    labels = np.asarray(group, dtype=np.int64)
+    if labels.size and (labels.min() < -n_groups or labels.max() >= n_groups):
+        row = int(np.flatnonzero((labels < -n_groups) | (labels >= n_groups))[0])
+        raise DataError(
+            f"b[group]: group[{row}] = {labels[row]} is out of range for an offset of "
+            f"{n_groups} groups (labels 0..{n_groups - 1}, or -{n_groups}..-1 counted from "
+            "the end); give the offset one row per group label.")
+    return labels % n_groups
 
 
 def row_indexed_variable(model, term, n_rows, n_cols):

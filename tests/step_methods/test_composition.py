@@ -298,6 +298,17 @@ def test_offset_shapes_scalar_and_per_row(shape):
 KINDS = ["scalar", "per-column", "per-row", "per-group", "one-per-group", "group-plus-column"]
 
 
+def test_group_labels_read_negative_labels_and_refuse_out_of_range_ones():
+    """b[group]'s labels as the steps read them: negative ones counted from the end, and a
+    label b[group] could not index named with its row instead of wrapped onto a group."""
+    group_labels = pmi.step_methods.model_matching.group_labels
+    np.testing.assert_array_equal(group_labels(np.array([0, -1, 2, -3]), 3), [0, 2, 2, 0])
+    with pytest.raises(pmi.DataError, match=r"group\[2\] = 3 is out of range .* 3 groups"):
+        group_labels(np.array([0, 1, 3, 4]), 3)
+    with pytest.raises(pmi.DataError, match=r"group\[1\] = -4 "):
+        group_labels(np.array([0, -4]), 3)
+
+
 def test_joint_groups_number_every_combination_of_labels_once():
     """joint_groups: one number per distinct combination of the groupings' labels (negative
     labels included), the same number exactly for the rows with the same combination, and a
@@ -519,17 +530,22 @@ def test_start_search_fits_a_baseline_per_group(per_column, subsample):
     group = rng.integers(0, G, size=N)
     true_b = rng.normal(0.0, 2.0, size=(G, D) if per_column else G)
     shift = true_b[group] if per_column else true_b[group][:, None]
+    # with a subset, half the rows give their group counted from the end (g - G): the same
+    # groups, which the step reads as such
+    index = group if subsample is None else np.where(rng.random(N) < 0.5, group - G, group)
     with pm.Model() as model:
         Z = pmi.IBP("Z", 1.0, shape=(N, K))
         sigma_a = pm.HalfNormal("sigma_a", 2.0)
         A = pm.Normal("A", 0.0, sigma_a, shape=(K, D))
         b = pm.Normal("b", 0.0, 3.0, shape=true_b.shape)
-        pm.Normal("X", mu=Z @ A + (b[group] if per_column else b[group][:, None]),
+        pm.Normal("X", mu=Z @ A + (b[index] if per_column else b[index][:, None]),
                   sigma=0.5, observed=DATA.X + shift)
     with model:  # a search on a subset of the rows (init_subsample), the rest then assigned
         step = None if subsample is None else [pmi.AcceleratedGibbs([Z],
                                                                     init_subsample=subsample)]
     idata = sample(model, tune=0, draws=1, var_names=["Z", "b"], step=step)
+    if step is not None:
+        np.testing.assert_array_equal(step[0]._groups[0], group)
     z = idata["posterior"]["Z"].values[0, 0]
     z = z[:, z.sum(axis=0) > 0]
     glyph = np.abs(np.corrcoef(z.T, DATA.Z.T)[: z.shape[1], z.shape[1]:])
