@@ -398,12 +398,14 @@ def joint_groups(*labels):
     and ``first[c]`` a row of combination ``c``.  One pass of :func:`numpy.unique` per
     grouping, no ``N x len(labels)`` array: a table with one row per combination then holds
     what the groupings' tables add up to at every row (:meth:`RowOffset.plus`)."""
-    index = np.zeros(len(labels[0]), dtype=np.int64)
+    index = None
     for lab in labels:
         lab = np.asarray(lab, dtype=np.int64)
         low = lab.min(initial=0)
-        _, first, index = np.unique(index * (lab.max(initial=0) - low + 1) + (lab - low),
-                                    return_index=True, return_inverse=True)
+        key = lab - low if low else lab  # labels from 0 (no copy when they are)
+        if index is not None:
+            key = index * (lab.max(initial=0) - low + 1) + key
+        _, first, index = np.unique(key, return_index=True, return_inverse=True)
     return first, index.reshape(-1)
 
 
@@ -779,18 +781,22 @@ def same_for_every_row(term):
 
 def group_labels(group, n_groups):
     """Every row's group as ``b[group]`` reads it (``group`` may hold negative labels, counted
-    from the end as numpy and PyTensor index), as ``int64`` in ``0 .. n_groups-1``: the one
-    home of that reading for the steps' per-group offsets.  A label ``b[group]`` could not
-    read (``>= n_groups`` or ``< -n_groups``) raises :class:`~pymc_ibp.DataError` naming its
-    row rather than being wrapped onto another group."""
+    from the end as numpy and PyTensor index), as ``int64`` in ``0 .. n_groups-1`` (``group``
+    itself when it already is: read it, do not write it): the one home of that reading for
+    the steps' per-group offsets.  A label ``b[group]`` could not read (``>= n_groups`` or
+    ``< -n_groups``) raises :class:`~pymc_ibp.DataError` naming its row rather than being
+    wrapped onto another group."""
     labels = np.asarray(group, dtype=np.int64)
-    if labels.size and (labels.min() < -n_groups or labels.max() >= n_groups):
+    if labels.size == 0:
+        return labels
+    low, high = labels.min(), labels.max()
+    if low < -n_groups or high >= n_groups:
         row = int(np.flatnonzero((labels < -n_groups) | (labels >= n_groups))[0])
         raise DataError(
             f"b[group]: group[{row}] = {labels[row]} is out of range for an offset of "
             f"{n_groups} groups (labels 0..{n_groups - 1}, or -{n_groups}..-1 counted from "
             "the end); give the offset one row per group label.")
-    return labels % n_groups
+    return labels % n_groups if low < 0 else labels
 
 
 def row_indexed_variable(model, term, n_rows, n_cols):
