@@ -546,11 +546,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         ``N x D``, 275 MB at N = 10^6, D = 36)."""
         if base is None or base.shape[0] == 1:
             return None if base is None else RowOffset(base)
-        vectors = []  # the distinct group vectors
-        for g in self._groups:
-            if g is not None and not any(np.array_equal(g, v) for v in vectors):
-                vectors.append(g)
-        first, index = joint_groups(*vectors)
+        first, index = joint_groups(*(g for g in self._groups if g is not None))
         full = np.zeros((first.size, base.shape[1]))
         for (c0, c1, *_), g in zip(self._baselines, self._groups, strict=True):
             if g is None:

@@ -397,10 +397,14 @@ def joint_groups(*labels):
     integer vector of ``labels``, all of one length; combinations numbered in sorted order)
     and ``first[c]`` a row of combination ``c``.  One pass of :func:`numpy.unique` per
     grouping, no ``N x len(labels)`` array: a table with one row per combination then holds
-    what the groupings' tables add up to at every row (:meth:`RowOffset.plus`)."""
-    index = None
+    what the groupings' tables add up to at every row (:meth:`RowOffset.plus`).  A grouping
+    equal to an earlier one adds nothing and is skipped."""
+    index, done = None, []
     for lab in labels:
         lab = np.asarray(lab, dtype=np.int64)
+        if any(np.array_equal(lab, d) for d in done):
+            continue
+        done.append(lab)
         low = lab.min(initial=0)
         key = lab - low if low else lab  # labels from 0 (no copy when they are)
         if index is not None:

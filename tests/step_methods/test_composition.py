@@ -320,6 +320,9 @@ def test_joint_groups_number_every_combination_of_labels_once():
     assert first.size == len(np.unique(combos, axis=0)) == index.max() + 1
     np.testing.assert_array_equal(combos[first][index], combos)  # each row's combination
     np.testing.assert_array_equal(index[first], np.arange(first.size))
+    # a grouping given twice changes nothing
+    again = pmi.step_methods.model_matching.joint_groups(a, b, a.copy(), c)
+    np.testing.assert_array_equal(again[1], index)
 
 
 @pytest.mark.parametrize("kind", KINDS)
