@@ -860,9 +860,14 @@ class _LinearGaussianIBPStep(BlockedStep):
             if g is None:
                 shift = (base.table[0, c0:c1].reshape(v.shape) if per_column
                          else base.table[0, c0])
-            else:  # b[group]: each group's row from one of its rows
+            else:  # b[group]: each group's row from the table
                 shift = np.zeros(v.shape)
-                labels, values = _group_values(base, g, c0, c1)
+                if base.rows is None:
+                    labels, values = _group_values(base, g, c0, c1)
+                else:  # each table row's group of this offset: a scatter, no sort of N
+                    labels = np.empty(base.table.shape[0], dtype=np.asarray(g).dtype)
+                    labels[base.rows] = g  # np.unique took 0.12 s at N = 10^6
+                    values = base.table[:, c0:c1]
                 shift[labels] = values if per_column else values[:, 0]
             point[name] = (v + shift).astype(v.dtype)
         # the search left the chain's own X shifted (_search's in_place); the model's array

@@ -560,6 +560,41 @@ def test_start_search_fits_a_baseline_per_group(per_column, subsample):
     assert np.corrcoef(b0.ravel(), true_b.ravel())[0, 1] > 0.9, (b0, true_b)
 
 
+@pytest.mark.parametrize("per_column", [True, False], ids=["b-GxD", "b-G"])
+def test_start_offsets_give_each_group_its_own_row_of_the_searched_baseline(per_column):
+    """After the start search, an offset ``b[group]`` that the user gave no initial value
+    starts at its initial value plus its group's row of the search's baseline table (one row
+    per group present, read through the rows' groups), and the data and the offset the first
+    ``A`` draw sees follow it."""
+    from pymc_ibp.step_methods.model_matching import RowOffset, joint_groups
+
+    G = 5
+    rng = np.random.default_rng(4)
+    group = rng.permutation(np.arange(N) % (G - 1))  # group G - 1 has no row
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        b = pm.Normal("b", 1.0, 3.0, shape=(G, D) if per_column else G)
+        pm.Normal("X", mu=Z @ A + (b[group] if per_column else b[group][:, None]), sigma=0.5,
+                  observed=DATA.X)
+        step = pmi.AcceleratedGibbs([Z])
+    point = model.initial_point()
+    step._groups = [group]
+    first, index = joint_groups(group)
+    table = rng.normal(size=(first.size, D))
+    if not per_column:  # one value per group, in every column
+        table[:] = table[:, :1]
+    X, offset, moved = step._start_offsets(RowOffset(table.copy(), index), DATA.X,
+                                           step._offset(point), point, shifted=False)
+    shift = moved["b"] - point["b"]
+    row = table[index] if per_column else table[index, 0]
+    np.testing.assert_allclose(shift[group], row)
+    np.testing.assert_array_equal(shift[G - 1], 0.0)
+    b_rows = moved["b"][group] if per_column else moved["b"][group][:, None]
+    np.testing.assert_allclose(offset.dense(N), np.broadcast_to(b_rows, (N, D)))
+    np.testing.assert_allclose(X, DATA.X - table[index])
+
+
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
 @pytest.mark.parametrize("per_group", [False, True], ids=["per-column", "per-group"])
 def test_first_imputation_after_the_start_search_sees_the_offsets_start(per_group):

@@ -94,9 +94,14 @@ def test_pm_sample_assigns_it_and_finds_the_clusters():
                           progressbar=False, compute_convergence_checks=False)
     k = idata["sample_stats"]["ibp_n_categories"].values[0]
     # the posterior puts ~0.6 on K = 3 and ~0.3 on K = 4 (an extra small cluster; 2 x 1500
-    # draws with and without the split-merge moves agree)
-    assert np.bincount(k).argmax() == 3 and k.min() >= 3
-    labels = idata["posterior"]["c"].values[0, -1]
+    # draws with and without the split-merge moves agree); 100 draws of one chain hold
+    # either as the most visited (K = 4 on another machine's floating point, seed 3: 31 %
+    # K = 3, 42 % K = 4), so the test asks for most of the draws on the two
+    assert k.min() >= 3 and np.mean(k <= 4) >= 0.5, np.bincount(k)
+    # each row's most frequent label over the last 50 draws (a draw's extra small clusters
+    # take a row or two for a while; the three clusters keep their slots)
+    last = idata["posterior"]["c"].values[0, -50:]
+    labels = np.array([np.bincount(col).argmax() for col in last.T])
     main = [np.bincount(labels[i * 20:(i + 1) * 20]).argmax() for i in range(3)]
     assert len(set(main)) == 3
     assert all(np.sum(labels[i * 20:(i + 1) * 20] == main[i]) >= 18 for i in range(3))
