@@ -13,6 +13,10 @@ from scipy import special, stats
 
 import pymc_ibp as pmi
 
+#: seconds the distributed tests wait for a shard's sweeps or a restarted worker: a slow,
+#: loaded CI machine took over 60 s (a lost worker is still seen at once, through its futures)
+DIST_WAIT = 180
+
 #: the 3 x 2 data set of the exact-enumeration tests (512 labelled 3 x 3 matrices)
 ENUM_X = np.array([[1.2, -0.3], [1.0, 0.9], [0.1, 1.1]])
 

@@ -190,11 +190,9 @@ def _baseline(R, baselines, groups=None):
 
 def _group_values(base, g, c0, c1):
     """``(labels, values)``: the groups in ``g`` (every row's group) and, for each, its
-    row of ``base[:, c0:c1]`` (a per-group baseline, the same at every row of a group; an
-    array with one row per row of ``g``, or a :class:`RowOffset` over those rows)."""
+    row of ``base[:, c0:c1]`` (a per-group baseline: an array with one row per row of ``g``,
+    the same at every row of a group)."""
     labels, first = np.unique(g, return_index=True)
-    if isinstance(base, RowOffset):
-        base, first = base.table, (first if base.rows is None else base.rows[first])
     return labels, base[first, c0:c1]
 
 
@@ -544,7 +542,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         of the group (0 for a group that ``rows`` miss), held as one row per combination of
         the offsets' groups (:func:`joint_groups`; ``b[group]``: ``G x D`` rather than
         ``N x D``, 275 MB at N = 10^6, D = 36)."""
-        if base is None or base.shape[0] == 1:
+        if base is None or self._groups is None or all(g is None for g in self._groups):
             return None if base is None else RowOffset(base)
         first, index = joint_groups(*(g for g in self._groups if g is not None))
         full = np.zeros((first.size, base.shape[1]))
@@ -861,13 +859,12 @@ class _LinearGaussianIBPStep(BlockedStep):
                 shift = (base.table[0, c0:c1].reshape(v.shape) if per_column
                          else base.table[0, c0])
             else:  # b[group]: each group's row from the table
+                # each table row's group of this offset: a scatter through the rows'
+                # combination index (_full_baseline), no sort of N (np.unique: 0.12 s at 10^6)
+                labels = np.empty(base.table.shape[0], dtype=np.asarray(g).dtype)
+                labels[base.rows] = g
+                values = base.table[:, c0:c1]
                 shift = np.zeros(v.shape)
-                if base.rows is None:
-                    labels, values = _group_values(base, g, c0, c1)
-                else:  # each table row's group of this offset: a scatter, no sort of N
-                    labels = np.empty(base.table.shape[0], dtype=np.asarray(g).dtype)
-                    labels[base.rows] = g  # np.unique took 0.12 s at N = 10^6
-                    values = base.table[:, c0:c1]
                 shift[labels] = values if per_column else values[:, 0]
             point[name] = (v + shift).astype(v.dtype)
         # the search left the chain's own X shifted (_search's in_place); the model's array

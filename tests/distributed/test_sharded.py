@@ -13,7 +13,7 @@ from pymc_ibp.datasets.sharded import ShardedData, ShardedDataNotGathered
 from pymc_ibp.distributed import DataParallelGibbs
 from pymc_ibp.distributed.shards import apply_changes, shard_report, shard_stats, z_changes
 from pymc_ibp.exceptions import DataError, ModelPatternError
-from tests._helpers import noise_of
+from tests._helpers import DIST_WAIT, noise_of
 
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
@@ -110,7 +110,7 @@ def test_a_shard_with_nan_stops_the_run_naming_its_file(tmp_path, client):
     bad = X.copy()
     bad[40, 2] = np.inf
     with model_of(ShardedData.from_npy(npy_shards(tmp_path, bad)).tensor()) as model:
-        step = DataParallelGibbs([model["Z"]], client=client, timeout=180)
+        step = DataParallelGibbs([model["Z"]], client=client, timeout=DIST_WAIT)
     step.setup_chain(np.random.default_rng(0), tune=0, draws=1)
     with pytest.raises(pmi.ShardFailure, match=r"shard1.npy.*contains inf at \(row 10"):
         step.step(model.initial_point())
@@ -153,7 +153,7 @@ def test_statistics_are_published_for_the_current_z_only():
 def compound(model, client, **kwargs):
     with model:
         return CompoundStep([
-            DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=180,
+            DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=DIST_WAIT,
                               **kwargs),
             pmi.IBPAlphaGibbs([model["alpha"]]),
             pmi.IBPScaleSlice([model["sigma_a"], model["sigma_x"]]),
@@ -221,7 +221,7 @@ def test_a_lost_worker_reloads_its_shard(tmp_path, client):
 
     def chain(kill_at):
         with model:
-            step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=180)
+            step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=DIST_WAIT)
         step.setup_chain(np.random.default_rng(4), tune=0, draws=5)
         point, out = model.initial_point(), []
         for it in range(5):
@@ -229,7 +229,7 @@ def test_a_lost_worker_reloads_its_shard(tmp_path, client):
                 client.run(os._exit, 1, workers=[step._x[1][2]], on_error="ignore")
             point, _ = step.step(point)
             out.append((point["Z"].copy(), point["A"].copy()))
-            client.wait_for_workers(2, timeout=180)
+            client.wait_for_workers(2, timeout=DIST_WAIT)
         return out
 
     clean = chain(None)
@@ -248,7 +248,7 @@ def test_a_subset_start_assigns_the_other_rows_on_their_shards(tmp_path, client)
     data = ShardedData.from_npy(npy_shards(tmp_path, X))
     model = model_of(data.tensor())
     with model:
-        step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=180,
+        step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=DIST_WAIT,
                                  init_subsample=30, init_sweeps=15, init_restarts=2)
     step.setup_chain(np.random.default_rng(3), tune=20, draws=5)
     Z, _ = step._start(np.zeros((90, 8), dtype=np.int64), step._X, noise_of(step, 0.25))

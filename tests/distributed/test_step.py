@@ -11,7 +11,7 @@ import pymc_ibp as pmi
 from pymc_ibp.distributed import DataParallelGibbs
 from pymc_ibp.exceptions import ModelPatternError, ShardFailure
 from pymc_ibp.step_methods import kernels
-from tests._helpers import lg_model, readme_model
+from tests._helpers import DIST_WAIT, lg_model, readme_model
 
 distributed = pytest.importorskip("distributed")
 # A worker the scheduler drops under load (two xdist workers on two cores; seen once in about
@@ -108,7 +108,7 @@ def test_a_lost_worker_stops_the_run_naming_the_shard(client):
     model = readme_model(X)
     with model:
         step = DataParallelGibbs([model["Z"]], client=client, n_shards=2, inner_sweeps=1,
-                                 timeout=180, on_worker_loss="raise")
+                                 timeout=DIST_WAIT, on_worker_loss="raise")
     step.setup_chain(np.random.default_rng(1), tune=0, draws=3)
     point, _ = step.step(model.initial_point())  # the start search (A drawn, no shards yet)
     point, _ = step.step(point)  # the shards are on the workers now
@@ -116,7 +116,7 @@ def test_a_lost_worker_stops_the_run_naming_the_shard(client):
     client.run(os._exit, 1, workers=[victim], on_error="ignore")
     with pytest.raises(ShardFailure, match=r"shard 1 \(rows 45-89"):
         step.step(point)
-    client.wait_for_workers(2, timeout=180)
+    client.wait_for_workers(2, timeout=DIST_WAIT)
 
 
 def test_exact_mode_on_the_cluster(client):
@@ -160,7 +160,7 @@ def test_a_lost_worker_is_recovered_with_the_same_draws(client):
     def run(kill_at):
         with model:
             step = DataParallelGibbs([model["Z"]], client=client, n_shards=2, inner_sweeps=3,
-                                     timeout=180)
+                                     timeout=DIST_WAIT)
         step.setup_chain(np.random.default_rng(4), tune=0, draws=6)
         point = model.initial_point()
         out = []
@@ -173,7 +173,7 @@ def test_a_lost_worker_is_recovered_with_the_same_draws(client):
                     client.run(_exit_later, 0.05, workers=[victim], on_error="ignore")
             point, _ = step.step(point)
             out.append((point["Z"].copy(), point["A"].copy()))
-            client.wait_for_workers(2, timeout=180)
+            client.wait_for_workers(2, timeout=DIST_WAIT)
         return out
 
     clean = run({})

@@ -595,6 +595,31 @@ def test_start_offsets_give_each_group_its_own_row_of_the_searched_baseline(per_
     np.testing.assert_allclose(X, DATA.X - table[index])
 
 
+def test_a_start_search_on_one_row_gives_only_that_rows_group_its_baseline():
+    """A per-group baseline fitted on a subset of one row (one row, like the baseline of a
+    model without groups) is still a table read through the rows' groups: that row's group
+    gets the baseline, every other group 0."""
+    G = 3
+    group = np.arange(N) % G
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, D))
+        b = pm.Normal("b", 0.0, 3.0, shape=(G, D))
+        pm.Normal("X", mu=Z @ A + b[group], sigma=0.5, observed=DATA.X)
+        step = pmi.AcceleratedGibbs([Z])
+    step._groups = [group]
+    base = np.arange(1.0, D + 1.0)[None, :]  # fitted on row 4 alone (group 1)
+    full = step._full_baseline(base, np.array([4]))
+    assert full.rows is not None
+    dense = full.dense(N)
+    np.testing.assert_allclose(dense[group == 1], np.broadcast_to(base, ((group == 1).sum(), D)))
+    np.testing.assert_array_equal(dense[group != 1], 0.0)
+    point = model.initial_point()
+    _, _, moved = step._start_offsets(full, DATA.X, step._offset(point), point, shifted=False)
+    np.testing.assert_allclose(moved["b"][1], base[0])
+    np.testing.assert_array_equal(moved["b"][[0, 2]], 0.0)
+
+
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
 @pytest.mark.parametrize("per_group", [False, True], ids=["per-column", "per-group"])
 def test_first_imputation_after_the_start_search_sees_the_offsets_start(per_group):
