@@ -83,6 +83,7 @@ def _noisy_or_visits(block_only, seed, iters, moves="both"):
     return chi2_pooled(counts.ravel(), post.ravel() * counts.sum()), accepted
 
 
+@pytest.mark.slow  # 94 s; the block moves alone and the noisy-or rows are in the default suite
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_noisy_or_samples_the_exact_joint_posterior():
     """IBPGibbs for C (with its block moves), M and Z (eq. 7.9 prior odds) together."""

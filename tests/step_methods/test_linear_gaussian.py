@@ -56,7 +56,9 @@ def test_exact_posterior_enumeration(step_cls, kwargs, alpha, missing):
 @pytest.mark.parametrize("step_cls", [pmi.AcceleratedGibbs, pmi.CollapsedGibbs],
                          ids=["accelerated", "collapsed"])
 @pytest.mark.parametrize("layout", ["two-observed", "per-column-sigma"])
-@pytest.mark.parametrize("missing", [False, True])
+# without missing entries (18-26 s each): the slow suite; the default suite has the column
+# blocks with a missing entry and test_exact_posterior_enumeration without one
+@pytest.mark.parametrize("missing", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_exact_posterior_enumeration_column_blocks(step_cls, layout, missing):
     """One Z shared by two observed matrices with their own A and scales, or one matrix with a
     noise scale per column: the chain's visit frequencies match the exact posterior (each

@@ -51,6 +51,7 @@ def run(step, model, n_sweeps, seed, thin):
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 binds by design
+@pytest.mark.slow  # 61 s; IBPGibbs with Bernoulli likelihoods: test_likelihoods.py (default)
 def test_ibp_bernoulli_likelihood_exact_posterior():
     """pmi.IBP prior, Bernoulli (logistic) likelihood with fixed features: p(Z | X) by
     enumeration of all 512 labelled matrices vs IBPGibbs visit frequencies (χ²)."""
