@@ -166,14 +166,20 @@ def _search_baselines(model, spec, initial_point=None, model_point=None):
     return tuple(out)
 
 
+def _any_grouped(groups):
+    """Whether ``groups`` (one entry per baseline block, ``None`` for a block without a
+    per-group offset; ``None``: no per-group offset at all) holds a per-group offset."""
+    return groups is not None and any(g is not None for g in groups)
+
+
 def _baseline(R, baselines, groups=None):
     """Per block of ``baselines`` (:func:`_search_baselines`) the mean of ``R`` over its rows
     (per column) or over all its entries (a scalar offset), over each group's rows for a
     per-group offset (``groups``: one entry per block, every row's group for a per-group
     offset's block and ``None`` for the others; ``None``: no per-group offset); zero
     elsewhere.  ``1 x D``, or ``N x D`` (one row per row of ``R``) with a per-group offset."""
+    grouped = _any_grouped(groups)
     groups = [None] * len(baselines) if groups is None else groups
-    grouped = any(g is not None for g in groups)
     c = np.zeros((R.shape[0] if grouped else 1, R.shape[1]))
     for (c0, c1, per_column, *_), g in zip(baselines, groups, strict=True):
         if g is None:
@@ -542,7 +548,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         of the group (0 for a group that ``rows`` miss), held as one row per combination of
         the offsets' groups (:func:`joint_groups`; ``b[group]``: ``G x D`` rather than
         ``N x D``, 275 MB at N = 10^6, D = 36)."""
-        if base is None or self._groups is None or all(g is None for g in self._groups):
+        if base is None or not _any_grouped(self._groups):
             return None if base is None else RowOffset(base)
         first, index = joint_groups(*(g for g in self._groups if g is not None))
         full = np.zeros((first.size, base.shape[1]))
