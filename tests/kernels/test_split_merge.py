@@ -45,7 +45,8 @@ BLOCK_SX, BLOCK_SA = np.array([0.5, 0.9]), np.array([1.0, 0.6])
         # N = 4, K_max = 3 (4096 states): columns of size 3-4 and one proposal chain of 3 moves
         ("sequential", np.vstack([ENUM_X, [[1.1, 0.8]]]), 3, 3, 0.05, 0.5, 1.0),
         ("sequential", ENUM_X, 3, 1, 0.05, BLOCK_SX, BLOCK_SA),
-        ("column", ENUM_X, 3, 1, 0.05, 0.5, 1.0),
+        # (23 s) the slow suite; the default suite has the column kernel on 4 x 3 and two blocks
+        pytest.param("column", ENUM_X, 3, 1, 0.05, 0.5, 1.0, marks=pytest.mark.slow),
         ("column", np.vstack([ENUM_X, [[1.1, 0.8]]]), 3, 3, 0.05, 0.5, 1.0),
         ("column", ENUM_X, 3, 1, 0.05, BLOCK_SX, BLOCK_SA),
     ],

@@ -42,7 +42,10 @@ def exact_joint(model):
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
-@pytest.mark.parametrize("likelihood", ["normal", "bernoulli"])
+# the Gaussian likelihood (35 s): the slow suite; the default suite has the Bernoulli one, and the
+# Gaussian DP-IBP's steps in test_geweke_dp_ibp.py
+@pytest.mark.parametrize("likelihood", [pytest.param("normal", marks=pytest.mark.slow),
+                                        "bernoulli"])
 def test_labels_and_category_features_sample_the_exact_posterior(likelihood):
     """Visit frequencies of (c, M) over all 27 x 64 states against the enumerated posterior
     (chi-square), the CRPGibbs + IBPGibbs sweep with IBPGibbs's split-merge moves on M."""

@@ -108,7 +108,8 @@ def test_model_logp_stat_is_the_log_joint_at_the_returned_point(missing):
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
-@pytest.mark.parametrize("feature_sweeps", [1, 0])
+# without the sweep of Z given A (24 s): the slow suite; the default suite has the step's default
+@pytest.mark.parametrize("feature_sweeps", [1, pytest.param(0, marks=pytest.mark.slow)])
 def test_exact_posterior_with_features_and_offsets_integrated_out(feature_sweeps):
     """pmi.IBP(1.5) prior on a 3 x 2 Z, A ~ N(0, 1.5²), b ~ N(-0.5, 1): p(Z | X) with A and b
     integrated out (Gauss–Hermite quadrature, 27,000 nodes per column) vs the visit
@@ -275,7 +276,8 @@ def test_offset_per_group_exact_posterior():
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
-@pytest.mark.parametrize("tied", ["per-group", "scalar"])
+# per group (23 s): the slow suite; the default suite has test_offset_per_group_exact_posterior
+@pytest.mark.parametrize("tied", [pytest.param("per-group", marks=pytest.mark.slow), "scalar"])
 def test_offset_with_one_value_for_all_columns_exact_posterior(tied):
     """logit_p = Z @ A + b[group][:, None] (b of shape (2,), rows 0 and 1 in group 0) or
     + b (a scalar): one value for all columns, which ties them; pm.sample gives b to
