@@ -22,14 +22,18 @@ Reported: R-hat and bulk ESS (ArviZ) of K+, of the log-likelihood and of the log
 (``ibp_model_logp``, the model's log density at each draw), the spread of the chains' mean
 log joints, R-hat of the five largest feature sizes (the sorted column sums of ``Z``,
 label-invariant: do the chains hold the same features?), the wall time of ``pm.sample`` and
-the log joint's bulk ESS per second.
+the log joint's bulk ESS per second.  A second table gives each slow quantity's integrated
+autocorrelation time in iterations, ``tau = chains x draws / bulk ESS`` (the number of
+iterations per independent draw), and the mean log joint over each third of the kept draws
+(is it still rising?).
 
-    python -m benchmarks.logit_samplers [--quick] [--tune T --draws D] [--samplers ...]
-        [--replicates R]
+    python -m benchmarks.logit_samplers [--quick] [--tune T --draws D] [--chains C]
+        [--samplers ...] [--replicates R]
 
-Other chain lengths than the default 150 + 300 are saved as ``logit_samplers_long``.  On this
-posterior one run's R-hat says little: with the same data and sampler, runs that differ only in
-the chains' seeds gave log-joint R-hats from 1.12 to 1.65 (4 x (150 + 300)).
+Other chain lengths than the default 150 + 300 are saved as ``logit_samplers_long``; with
+another number of chains than 4 (``--chains C``) the length and chains are appended to the name.
+On this posterior one run's R-hat says little: with the same data and sampler, runs that differ
+only in the chains' seeds gave log-joint R-hats from 1.12 to 1.65 (4 x (150 + 300)).
 ``--replicates R`` runs every sampler with ``R`` chain seeds (the data fixed) and adds a table of
 the median and range of each statistic over the runs (saved as ``logit_samplers_replicates``,
 with the length appended when it is not the default).
@@ -54,6 +58,10 @@ COLS = ["sampler", "chain_seed", "N", "K_max", "chains", "tune", "draws", "K_plu
         "log_joint_ess_per_s"]
 #: the sorted feature sizes m_(1) >= m_(2) >= ... whose R-hat is reported (label-invariant)
 SIZE_RANKS = 5
+#: the autocorrelation table: tau = chains x draws / bulk ESS of each quantity
+TAU_COLS = ["sampler", "chain_seed", "chains", "tune", "draws", "ones_tau", "size1_tau",
+            "size2_tau", "K_plus_tau", "alpha_tau", "log_lik_tau", "log_joint_tau",
+            "log_joint_thirds"]
 SAMPLERS = ["polya_gamma", "polya_gamma_collapsed", "ibpgibbs_nuts", "ibpgibbs_pg"]
 #: run only when asked for (--samplers)
 EXTRA = ["polya_gamma_no_offset_slice"]
@@ -93,6 +101,12 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
     size_rhat = [rhat(sizes[..., r].astype(float)) for r in range(SIZE_RANKS)]
     ss = idata["sample_stats"]
     kp, ll, lj = (ss[k].values for k in ("ibp_n_active", "ibp_log_lik", "ibp_model_logp"))
+    ones = idata["posterior"]["Z"].values.sum(axis=(2, 3))
+    alpha = idata["posterior"]["alpha"].values
+
+    def tau(x):  # iterations per independent draw
+        return chains * draws / ess_bulk(np.asarray(x, dtype=float))
+
     return {
         "sampler": sampler, "chain_seed": chain_seed, "N": n, "K_max": k_max, "chains": chains,
         "tune": tune, "draws": draws, "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp),
@@ -104,6 +118,11 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
         "sizes_rhat_max": float(np.max(size_rhat)),
         "size2_chain_means": "/".join(f"{v:.0f}" for v in sizes[..., 1].mean(axis=1)),
         "wall_s": wall, "log_joint_ess_per_s": ess_bulk(lj) / wall,
+        "ones_tau": tau(ones), "size1_tau": tau(sizes[..., 0]), "size2_tau": tau(sizes[..., 1]),
+        "K_plus_tau": tau(kp), "alpha_tau": tau(alpha), "log_lik_tau": tau(ll),
+        "log_joint_tau": tau(lj),
+        "log_joint_thirds": " / ".join(f"{v.mean():.0f}"
+                                       for v in np.array_split(lj, 3, axis=1)),
     }
 
 
@@ -113,6 +132,7 @@ def main():
     ap.add_argument("--samplers", nargs="+", default=SAMPLERS, choices=SAMPLERS + EXTRA)
     ap.add_argument("--tune", type=int, default=150, help="tuning iterations (default 150)")
     ap.add_argument("--draws", type=int, default=300, help="kept draws per chain (default 300)")
+    ap.add_argument("--chains", type=int, default=4, help="chains per run (default 4)")
     ap.add_argument("--replicates", type=int, default=1,
                     help="runs per sampler with chain seeds seed, seed + 1, ... (default 1)")
     args = ap.parse_args()
@@ -123,9 +143,11 @@ def main():
     if args.quick:
         cfg = dict(n=100, k_max=10, chains=2, tune=20, draws=20, seed=1)
     else:
-        cfg = dict(n=300, k_max=32, chains=4, tune=args.tune, draws=args.draws, seed=2026)
+        cfg = dict(n=300, k_max=32, chains=args.chains, tune=args.tune, draws=args.draws,
+                   seed=2026)
     length = ("" if (args.tune, args.draws) == (150, 300)
               else f" --tune {args.tune} --draws {args.draws}")
+    length += "" if args.chains == 4 else f" --chains {args.chains}"
     rows = []
     for sampler in args.samplers:
         for r in range(args.replicates):
@@ -139,7 +161,8 @@ def main():
         print_table(summary, SUMMARY_COLS)
     notes = [
         "Digits (scikit-learn, pixels > 7), Bernoulli likelihood with logit Z @ A + b, "
-        "K_max = 32, alpha ~ Gamma(2, 1) by IBPAlphaGibbs; 4 chains, cores=2.  polya_gamma: "
+        f"K_max = 32, alpha ~ Gamma(2, 1) by IBPAlphaGibbs; {cfg['chains']} chains, cores=2.  "
+        "polya_gamma: "
         "pmi.PolyaGammaGibbs on Z, A, b (pm.sample's choice); polya_gamma_collapsed: the "
         "same with feature_sweeps=0 (no sweep of Z given A); polya_gamma_no_offset_slice: "
         "the same with offset_sweeps=0 (no slice update of b given A); ibpgibbs_nuts: "
@@ -156,6 +179,12 @@ def main():
         "on the features themselves; size2_chain_means: each chain's mean m_(2); "
         "log_joint_ess_per_s = bulk ESS of the log joint / wall time of pm.sample "
         "(compilation included).",
+        "Autocorrelation table: tau = chains x draws / bulk ESS (ArviZ), the integrated "
+        "autocorrelation time in iterations, of the number of ones in Z (ones), the sizes of "
+        "the largest and second largest features (size1, size2), K+, alpha, the log-likelihood "
+        "and the log joint (with few effective draws each tau is rough, within a factor of "
+        "about 2); log_joint_thirds: the mean log joint over the first, second and last third "
+        "of the kept draws (all chains).",
         "Command: python -m benchmarks.logit_samplers"
         + (" --quick" if args.quick else "")
         + f" --samplers {' '.join(args.samplers)}" + length
@@ -172,12 +201,14 @@ def main():
     elif summary:
         name = "logit_samplers_replicates" + length.replace(" --", "_").replace(" ", "")
     else:
-        name = "logit_samplers_long" if length else "logit_samplers"
+        name = "logit_samplers" if not length else "logit_samplers_long" + (
+            "" if args.chains == 4 else length.replace(" --", "_").replace(" ", ""))
+    taus = ("Integrated autocorrelation times (iterations)", rows, TAU_COLS)
     if summary:  # the summary first, every run below it and in the CSV
         write_results(name, summary, SUMMARY_COLS, title, notes, info,
-                      extra_tables=[("Every run", rows, COLS)], csv_rows=rows)
+                      extra_tables=[("Every run", rows, COLS), taus], csv_rows=rows)
     else:
-        write_results(name, rows, COLS, title, notes, info)
+        write_results(name, rows, COLS, title, notes, info, extra_tables=[taus])
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
-from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pymc.util import get_random_generator
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV, BetaRV, ExponentialRV, GammaRV
@@ -45,7 +45,12 @@ from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import _strip, boolean_masked, observed_data
+from pymc_ibp.step_methods.model_matching import (
+    _strip,
+    boolean_masked,
+    observed_data,
+    one_value_var,
+)
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["CRPAlphaGibbs", "DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs",
@@ -140,8 +145,8 @@ class ExponentialRateGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True):
         model = pm.modelcontext(model)
-        [value_var] = get_value_vars_from_user_vars(vars, model)
-        rate_rv = model.values_to_rvs[value_var]
+        value_var, rate_rv = one_value_var(vars, model,
+                                           "ExponentialRateGibbs updates one rate at a time")
         self.a, self.b, users = _match_rate(model, rate_rv)
         self.vars = [value_var]
         self.value_name = value_var.name
@@ -224,8 +229,8 @@ class IBPAlphaGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True):
         model = pm.modelcontext(model)
-        [value_var] = get_value_vars_from_user_vars(vars, model)
-        alpha_rv = model.values_to_rvs[value_var]
+        value_var, alpha_rv = one_value_var(vars, model,
+                                            "IBPAlphaGibbs updates one alpha at a time")
         self.a, self.b, z_rv = _match_alpha(model, alpha_rv)
         self.vars = [value_var]
         self.alpha_value_name = value_var.name
@@ -347,8 +352,8 @@ class CRPAlphaGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True):
         model = pm.modelcontext(model)
-        [value_var] = get_value_vars_from_user_vars(vars, model)
-        alpha_rv = model.values_to_rvs[value_var]
+        value_var, alpha_rv = one_value_var(vars, model,
+                                            "CRPAlphaGibbs updates one alpha at a time")
         self.a, self.b, crp = _match_crp_alpha(model, alpha_rv)
         self.vars = [value_var]
         self.alpha_value_name = value_var.name
@@ -498,8 +503,8 @@ class DetectionRateGibbs(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True):
         model = pm.modelcontext(model)
-        [value_var] = get_value_vars_from_user_vars(vars, model)
-        rate_rv = model.values_to_rvs[value_var]
+        value_var, rate_rv = one_value_var(vars, model,
+                                           "DetectionRateGibbs updates one rate at a time")
         self.a, self.b, parts, cond, self.role = _match_detection(model, rate_rv)
         self.vars = [value_var]
         self.value_name = value_var.name

@@ -28,14 +28,14 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
-from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pymc.util import get_random_generator
 from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.basic import BernoulliRV
 
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.hyperparameters import _users
-from pymc_ibp.step_methods.model_matching import BINARY_MATRIX_OPS, observed_data
+from pymc_ibp.step_methods.model_matching import BINARY_MATRIX_OPS, observed_data, one_value_var
 from pymc_ibp.step_methods.scales import adapt_width, slice_sample
 
 __all__ = ["NoisyOrQSlice", "noisy_or_log_lik"]
@@ -146,8 +146,7 @@ class NoisyOrQSlice(BlockedStep):
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, width=1.0):
         model = pm.modelcontext(model)
-        [value_var] = get_value_vars_from_user_vars(vars, model)
-        q_rv = model.values_to_rvs[value_var]
+        value_var, q_rv = one_value_var(vars, model, "NoisyOrQSlice updates one q at a time")
         children = _match_q(model, q_rv)
         self.vars = [value_var]
         self.value_name = value_var.name
