@@ -101,26 +101,26 @@ def run(sampler, n, k_max, chains, tune, draws, seed, chain_seed=None):
     size_rhat = [rhat(sizes[..., r].astype(float)) for r in range(SIZE_RANKS)]
     ss = idata["sample_stats"]
     kp, ll, lj = (ss[k].values for k in ("ibp_n_active", "ibp_log_lik", "ibp_model_logp"))
-    ones = idata["posterior"]["Z"].values.sum(axis=(2, 3))
-    alpha = idata["posterior"]["alpha"].values
-
-    def tau(x):  # iterations per independent draw
-        return chains * draws / ess_bulk(np.asarray(x, dtype=float))
-
+    post = idata["posterior"]
+    # bulk ESS once per quantity: the ESS columns and tau = chains x draws / ESS (iterations
+    # per independent draw) both read it
+    ess = {name: ess_bulk(x) for name, x in (
+        ("ones", post["Z"].values.sum(axis=(2, 3))), ("size1", sizes[..., 0]),
+        ("size2", sizes[..., 1]), ("K_plus", kp), ("alpha", post["alpha"].values),
+        ("log_lik", ll), ("log_joint", lj))}
     return {
         "sampler": sampler, "chain_seed": chain_seed, "N": n, "K_max": k_max, "chains": chains,
         "tune": tune, "draws": draws, "K_plus_mean": float(kp.mean()), "K_plus_rhat": rhat(kp),
-        "K_plus_ess": ess_bulk(kp), "log_lik_mean": float(ll.mean()),
-        "log_lik_rhat": rhat(ll), "log_lik_ess": ess_bulk(ll),
+        "K_plus_ess": ess["K_plus"], "log_lik_mean": float(ll.mean()),
+        "log_lik_rhat": rhat(ll), "log_lik_ess": ess["log_lik"],
         "log_joint_mean": float(lj.mean()), "log_joint_rhat": rhat(lj),
-        "log_joint_ess": ess_bulk(lj), "log_joint_chain_spread": float(np.ptp(lj.mean(axis=1))),
+        "log_joint_ess": ess["log_joint"],
+        "log_joint_chain_spread": float(np.ptp(lj.mean(axis=1))),
         "size1_rhat": size_rhat[0], "size2_rhat": size_rhat[1],
         "sizes_rhat_max": float(np.max(size_rhat)),
         "size2_chain_means": "/".join(f"{v:.0f}" for v in sizes[..., 1].mean(axis=1)),
-        "wall_s": wall, "log_joint_ess_per_s": ess_bulk(lj) / wall,
-        "ones_tau": tau(ones), "size1_tau": tau(sizes[..., 0]), "size2_tau": tau(sizes[..., 1]),
-        "K_plus_tau": tau(kp), "alpha_tau": tau(alpha), "log_lik_tau": tau(ll),
-        "log_joint_tau": tau(lj),
+        "wall_s": wall, "log_joint_ess_per_s": ess["log_joint"] / wall,
+        **{f"{name}_tau": chains * draws / e for name, e in ess.items()},
         "log_joint_thirds": " / ".join(f"{v.mean():.0f}"
                                        for v in np.array_split(lj, 3, axis=1)),
     }
