@@ -203,7 +203,11 @@ def elliptical_slice(rng, f, nu, loglik, cur_ll):
     """One elliptical slice sampling update (Murray, Adams & MacKay 2010) of a zero-mean
     Gaussian state ``f`` with prior draw ``nu`` (same covariance) under ``loglik``; returns
     ``(f_new, loglik(f_new), evaluations)``.  The bracket shrinks towards ``f`` itself, so the
-    loop ends (``loglik`` must be finite at ``f``)."""
+    loop ends (``loglik`` must be finite at ``f``: ``FloatingPointError`` otherwise)."""
+    if not math.isfinite(cur_ll):
+        raise FloatingPointError(
+            f"elliptical slice sampling: the log-likelihood at the current state is {cur_ll} "
+            "(NaN or inf in the data, an offset or another variable's value).")
     log_y = cur_ll + math.log(rng.random())
     theta = rng.uniform(0.0, 2.0 * math.pi)
     lo, hi = theta - 2.0 * math.pi, theta

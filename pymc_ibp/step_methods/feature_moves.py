@@ -66,7 +66,7 @@ import math
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
-from scipy import special
+from scipy import optimize, special
 
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
@@ -98,6 +98,7 @@ class FeatureParameterMoves:
     def __init__(self, step, model, a_rv, row_ll, compile_kwargs, max_rows=1):
         self.step = step
         self.max_rows = int(max_rows)
+        self.a_rv = a_rv
         self.a_name = model.rvs_to_values[a_rv].name
         a_val = model.rvs_to_values[a_rv]
         [prior] = model.logp(vars=[a_rv], sum=False)
@@ -213,6 +214,37 @@ class FeatureParameterMoves:
             sd = 1.0 / np.sqrt(prec)
             a = a + np.clip(g / prec, -_MAX_STEP * sd, _MAX_STEP * sd)
         return a, prec
+
+    def joint_mode(self, trial, Z, maxiter=200):
+        """``A`` with its rows of the active features of ``Z`` at the mode of
+        ``log p(X | Z, A) + log p(A)`` (the other rows as in ``trial``): L-BFGS (at most
+        ``maxiter`` iterations) from ``trial[A]`` with PyTensor's gradients, for any
+        likelihood (a local mode where it is not log-concave, e.g. Student-t).  ``trial[A]``
+        itself when the search does not improve on it."""
+        step = self.step
+        a0 = np.array(trial[self.a_name], dtype=np.float64, copy=True)
+        active = np.flatnonzero(np.asarray(Z).sum(axis=0))
+        shape = a0[active].shape
+        # the gradient function also gives a Hessian product, not used here
+        base = {**trial, step.z_name: Z, _DIRECTION: np.zeros_like(a0)}
+
+        def neg_log_post(x):
+            a = a0.copy()
+            a[active] = x.reshape(shape)
+            t = {**base, self.a_name: a}
+            val = float(np.sum(step._rows_ll(t, Z)) + np.sum(self._prior(t)))
+            grad = np.asarray(self._grad(t)[0], dtype=np.float64)[active].ravel()
+            if not (math.isfinite(val) and np.all(np.isfinite(grad))):
+                return math.inf, np.zeros_like(x)
+            return -val, -grad
+
+        x0 = a0[active].ravel()
+        start, _ = neg_log_post(x0)
+        found = optimize.minimize(neg_log_post, x0, jac=True, method="L-BFGS-B",
+                                  options={"maxiter": int(maxiter)})
+        if math.isfinite(found.fun) and found.fun < start:
+            a0[active] = found.x.reshape(shape)
+        return a0
 
     @staticmethod
     def _log_q(x, mean, prec):

@@ -43,7 +43,7 @@ from pytensor.tensor.random.basic import NormalRV
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.ibp import ibp_draw_core
-from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
+from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
@@ -260,6 +260,13 @@ class _LinearGaussianIBPStep(BlockedStep):
                     f"update {v.name!r}. Assign {v.name!r} to another step."
                 )
         self.vars = owned_vals
+        if self.update_z and initial_point is not None:
+            # the first chain's start, checked before any step runs: a step ordered before
+            # this one (e.g. NUTS on the sticks of pmi.IBPStickBreaking) would otherwise fail
+            # on it with a message that does not name Z; every chain's start is checked at
+            # its first step too
+            z_name = model.rvs_to_values[spec.z_rv].name
+            check_binary_start(initial_point[z_name], z_name, type(self).__name__)
         self.z_name = model.rvs_to_values[spec.z_rv].name
         # one block of columns per observed matrix: its A, its imputed entries (if any)
         self._blocks = [
@@ -339,9 +346,17 @@ class _LinearGaussianIBPStep(BlockedStep):
         # pm.sample's initvals, and a Z given there is the user's
         self._default_z = None
         ip = model.initial_point() if self.update_z else None
-        # the user gave Z (its own initval= or pm.sample's initvals): the chain starts there
-        self._z_has_initval = initial_value_given(
-            model, [spec.z_rv], initial_point if self.update_z else None, ip)
+        # the user gave Z (its own initval= or pm.sample's initvals): the chain starts there.
+        # PyMC builds the steps at chain 0's start, and initvals may differ between chains:
+        # a chain's start counts as given when Z has its own initval=, when it is not PyMC's
+        # default start (_from_prior), or when it is chain 0's start and that one differs
+        # from the model's own (a handed-over Z may be a support point of its prior)
+        self._z_has_initval = initial_value_given(model, [spec.z_rv])
+        self._z_given_at_build = None
+        if (self.update_z and initial_point is not None
+                and initial_value_given(model, [spec.z_rv], initial_point, ip)):
+            z_name = model.rvs_to_values[spec.z_rv].name
+            self._z_given_at_build = np.asarray(initial_point[z_name], dtype=np.int8)
         self._baselines = (_search_baselines(model, spec, initial_point, ip)
                            if self.update_z else ())
         # the group vectors of per-group offsets (b[group]), read at every step (pm.Data)
@@ -392,6 +407,17 @@ class _LinearGaussianIBPStep(BlockedStep):
         sx, sa, *prior = self._hyper_fn(point)
         self.mode.set_params(*prior)
         sx, sa = np.asarray(sx, dtype=np.float64), np.asarray(sa, dtype=np.float64)
+        for noise, v in ((True, sx), (False, sa)):
+            v = np.broadcast_to(v, (self.d,))
+            bad = ~(np.isfinite(v) & (v > 0))
+            if np.any(bad):  # name the block (observed matrix) of the first bad column
+                c = int(np.argmax(bad))
+                block = self.spec.blocks[int(np.searchsorted(self.spec.cols, c, "right")) - 1]
+                what = (f"noise sigma of {block.obs_rv.name!r}" if noise else
+                        f"prior sigma of {block.a_rv.name!r} (the features of "
+                        f"{block.obs_rv.name!r})")
+                raise DataError(f"{type(self).__name__}: the {what} is {v[c]} at column {c}; "
+                                "the scales must be positive and finite.")
         return kernels.noise_blocks(sx * sx, sa * sa, self.d)
 
     def _trXX(self, X, noise):
@@ -813,7 +839,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         docstring), given the chain's initial ``Z``."""
         default = self.mode.is_support_point(Z) or (
             self._default_z is not None and np.array_equal(Z, self._default_z))
-        given = self._z_has_initval or not default
+        given = (self._z_has_initval or not default or (
+            self._z_given_at_build is not None and np.array_equal(Z, self._z_given_at_build)))
         return self.init_z == "prior" or (self.init_z == "auto" and not given)
 
     def _will_search(self, Z):

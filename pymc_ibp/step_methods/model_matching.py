@@ -283,7 +283,7 @@ class LinearGaussianIBP:
 
             def grouped(point):
                 table, labels = fn(point)
-                table = np.asarray(table, dtype=np.float64)
+                table = self._finite_offset(np.asarray(table, dtype=np.float64))
                 return RowOffset(table, group_labels(labels, table.shape[0]))
 
             return grouped
@@ -293,7 +293,24 @@ class LinearGaussianIBP:
                  else pt.broadcast_to(b.offset, (n, b.shape[1])) for b in self.blocks]
         [off] = model.replace_rvs_by_values([pt.concatenate(parts, axis=1)])
         fn = compile_point_fn(model, off, compile_kwargs=compile_kwargs)
-        return lambda point: RowOffset(np.asarray(fn(point), dtype=np.float64))
+        return lambda point: RowOffset(self._finite_offset(np.asarray(fn(point),
+                                                                      dtype=np.float64)))
+
+    def _finite_offset(self, table):
+        """``table`` (the offsets side by side, a row per group or per data row), or a
+        :class:`~pymc_ibp.exceptions.DataError` naming the first entry that is not finite."""
+        bad = ~np.isfinite(table)
+        if bad.any():
+            r, c = (int(v) for v in np.argwhere(bad)[0])
+            for b in self.blocks:
+                if c < b.shape[1]:
+                    break
+                c -= b.shape[1]
+            raise DataError(
+                f"The offset added to {self.z_rv.name} @ A in the mean of {b.obs_rv.name!r} (the "
+                f"terms besides {self.z_rv.name} @ A) is {table[r, c]} at (row {r}, column {c}) "
+                f"({int(bad.sum())} non-finite entries in all); offsets must be finite.")
+        return table
 
     def _offset_tables(self):
         """``(index, tables)`` when every block's offset is ``None``, the same for every row,
@@ -853,6 +870,28 @@ def initial_value_given(model, rvs, initial_point=None, model_point=None) -> boo
     return any(name in initial_point and not np.array_equal(np.asarray(initial_point[name]),
                                                              np.asarray(own[name]))
                for name in names)
+
+
+class StartDefaults:
+    """The model's own start of some variables, taken when a step is built, and which of them
+    have their own ``initval=``: at a chain's first iteration :meth:`given` tells whether the
+    user gave that chain's start of a variable (``pm.sample(initvals=...)`` may give one
+    chain's start and not another's, while PyMC builds the steps once, at the first chain's
+    initial point)."""
+
+    def __init__(self, model, rvs):
+        own = model.initial_point()
+        names = [model.rvs_to_values[rv].name for rv in rvs]
+        self.default = {name: np.array(own[name], copy=True) for name in names}
+        self.initval = {name: model.rvs_to_initial_values.get(rv) is not None
+                        for name, rv in zip(names, rvs, strict=True)}
+
+    def given(self, point, name) -> bool:
+        """Whether ``point`` (a chain's initial point) holds a start of ``name`` the user
+        gave: its own ``initval=``, or a value other than the model's own start (a given
+        start equal to the model's own, e.g. an all-zero ``Z``, counts as not given)."""
+        return self.initval[name] or not np.array_equal(np.asarray(point[name]),
+                                                        self.default[name])
 
 
 def check_binary_start(value, name, step):

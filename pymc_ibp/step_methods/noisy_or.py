@@ -196,7 +196,7 @@ class NoisyOrQSlice(BlockedStep):
             return prior + noisy_or_log_lik(math.log(q), counts, values, off_sum)
 
         u0 = float(point[name])
-        u1, evals = slice_sample(self.rng, logp, u0, self.width)
+        u1, evals = slice_sample(self.rng, logp, u0, self.width, name=repr(name))
         if self.tune:
             self.n_tuned += 1
             self.width = adapt_width(self.width, u1 - u0, self.n_tuned)

@@ -53,14 +53,14 @@ from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
-from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
+from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import (
     LOGIT_PATTERN,
+    StartDefaults,
     check_binary_start,
     find_bernoulli_logit,
     group_labels,
-    initial_value_given,
     match_prior,
     matched_logit_models,
 )
@@ -326,12 +326,12 @@ class PolyaGammaGibbs(BlockedStep):
             raise ValueError(f"feature_sweeps must be an integer >= 0; got {feature_sweeps!r}.")
         self.feature_sweeps = int(feature_sweeps)
         # the surrogate start: by default for a pmi.IBP whose Z the user did not give
+        # (whether the user gave a chain's start of Z is told per chain, at its first step)
         ip = model.initial_point()
-        self._z_given = self.update_z and initial_value_given(model, [spec.z_rv],
-                                                              initial_point, ip)
+        self._starts = StartDefaults(model, [spec.z_rv]) if self.update_z else None
         self._surrogate = None
-        auto = (init_z == "auto" and self.update_z and self.mode.counts and not self._z_given
-                and spec.missing_rv is None)
+        auto = (init_z == "auto" and self.update_z and self.mode.counts
+                and not self._starts.initval[self.z_name] and spec.missing_rv is None)
         if init_z == "surrogate" or auto:
             if not (self.update_z and self.mode.counts):
                 raise ModelPatternError(
@@ -377,6 +377,13 @@ class PolyaGammaGibbs(BlockedStep):
             if not np.all(np.isfinite(v)) or np.any(v <= 0):
                 raise FloatingPointError(f"PolyaGammaGibbs: a prior {name} of "
                                          f"{self.a_name!r} or its offset is not positive.")
+        for what, v in (("the offset added to Z @ A (the terms besides Z @ A and b)", off),
+                         (f"the prior mean of the offset of {self.a_name!r}", b_mu)):
+            if not np.all(np.isfinite(v)):
+                r, c = (int(i) for i in np.argwhere(~np.isfinite(v))[0])
+                raise DataError(f"PolyaGammaGibbs: {what} is {v[r, c]} at (row {r}, column "
+                                f"{c}) ({int((~np.isfinite(v)).sum())} non-finite entries in "
+                                "all); it must be finite.")
         return np.ascontiguousarray(sa * sa), b_mu, np.ascontiguousarray(b_sigma ** 2), off, group
 
     def _shift(self, off, vec, group):
@@ -411,8 +418,8 @@ class PolyaGammaGibbs(BlockedStep):
             self.started = True
             if self.update_z:
                 check_binary_start(z_in, self.z_name, "PolyaGammaGibbs")
-            if self._surrogate is not None and (self.init_z == "surrogate"
-                                                or not self._z_given):
+            if self._surrogate is not None and (
+                    self.init_z == "surrogate" or not self._starts.given(point, self.z_name)):
                 # 0/1 data: the surrogate has no offset and its A is on no useful scale
                 Z = surrogate_z(self._surrogate, self.rng).z
         A = np.ascontiguousarray(point[self.a_name], dtype=np.float64)

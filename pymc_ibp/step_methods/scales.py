@@ -40,11 +40,19 @@ from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 __all__ = ["IBPScaleSlice", "slice_sample"]
 
 
-def slice_sample(rng, logp, x0, w, max_steps=50):
+def slice_sample(rng, logp, x0, w, max_steps=50, name="the variable"):
     """One univariate slice-sampling update of ``x0`` under the log density ``logp`` (Neal
     2003, §4: stepping out by ``w`` at most ``max_steps`` times, then shrinkage).  Returns
-    ``(x1, evaluations)``; leaves the density invariant for any ``w > 0``."""
-    y = logp(x0) + math.log(rng.random())  # log(U) ~ -Exp(1)
+    ``(x1, evaluations)``; leaves the density invariant for any ``w > 0``.  A log density
+    that is not finite at ``x0`` raises ``FloatingPointError`` naming ``name`` (with ``NaN``
+    no point would ever enter the slice: the shrinkage would not end)."""
+    lp0 = logp(x0)
+    if not math.isfinite(lp0):
+        raise FloatingPointError(
+            f"The log density of {name} given the rest of the model is {lp0} at its current "
+            f"value {x0!r}: a term it depends on is not finite (NaN or inf in the data, an "
+            "offset or another variable's value).")
+    y = lp0 + math.log(rng.random())  # log(U) ~ -Exp(1)
     evals = 1
     left = x0 - w * rng.random()
     right = left + w
@@ -292,7 +300,7 @@ class IBPScaleSlice(BlockedStep):
                 return prior - count * math.log(sigma) - ss / (2.0 * sigma * sigma)
 
             u0 = float(point[name])
-            u1, n = self._slice(logp, u0, self.widths[j])
+            u1, n = self._slice(logp, u0, self.widths[j], repr(name))
             evals += n
             if self.tune:  # adapt the width to the typical move (Neal 2003 §4.1)
                 self.n_tuned[j] += 1
@@ -300,8 +308,8 @@ class IBPScaleSlice(BlockedStep):
             point[name] = np.asarray(u1, dtype=dtype)
         return point, [{self._stat_names["ibp_scale_evals"]: evals}]
 
-    def _slice(self, logp, x0, w):
-        return slice_sample(self.rng, logp, x0, w)
+    def _slice(self, logp, x0, w, name):
+        return slice_sample(self.rng, logp, x0, w, name=name)
 
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)

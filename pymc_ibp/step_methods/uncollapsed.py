@@ -45,10 +45,10 @@ from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves, ordered_p
 from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     IBPPrior,
+    StartDefaults,
     boolean_masked,
     check_binary_start,
     first_axis_index,
-    initial_value_given,
     match_prior,
     one_value_var,
 )
@@ -498,6 +498,8 @@ class IBPGibbs(BlockedStep):
         self.is_ibp = isinstance(prior, IBPPrior)
         ip = model.initial_point() if initial_point is None else initial_point
         self.n, self.k_max = ip[self.z_name].shape
+        if initial_point is not None:  # the first chain's start, before any step runs
+            check_binary_start(ip[self.z_name], self.z_name, "IBPGibbs")
         children = [rv for rv in model.basic_RVs
                     if rv is not z_rv and z_rv in set(ancestors([rv]))]
         if not children:
@@ -643,10 +645,10 @@ class IBPGibbs(BlockedStep):
             except ModelPatternError:
                 if not auto:
                     raise
-        # whether the user gave Z (initval= on the variable, or pm.sample's initvals, which
-        # reach the step's initial point): "auto" then starts there
-        self._z_given = self._surrogate is not None and initial_value_given(
-            model, [z_rv], initial_point)
+        # the model's own start of Z (and A): whether the user gave a chain's start of Z
+        # ("auto" then starts there) and of A (else fitted to a given Z) is told per chain
+        self._starts = StartDefaults(
+            model, [z_rv] + ([self._features.a_rv] if self._features is not None else []))
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self.rng = get_random_generator(rng)
         self.warned = self.started = False
@@ -929,13 +931,16 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         if not self.started:
             self.started = True
             check_binary_start(point[self.z_name], self.z_name, "IBPGibbs")
-            if self._surrogate is not None and (self.init_z == "surrogate" or (
-                    not self._z_given and not np.any(point[self.z_name]))):
+            z_given = self._starts.given(point, self.z_name)
+            if self._surrogate is not None and (self.init_z == "surrogate" or not z_given):
                 return self._surrogate_start(point)
             if self._starter is not None:
                 start = self._search_start(point)
                 if start is not None:
                     return start
+            if (z_given and self._features is not None and np.any(point[self.z_name])
+                    and not self._starts.given(point, self._features.a_name)):
+                return self._given_z_start(point)
         Z = np.array(point[self.z_name], copy=True)  # the value's dtype: the logp's input
         hyper = self._hyper(point)
         flips = 0
@@ -1053,15 +1058,8 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         Z = draw.z.astype(point[self.z_name].dtype)
         features = self._features
         a_name = features.a_name
-        trial = {**point, **draw.offsets, self.z_name: Z}
         active = np.flatnonzero(Z.sum(axis=0))
-        for _ in range(2):
-            for k in active:
-                try:
-                    mean, _ = features.laplace(trial, Z, int(k))
-                except FloatingPointError:
-                    continue
-                trial = features._rows(trial, {int(k): mean})
+        trial = self._fitted_features({**point, **draw.offsets, self.z_name: Z}, Z)
         new = {**point, **draw.offsets}
         new[self.z_name] = Z
         new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
@@ -1069,6 +1067,31 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             other = features._rows(dict(new), {int(k): draw.features[k] for k in active})
             if np.sum(self._row_ll(other)) > np.sum(self._row_ll(new)):
                 new[a_name] = np.asarray(other[a_name], dtype=point[a_name].dtype)
+        return new, self._start_stats(new)
+
+    def _fitted_features(self, trial, Z):
+        """``trial`` with the active rows of ``A`` at their Laplace means given ``Z`` (two
+        passes over the columns; a row whose gradient is not finite keeps its value)."""
+        features = self._features
+        for _ in range(2):
+            for k in np.flatnonzero(Z.sum(axis=0)):
+                try:
+                    mean, _ = features.laplace(trial, Z, int(k))
+                except FloatingPointError:
+                    continue
+                trial = features._rows(trial, {int(k): mean})
+        return trial
+
+    def _given_z_start(self, point):
+        """The chain's first iteration when the user gave its ``Z`` but not ``A``: ``Z`` kept
+        and the active rows of ``A`` set to their joint mode given it
+        (:meth:`FeatureParameterMoves.joint_mode`), every other variable kept.  (From ``A``'s
+        own start, e.g. 0, the likelihood would not tell the features apart, and the first
+        sweep would redraw the given ``Z`` from its prior.)"""
+        a_name = self._features.a_name
+        new = dict(point)
+        new[a_name] = np.asarray(self._features.joint_mode(point, point[self.z_name]),
+                                 dtype=point[a_name].dtype)
         return new, self._start_stats(new)
 
     def _start_stats(self, new):

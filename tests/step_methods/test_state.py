@@ -122,21 +122,26 @@ def test_initvals_for_z_are_honoured():
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 4 binds
-@pytest.mark.parametrize("likelihood", ["normal", "student_t", "bernoulli_logit"])
+@pytest.mark.parametrize("likelihood", ["normal", "student_t", "bernoulli_logit",
+                                        "stick_breaking"])
 @pytest.mark.parametrize("bad", [2, -1])
 def test_a_non_binary_start_of_z_is_an_error(likelihood, bad):
     """pm.sample(initvals={"Z": Z0}) with an entry of Z0 that is not 0 or 1: the step that
     updates Z (AcceleratedGibbs, IBPGibbs, PolyaGammaGibbs) refuses to start from it, naming
-    the entry (PyMC checks start values only for NUTS)."""
+    the entry (PyMC checks start values only for NUTS), also where NUTS on the sticks of
+    pmi.IBPStickBreaking runs first (it failed there with "Bad initial energy")."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(8, 3))
     Z0 = np.zeros((8, 4), dtype=np.int8)
     Z0[:, 0] = 1
     Z0[5, 2] = bad
     with pm.Model():
-        Z = pmi.IBP("Z", 1.0, shape=(8, 4))
+        if likelihood == "stick_breaking":
+            Z = pm.Bernoulli("Z", p=pmi.IBPStickBreaking("pi", 1.0, shape=4), shape=(8, 4))
+        else:
+            Z = pmi.IBP("Z", 1.0, shape=(8, 4))
         A = pm.Normal("A", 0.0, 1.0, shape=(4, 3))
-        if likelihood == "normal":
+        if likelihood in ("normal", "stick_breaking"):
             pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X)
         elif likelihood == "student_t":
             pm.StudentT("X", nu=4, mu=Z @ A, sigma=0.5, observed=X)
@@ -148,6 +153,64 @@ def test_a_non_binary_start_of_z_is_an_error(likelihood, bad):
             pm.sample(initvals={"Z": Z0}, **kw)
         Z0[5, 2] = 1
         pm.sample(initvals={"Z": Z0}, **kw)  # a binary start is fine
+
+
+def _student_t_data():
+    rng = np.random.default_rng(0)
+    n, d, k, k_max = 40, 8, 3, 8
+    z_true = (rng.random((n, k)) < 0.5).astype(np.int64)
+    a_true = rng.normal(0.0, 2.0, (k, d))
+    X = z_true @ a_true + 0.5 * rng.standard_t(5, (n, d))
+    Z0 = np.zeros((n, k_max), dtype=np.int64)
+    Z0[:, 5:] = z_true
+    return X, Z0, a_true
+
+
+def test_a_given_z_under_ibpgibbs_gets_its_features_fitted():
+    """pm.sample(initvals={"Z": Z0}) for a Student-t model (IBPGibbs on Z, NUTS on A), A not
+    given: the first iteration keeps Z0 and sets A's active rows to their mode given it, so
+    the chain stays at Z0 (before: A stayed at 0, where the likelihood does not see Z, and
+    the first sweep redrew Z from its prior, about 1000 nats below)."""
+    X, Z0, a_true = _student_t_data()
+    with pm.Model():
+        Z = pmi.IBP("Z", pm.Gamma("alpha", 1.0, 1.0), shape=Z0.shape)
+        A = pm.Normal("A", 0.0, 2.0, shape=(Z0.shape[1], X.shape[1]))
+        pm.StudentT("X", nu=5, mu=Z @ A, sigma=0.5, observed=X)
+        idata = pm.sample(tune=0, draws=5, chains=1, cores=1, random_seed=3,
+                          initvals={"Z": Z0}, progressbar=False,
+                          compute_convergence_checks=False)
+    zs = idata["posterior"]["Z"].values[0]
+    np.testing.assert_array_equal(zs[0], Z0)
+    assert np.mean(zs[-1] == Z0) > 0.97, np.mean(zs[-1] == Z0)
+    assert np.abs(idata["posterior"]["A"].values[0, 0, 5:] - a_true).max() < 1.0
+    assert idata["sample_stats"]["ibp_log_lik"].values[0, 0] > -350.0
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+@pytest.mark.parametrize("likelihood", ["normal", "student_t", "bernoulli_logit"])
+def test_initvals_per_chain(likelihood):
+    """pm.sample(initvals=[{"Z": Z0}, {}]): chain 0 starts at Z0 and chain 1, given nothing,
+    is the chain a run given nothing at all draws with the same seed (its start search or
+    surrogate start included).  PyMC builds the steps at chain 0's start, which once made
+    every chain count as given (AcceleratedGibbs, IBPGibbs, PolyaGammaGibbs)."""
+    X, Z0, _ = _student_t_data()
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=Z0.shape)
+        A = pm.Normal("A", 0.0, 2.0, shape=(Z0.shape[1], X.shape[1]))
+        if likelihood == "normal":
+            pm.Normal("X", mu=Z @ A, sigma=0.5, observed=X)
+        elif likelihood == "student_t":
+            pm.StudentT("X", nu=5, mu=Z @ A, sigma=0.5, observed=X)
+        else:
+            pm.Bernoulli("X", logit_p=Z @ A, observed=(X > 0).astype(np.int64))
+        kw = dict(tune=0, draws=2, chains=2, cores=1, random_seed=3, progressbar=False,
+                  compute_convergence_checks=False)
+        mixed = pm.sample(initvals=[{"Z": Z0}, {}], **kw)["posterior"]["Z"].values
+        none = pm.sample(**kw)["posterior"]["Z"].values
+    # (PolyaGammaGibbs' first iteration is a sweep from Z0, not a start iteration)
+    assert np.mean(mixed[0, 0] == Z0) > (0.9 if likelihood == "bernoulli_logit" else 0.999)
+    np.testing.assert_array_equal(mixed[1], none[1])
+    assert mixed[1, 0].any()  # a start search / surrogate start, not the all-zero default
 
 
 def test_init_z_policy_unit():

@@ -326,6 +326,10 @@ def logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var):
             w = 2.0 / math.sqrt(0.25 * n_obs + 1.0 / v)
             level = (_offset_log_density(x, obs, psi, rows, lo, hi, c_lo, c_hi, 0.0, m, v, b0)
                      + math.log(1.0 - rng.random()))  # minus an Exp(1) draw
+            if not math.isfinite(level):  # NaN: no point would enter the slice
+                raise FloatingPointError(
+                    "logit_offset_slice: the offset's log density at its current value is "
+                    "not finite (NaN or inf in an offset, A or the offset's prior)")
             left = b0 - w * rng.random()
             right = left + w
             j = int(_SLICE_STEPS * rng.random())

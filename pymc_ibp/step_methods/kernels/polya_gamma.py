@@ -97,7 +97,11 @@ def _truncated_inverse_gaussian(rng, z):
 
 @numba.njit(cache=True)
 def polya_gamma(rng, c):
-    """One exact draw of ``ω ~ PG(1, c)``."""
+    """One exact draw of ``ω ~ PG(1, c)`` (``FloatingPointError`` for a ``c`` that is not
+    finite: no proposal would ever be accepted)."""
+    if not math.isfinite(c):
+        raise FloatingPointError("polya_gamma: PG(1, c) with c not finite (NaN or inf in the "
+                                 "linear predictor: an offset, A or the data's parameters)")
     z = 0.5 * abs(c)
     fz = _PI2_8 + 0.5 * z * z
     p_exp = _exponential_mass(z)

@@ -1,0 +1,94 @@
+"""A term that is not finite (NaN or inf in an offset, a log density that is NaN) stops the
+chain with an error naming it: no slice sampler waits forever for a point on a NaN slice."""
+
+import math
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_ibp as pmi
+from pymc_ibp.step_methods import kernels
+from pymc_ibp.step_methods.dependent_ibp import elliptical_slice
+from pymc_ibp.step_methods.scales import slice_sample
+
+
+def _offset_model(likelihood, offset, n=12, d=4, k_max=4):
+    rng = np.random.default_rng(0)
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
+        A = pm.Normal("A", 0.0, 1.0, shape=(k_max, d))
+        if likelihood == "normal":
+            sx = pm.HalfNormal("sx", 1.0)
+            pm.Normal("X", mu=Z @ A + offset, sigma=sx, observed=rng.normal(size=(n, d)))
+        else:
+            pm.Bernoulli("X", logit_p=Z @ A + offset,
+                         observed=(rng.random((n, d)) < 0.5).astype("int64"))
+    return model
+
+
+@pytest.mark.parametrize("likelihood", ["normal", "bernoulli"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_constant_offset_is_an_error(likelihood, bad):
+    """pm.sample's own steps (AcceleratedGibbs + IBPScaleSlice; PolyaGammaGibbs) name the
+    offset's bad entry at the first iteration (before: the scale's slice sampler looped
+    forever on a NaN log density)."""
+    offset = np.zeros(4)
+    offset[2] = bad
+    with _offset_model(likelihood, offset), pytest.raises(
+            pmi.DataError, match=rf"offset .* is {bad} at \(row 0, column 2\)"):
+        pm.sample(tune=2, draws=2, chains=1, cores=1, random_seed=1, progressbar=False,
+                  compute_convergence_checks=False)
+
+
+def test_slice_sample_rejects_a_non_finite_log_density():
+    rng = np.random.default_rng(0)
+    for value in (np.nan, -np.inf, np.inf):
+        with pytest.raises(FloatingPointError, match=rf"'sx' .* is {value} at its current"):
+            slice_sample(rng, lambda _u, v=value: v, 0.3, 1.0, name="'sx'")
+    # NaN away from the current value is outside the slice: the update still ends
+    x1, _ = slice_sample(rng, lambda u: -0.5 * u * u if abs(u) < 1.0 else math.nan, 0.3, 1.0)
+    assert abs(x1) < 1.0
+
+
+def test_elliptical_slice_rejects_a_non_finite_log_likelihood():
+    rng = np.random.default_rng(0)
+    with pytest.raises(FloatingPointError, match="log-likelihood at the current state is nan"):
+        elliptical_slice(rng, np.zeros(3), np.ones(3), lambda f: 0.0, math.nan)
+
+
+def test_logit_offset_slice_rejects_a_non_finite_state():
+    rng = np.random.default_rng(0)
+    x = np.ones((3, 2), dtype=np.int8)
+    obs = np.ones((3, 2), dtype=bool)
+    psi = np.zeros((3, 2))
+    psi[1, 0] = np.nan
+    B = np.zeros((1, 2))
+    rows, starts = np.arange(3), np.array([0, 3])
+    with pytest.raises(FloatingPointError, match="not finite"):
+        kernels.logit_offset_slice(rng, x, obs, psi, B, rows, starts, np.zeros((1, 2)),
+                                   np.ones((1, 2)))
+
+
+def test_polya_gamma_draw_rejects_a_non_finite_argument():
+    rng = np.random.default_rng(0)
+    for c in (math.nan, math.inf):
+        with pytest.raises(FloatingPointError, match="not finite"):
+            kernels.polya_gamma(rng, c)
+
+
+def test_a_non_finite_column_scale_is_named():
+    """A per-column noise sigma with a NaN: AcceleratedGibbs names the variable's role, the
+    observed matrix and the column (before: "The noise and feature variances must be
+    positive and finite")."""
+    sigma = np.ones(4)
+    sigma[3] = np.nan
+    rng = np.random.default_rng(0)
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(12, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 4))
+        pm.Normal("X", mu=Z @ A, sigma=sigma, observed=rng.normal(size=(12, 4)))
+        with pytest.raises(pmi.DataError, match=r"noise sigma of 'X' is nan at column 3"):
+            pm.sample(tune=1, draws=1, chains=1, cores=1, random_seed=1, progressbar=False,
+                      compute_convergence_checks=False)
