@@ -378,7 +378,7 @@ class PolyaGammaGibbs(BlockedStep):
                 raise FloatingPointError(f"PolyaGammaGibbs: a prior {name} of "
                                          f"{self.a_name!r} or its offset is not positive.")
         for what, v in (("the offset added to Z @ A (the terms besides Z @ A and b)", off),
-                         (f"the prior mean of the offset of {self.a_name!r}", b_mu)):
+                         (f"the prior mean of the offset {self.b_name!r}", b_mu)):
             if not np.all(np.isfinite(v)):
                 r, c = (int(i) for i in np.argwhere(~np.isfinite(v))[0])
                 raise DataError(f"PolyaGammaGibbs: {what} is {v[r, c]} at (row {r}, column "

@@ -92,3 +92,18 @@ def test_a_non_finite_column_scale_is_named():
         with pytest.raises(pmi.DataError, match=r"noise sigma of 'X' is nan at column 3"):
             pm.sample(tune=1, draws=1, chains=1, cores=1, random_seed=1, progressbar=False,
                       compute_convergence_checks=False)
+
+
+def test_a_non_finite_prior_mean_of_the_offset_is_named():
+    rng = np.random.default_rng(0)
+    mu = np.zeros(4)
+    mu[1] = np.nan
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(12, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 4))
+        b = pm.Normal("b", mu, 1.0, shape=4)
+        pm.Bernoulli("X", logit_p=Z @ A + b, observed=(rng.random((12, 4)) < 0.5).astype(int))
+        with pytest.raises(pmi.DataError, match=r"prior mean of the offset 'b' is nan at "
+                                                r"\(row 0, column 1\)"):
+            pm.sample(tune=1, draws=1, chains=1, cores=1, random_seed=1, progressbar=False,
+                      compute_convergence_checks=False, step=[pmi.PolyaGammaGibbs([Z, A, b])])
