@@ -30,15 +30,18 @@ class TruncationWarning(UserWarning):
     """
 
 
-def warn_slots_in_use(step, z_name, k_max, stacklevel=4):
+def warn_slots_in_use(step, z_name, k_max, dim=None, stacklevel=4):
     """Emit the :class:`TruncationWarning` of a step whose ``K_max`` slots of ``z_name`` were
-    all in use (the default ``stacklevel`` points at the caller of the step's ``step()``,
-    past :func:`~pymc_ibp._numba_utils.interrupt_safe`)."""
+    all in use; ``dim`` names the dim of the slots (``z_name``'s last dim: the length to
+    raise), ``None`` when the variable has no dims (the last entry of its shape).  The default
+    ``stacklevel`` points at the caller of the step's ``step()``, past
+    :func:`~pymc_ibp._numba_utils.interrupt_safe`."""
+    where = f"the length of the {dim!r} dim" if dim is not None else "the last entry of shape="
     warnings.warn(
         f"{step}: all K_max={k_max} feature slots of {z_name!r} were in use; the truncation "
-        f"may bias the posterior. Raise K_max (e.g. to {2 * k_max}: the length of the "
-        "'feature' dim / the last entry of shape=) and re-run; the sample stat "
-        "'ibp_kmax_hit' marks the affected draws.", TruncationWarning, stacklevel=stacklevel)
+        f"may bias the posterior. Raise K_max (e.g. to {2 * k_max}: {where}) and re-run; the "
+        "sample stat 'ibp_kmax_hit' marks the affected draws.", TruncationWarning,
+        stacklevel=stacklevel)
 
 
 class ShardFailure(RuntimeError):

@@ -60,6 +60,7 @@ from pymc_ibp.step_methods.model_matching import (
     matched_models,
     row_constant_variable,
     row_indexed_variable,
+    slot_dim,
 )
 from pymc_ibp.step_methods.offsets import group_row_sums
 from pymc_ibp.step_methods.prior_modes import prior_mode
@@ -260,14 +261,14 @@ class _LinearGaussianIBPStep(BlockedStep):
                     f"update {v.name!r}. Assign {v.name!r} to another step."
                 )
         self.vars = owned_vals
+        self.z_name = model.rvs_to_values[spec.z_rv].name
+        self._slot_dim = slot_dim(model, spec.z_rv.name)  # named by a TruncationWarning
         if self.update_z and initial_point is not None:
             # the first chain's start, checked before any step runs: a step ordered before
             # this one (e.g. NUTS on the sticks of pmi.IBPStickBreaking) would otherwise fail
             # on it with a message that does not name Z; every chain's start is checked at
             # its first step too
-            z_name = model.rvs_to_values[spec.z_rv].name
-            check_binary_start(initial_point[z_name], z_name, type(self).__name__)
-        self.z_name = model.rvs_to_values[spec.z_rv].name
+            check_binary_start(initial_point[self.z_name], self.z_name, type(self).__name__)
         # one block of columns per observed matrix: its A, its imputed entries (if any)
         self._blocks = [
             (int(c0), int(c1), model.rvs_to_values[b.a_rv].name,
@@ -355,8 +356,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         self._z_given_at_build = None
         if (self.update_z and initial_point is not None
                 and initial_value_given(model, [spec.z_rv], initial_point, ip)):
-            z_name = model.rvs_to_values[spec.z_rv].name
-            self._z_given_at_build = np.asarray(initial_point[z_name], dtype=np.int8)
+            self._z_given_at_build = np.asarray(initial_point[self.z_name], dtype=np.int8)
         self._baselines = (_search_baselines(model, spec, initial_point, ip)
                            if self.update_z else ())
         # the group vectors of per-group offsets (b[group]), read at every step (pm.Data)
@@ -1039,7 +1039,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
         if hit and not self.warned and self.sweeps >= self.n_tune:  # kept draws only
             self.warned = True
-            warn_slots_in_use(type(self).__name__, self.z_name, self.k_max)
+            warn_slots_in_use(type(self).__name__, self.z_name, self.k_max, self._slot_dim)
         self.sweeps += 1
         stats_ = {
             "ibp_n_active": int(act.size),

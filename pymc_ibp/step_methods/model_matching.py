@@ -298,18 +298,20 @@ class LinearGaussianIBP:
 
     def _finite_offset(self, table):
         """``table`` (the offsets side by side, a row per group or per data row), or a
-        :class:`~pymc_ibp.exceptions.DataError` naming the first entry that is not finite."""
-        bad = ~np.isfinite(table)
-        if bad.any():
-            r, c = (int(v) for v in np.argwhere(bad)[0])
+        :class:`~pymc_ibp.exceptions.DataError` naming the first entry that is not finite
+        (:func:`non_finite_entry`), by its column in its own block."""
+        found = non_finite_entry(table)
+        if found is not None:
+            (r, c), count = found
+            value = table[r, c]
             for b in self.blocks:
                 if c < b.shape[1]:
                     break
                 c -= b.shape[1]
             raise DataError(
                 f"The offset added to {self.z_rv.name} @ A in the mean of {b.obs_rv.name!r} (the "
-                f"terms besides {self.z_rv.name} @ A) is {table[r, c]} at (row {r}, column {c}) "
-                f"({int(bad.sum())} non-finite entries in all); offsets must be finite.")
+                f"terms besides {self.z_rv.name} @ A) is {value} at (row {r}, column {c}) "
+                f"({count} non-finite entries in all); offsets must be finite.")
         return table
 
     def _offset_tables(self):
@@ -892,6 +894,30 @@ class StartDefaults:
         start equal to the model's own, e.g. an all-zero ``Z``, counts as not given)."""
         return self.initval[name] or not np.array_equal(np.asarray(point[name]),
                                                         self.default[name])
+
+
+def slot_dim(model, z_name):
+    """The name of the dim of ``z_name``'s feature slots (its last dim; e.g. ``'feature'``, or
+    ``'Z_category'`` for the category matrix of :func:`pymc_ibp.ibp_ibp`), or ``None`` when
+    the variable has no dims: where a :class:`~pymc_ibp.TruncationWarning` says to raise
+    ``K_max``."""
+    dims = model.named_vars_to_dims.get(z_name)
+    return dims[-1] if dims else None
+
+
+def non_finite_entry(table):
+    """``((row, column), count)``: the first entry of the 2-D array ``table`` that is NaN or
+    infinite and how many are, or ``None`` when all are finite.  One sum tells (a NaN or inf
+    makes it non-finite), so a step checking an ``N x D`` table at every call makes no
+    ``N x D`` temporary; the entries are looked at only when the sum is not finite."""
+    with np.errstate(over="ignore", invalid="ignore"):  # inf + (-inf), a sum past 1.8e308
+        total = table.sum()
+    if np.isfinite(total):
+        return None
+    bad = ~np.isfinite(table)
+    if not bad.any():  # the sum overflowed
+        return None
+    return tuple(int(i) for i in np.argwhere(bad)[0]), int(bad.sum())
 
 
 def check_binary_start(value, name, step):

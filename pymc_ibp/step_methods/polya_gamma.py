@@ -63,6 +63,8 @@ from pymc_ibp.step_methods.model_matching import (
     group_labels,
     match_prior,
     matched_logit_models,
+    non_finite_entry,
+    slot_dim,
 )
 from pymc_ibp.step_methods.prior_modes import prior_mode
 from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
@@ -288,6 +290,7 @@ class PolyaGammaGibbs(BlockedStep):
                 + ("." if self._tied else f", or give it {spec.a_rv.name!r} too."))
         self.vars = owned_vals
         self.z_name = model.rvs_to_values[spec.z_rv].name
+        self._slot_dim = slot_dim(model, spec.z_rv.name)  # named by a TruncationWarning
         self.a_name = model.rvs_to_values[spec.a_rv].name
         self.b_name = model.rvs_to_values[spec.b_rv].name if spec.b_rv is not None else None
         self.miss_name = (model.rvs_to_values[spec.missing_rv].name
@@ -379,11 +382,11 @@ class PolyaGammaGibbs(BlockedStep):
                                          f"{self.a_name!r} or its offset is not positive.")
         for what, v in (("the offset added to Z @ A (the terms besides Z @ A and b)", off),
                          (f"the prior mean of the offset {self.b_name!r}", b_mu)):
-            if not np.all(np.isfinite(v)):
-                r, c = (int(i) for i in np.argwhere(~np.isfinite(v))[0])
+            found = non_finite_entry(v)
+            if found is not None:
+                (r, c), count = found
                 raise DataError(f"PolyaGammaGibbs: {what} is {v[r, c]} at (row {r}, column "
-                                f"{c}) ({int((~np.isfinite(v)).sum())} non-finite entries in "
-                                "all); it must be finite.")
+                                f"{c}) ({count} non-finite entries in all); it must be finite.")
         return np.ascontiguousarray(sa * sa), b_mu, np.ascontiguousarray(b_sigma ** 2), off, group
 
     def _shift(self, off, vec, group):
@@ -503,7 +506,7 @@ class PolyaGammaGibbs(BlockedStep):
         hit = n_active == self.k_max
         if hit and self.mode.counts and not self.warned and self.sweeps > self.n_tune:
             self.warned = True
-            warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max)
+            warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max, self._slot_dim)
         loglik = float(kernels.logit_log_lik(x, obs, psi))
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                   "ibp_model_logp": (float(self._model_logp(new)) + loglik

@@ -151,7 +151,10 @@ class IBPScaleSlice(BlockedStep):
     \sigma_a^{-K_{max}D} e^{-\|A\|^2/2\sigma_a^2}` (Doshi-Velez 2009, §5.1; slice sampling of Neal
     2003) by univariate slice sampling on
     the transformed value, with the prior (and Jacobian) taken from the model.  Chosen
-    automatically for the scales of models that :class:`AcceleratedGibbs` handles.
+    automatically for the scales of models that :class:`AcceleratedGibbs` handles.  A scale
+    without a user's initial value starts from the data's spread; its updates begin once the
+    step of ``Z`` and ``A`` has drawn ``A`` (given PyMC's all-zero start of ``A``, ``σa`` would
+    collapse to 0).
 
     Parameters
     ----------
@@ -284,6 +287,8 @@ class IBPScaleSlice(BlockedStep):
             self._start(point)
         evals = 0
         for j, e in enumerate(self.entries):
+            if self._a_at_zero_start(e, point):
+                continue  # this update is left out (identity) until A has been drawn
             suff = self._suff(e, point)
             if suff is None:  # nothing to condition on yet: this update is left out (identity)
                 continue
@@ -307,6 +312,17 @@ class IBPScaleSlice(BlockedStep):
                 self.widths[j] = adapt_width(self.widths[j], u1 - u0, self.n_tuned[j])
             point[name] = np.asarray(u1, dtype=dtype)
         return point, [{self._stat_names["ibp_scale_evals"]: evals}]
+
+    @staticmethod
+    def _a_at_zero_start(e, point):
+        """Whether every feature matrix of the scale's blocks is exactly zero: PyMC's start of
+        ``A``, before the step of ``Z`` and ``A`` has run (it draws every slot, empty ones
+        from the prior, so a drawn ``A`` is never all zero).  That happens at a chain's first
+        iteration when this step runs first (the scales declared before ``Z``): an update there
+        would condition on ``A = 0``, where ``σa``'s conditional piles up at 0, and ``A``,
+        drawn next at that scale, would keep it there (the features vanish and the chain does
+        not recover)."""
+        return not any(np.any(point[a_name]) for _, _, a_name, _, _ in e["blocks"])
 
     def _slice(self, logp, x0, w, name):
         return slice_sample(self.rng, logp, x0, w, name=name)

@@ -51,6 +51,7 @@ from pymc_ibp.step_methods.model_matching import (
     first_axis_index,
     match_prior,
     one_value_var,
+    slot_dim,
 )
 from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
 from pymc_ibp.step_methods.stats import model_logp_fn, per_matrix_stats
@@ -495,6 +496,7 @@ class IBPGibbs(BlockedStep):
             )
         self.vars = [z_val]
         self.z_name = z_val.name
+        self._slot_dim = slot_dim(model, z_rv.name)  # named by a TruncationWarning
         self.is_ibp = isinstance(prior, IBPPrior)
         ip = model.initial_point() if initial_point is None else initial_point
         self.n, self.k_max = ip[self.z_name].shape
@@ -1007,7 +1009,7 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         hit = n_active == self.k_max
         if hit and self.is_ibp and not self.warned:
             self.warned = True
-            warn_slots_in_use("IBPGibbs", self.z_name, self.k_max)
+            warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_dim)
         new = dict(point)
         new[self.z_name] = Z
         if block_acc or turn_acc:

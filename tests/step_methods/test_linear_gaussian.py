@@ -210,6 +210,26 @@ def test_truncation_warning_names_kmax():
             point, st = step.step(point)
 
 
+def test_truncation_warning_names_the_dim_to_raise():
+    """The warning says which length to raise: the slot dim of the matrix (for the category
+    matrix of pmi.ibp_ibp that is 'Z_category', of length l_max, not 'feature'), or the last
+    entry of shape= without dims."""
+    from pymc_ibp.exceptions import warn_slots_in_use
+    from pymc_ibp.step_methods.model_matching import slot_dim
+
+    with pm.Model(coords={"obs": range(6), "feature": range(3)}) as model:
+        pmi.IBP("Z", 1.0, dims=("obs", "feature"))
+        pmi.IBP("W", 1.0, shape=(6, 3))
+        pmi.ibp_ibp("Y", 1.0, 1.0, l_max=4, dims=("obs", "feature"))
+    assert [slot_dim(model, v) for v in ("Z", "W", "Y_C", "Y_M")] == [
+        "feature", None, "Y_category", "feature"]
+    with pytest.warns(pmi.TruncationWarning,
+                      match=r"K_max=4 .* 'Y_C' .*to 8: the length of the 'Y_category' dim\)"):
+        warn_slots_in_use("IBPGibbs", "Y_C", 4, slot_dim(model, "Y_C"), stacklevel=2)
+    with pytest.warns(pmi.TruncationWarning, match=r"to 6: the last entry of shape=\)"):
+        warn_slots_in_use("IBPGibbs", "W", 3, None, stacklevel=2)
+
+
 # ---------------------------------------------------------------------------------------------
 # split-merge moves
 # ---------------------------------------------------------------------------------------------
@@ -716,6 +736,30 @@ def test_steps_read_the_models_data_without_copying_it(offset):
     read = [steps[0]._X, steps[0].spec.X, *(e["X"] for e in steps[1].entries)]
     read += [steps[2]._X] if offset else []
     assert all(np.shares_memory(x, held) for x in read)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 8 may bind
+def test_scales_declared_before_z_do_not_collapse():
+    """The scales declared before Z put IBPScaleSlice before AcceleratedGibbs in pm.sample's
+    compound step.  It leaves the scales at their starts while A is at PyMC's all-zero start:
+    an update there conditioned on A = 0, σa fell to about 1e-5 and stayed there, the
+    features vanished (K+ = 0) and σx stayed at the data's spread (5 of 6 chains, found by a
+    user who wrote the model in that order)."""
+    data = pmi.datasets.block_images(100, noise=0.5, seed=1)
+    for seed in (1, 2):
+        with pm.Model():
+            alpha = pm.Gamma("alpha", 1.0, 1.0)
+            sigma_a = pm.HalfNormal("sigma_a", 2.0)
+            sigma_x = pm.HalfNormal("sigma_x", 1.0)
+            Z = pmi.IBP("Z", alpha, shape=(100, 8))
+            A = pm.Normal("A", 0.0, sigma_a, shape=(8, 36))
+            pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=data.X)
+            idata = pm.sample(tune=20, draws=20, chains=2, cores=1, random_seed=seed,
+                              progressbar=False, compute_convergence_checks=False)
+        post = idata["posterior"]
+        assert np.all(post["sigma_a"].values[:, -1] > 0.2), post["sigma_a"].values[:, -1]
+        assert np.all(post["sigma_x"].values[:, -1] < 0.6), post["sigma_x"].values[:, -1]
+        assert np.all(idata["sample_stats"]["ibp_n_active"].values[:, -1] >= 4)
 
 
 def test_subsample_search_scores_its_rows_as_an_ibp_of_that_size():

@@ -30,14 +30,16 @@ def _offset_model(likelihood, offset, n=12, d=4, k_max=4):
 
 @pytest.mark.parametrize("likelihood", ["normal", "bernoulli"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_non_finite_constant_offset_is_an_error(likelihood, bad):
+@pytest.mark.parametrize("row", [None, 5])
+def test_non_finite_offset_is_an_error(likelihood, bad, row):
     """pm.sample's own steps (AcceleratedGibbs + IBPScaleSlice; PolyaGammaGibbs) name the
     offset's bad entry at the first iteration (before: the scale's slice sampler looped
-    forever on a NaN log density)."""
-    offset = np.zeros(4)
-    offset[2] = bad
+    forever on a NaN log density); for an offset the same for every row (``row=None``) and
+    one of a row per data row."""
+    offset = np.zeros(4) if row is None else np.zeros((12, 4))
+    offset[(2,) if row is None else (row, 2)] = bad
     with _offset_model(likelihood, offset), pytest.raises(
-            pmi.DataError, match=rf"offset .* is {bad} at \(row 0, column 2\)"):
+            pmi.DataError, match=rf"offset .* is {bad} at \(row {row or 0}, column 2\)"):
         pm.sample(tune=2, draws=2, chains=1, cores=1, random_seed=1, progressbar=False,
                   compute_convergence_checks=False)
 
@@ -107,3 +109,34 @@ def test_a_non_finite_prior_mean_of_the_offset_is_named():
                                                 r"\(row 0, column 1\)"):
             pm.sample(tune=1, draws=1, chains=1, cores=1, random_seed=1, progressbar=False,
                       compute_convergence_checks=False, step=[pmi.PolyaGammaGibbs([Z, A, b])])
+
+
+def test_a_non_finite_offset_of_a_second_matrix_is_named_with_its_value():
+    """Two observed matrices of one Z: the bad entry of the second one's offset is named by
+    that matrix, its own column and its value (before: the value printed was read at the
+    block's column in the first matrix)."""
+    rng = np.random.default_rng(0)
+    off2 = np.zeros(3)
+    off2[1] = np.inf
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(10, 4))
+        A1 = pm.Normal("A1", 0.0, 1.0, shape=(4, 2))
+        A2 = pm.Normal("A2", 0.0, 1.0, shape=(4, 3))
+        pm.Normal("X1", mu=Z @ A1 + np.full(2, 7.0), sigma=0.5, observed=rng.normal(size=(10, 2)))
+        pm.Normal("X2", mu=Z @ A2 + off2, sigma=0.5, observed=rng.normal(size=(10, 3)))
+        with pytest.raises(pmi.DataError,
+                           match=r"mean of 'X2' .* is inf at \(row 0, column 1\)"):
+            pm.sample(tune=2, draws=2, chains=1, cores=1, random_seed=1, progressbar=False,
+                      compute_convergence_checks=False)
+
+
+def test_non_finite_entry_finds_the_first_and_ignores_an_overflowing_sum():
+    from pymc_ibp.step_methods.model_matching import non_finite_entry
+
+    table = np.zeros((4, 3))
+    assert non_finite_entry(table) is None
+    assert non_finite_entry(np.full((4, 3), 1e308)) is None  # finite entries, sum inf
+    table[2, 1], table[3, 0] = np.inf, -np.inf
+    assert non_finite_entry(table) == ((2, 1), 2)
+    table[0, 2] = np.nan
+    assert non_finite_entry(table) == ((0, 2), 3)
