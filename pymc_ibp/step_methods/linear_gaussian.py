@@ -412,7 +412,7 @@ class _LinearGaussianIBPStep(BlockedStep):
             bad = ~(np.isfinite(v) & (v > 0))
             if np.any(bad):  # name the block (observed matrix) of the first bad column
                 c = int(np.argmax(bad))
-                block = self.spec.blocks[int(np.searchsorted(self.spec.cols, c, "right")) - 1]
+                block, _ = self.spec.block_of(c)
                 what = (f"noise sigma of {block.obs_rv.name!r}" if noise else
                         f"prior sigma of {block.a_rv.name!r} (the features of "
                         f"{block.obs_rv.name!r})")

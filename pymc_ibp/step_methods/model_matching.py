@@ -221,6 +221,12 @@ class LinearGaussianIBP:
         """Block boundaries in the stacked columns (length ``B + 1``)."""
         return np.concatenate([[0], np.cumsum([b.shape[1] for b in self.blocks])]).astype(int)
 
+    def block_of(self, col):
+        """``(block, column within it)`` of the stacked column ``col``."""
+        cols = self.cols
+        i = int(np.searchsorted(cols, col, "right")) - 1
+        return self.blocks[i], int(col - cols[i])
+
     @property
     def missing_mask(self):
         """``N x D`` mask of the imputed entries, or ``None`` if none are imputed."""
@@ -302,15 +308,11 @@ class LinearGaussianIBP:
         (:func:`non_finite_entry`), by its column in its own block."""
         found = non_finite_entry(table)
         if found is not None:
-            (r, c), count = found
-            value = table[r, c]
-            for b in self.blocks:
-                if c < b.shape[1]:
-                    break
-                c -= b.shape[1]
+            (r, col), count = found
+            b, c = self.block_of(col)
             raise DataError(
                 f"The offset added to {self.z_rv.name} @ A in the mean of {b.obs_rv.name!r} (the "
-                f"terms besides {self.z_rv.name} @ A) is {value} at (row {r}, column {c}) "
+                f"terms besides {self.z_rv.name} @ A) is {table[r, col]} at (row {r}, column {c}) "
                 f"({count} non-finite entries in all); offsets must be finite.")
         return table
 

@@ -1060,8 +1060,15 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
         Z = draw.z.astype(point[self.z_name].dtype)
         features = self._features
         a_name = features.a_name
+        trial = {**point, **draw.offsets, self.z_name: Z}
         active = np.flatnonzero(Z.sum(axis=0))
-        trial = self._fitted_features({**point, **draw.offsets, self.z_name: Z}, Z)
+        for _ in range(2):
+            for k in active:
+                try:
+                    mean, _ = features.laplace(trial, Z, int(k))
+                except FloatingPointError:
+                    continue
+                trial = features._rows(trial, {int(k): mean})
         new = {**point, **draw.offsets}
         new[self.z_name] = Z
         new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
@@ -1070,19 +1077,6 @@ e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
             if np.sum(self._row_ll(other)) > np.sum(self._row_ll(new)):
                 new[a_name] = np.asarray(other[a_name], dtype=point[a_name].dtype)
         return new, self._start_stats(new)
-
-    def _fitted_features(self, trial, Z):
-        """``trial`` with the active rows of ``A`` at their Laplace means given ``Z`` (two
-        passes over the columns; a row whose gradient is not finite keeps its value)."""
-        features = self._features
-        for _ in range(2):
-            for k in np.flatnonzero(Z.sum(axis=0)):
-                try:
-                    mean, _ = features.laplace(trial, Z, int(k))
-                except FloatingPointError:
-                    continue
-                trial = features._rows(trial, {int(k): mean})
-        return trial
 
     def _given_z_start(self, point):
         """The chain's first iteration when the user gave its ``Z`` but not ``A``: ``Z`` kept
