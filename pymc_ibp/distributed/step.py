@@ -367,10 +367,10 @@ class DataParallelGibbs(AcceleratedGibbs):
         return super()._trXX(X, noise)
 
     def _start(self, Z, X, noise, owned=False):
-        Z, base = super()._start(Z, X, noise, owned)
+        Z, base, fit = super()._start(Z, X, noise, owned)
         if self._sharded is not None:  # no multi-start segments: they score Z on all rows
             self.restarts, self.segment = 1, 0
-        return Z, base
+        return Z, base, fit
 
     def _assign_rows(self, Z, X, noise, ibp):
         """With sharded data the rows outside the start's subset are on the workers: each

@@ -498,7 +498,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         return self._search(X, noise, restarts)[0]
 
     def _search(self, X, noise, restarts=1, in_place=False):
-        """``(Z, base)``: a new starting ``Z`` for the chain (or a multi-start segment;
+        """``(Z, base, fit)``: a new starting ``Z`` for the chain (or a multi-start segment;
         tuning only, it only chooses where the kept chain starts).  With the IBP prior and
         ``init_sweeps > 0``: the best (highest collapsed log joint at the current
         hyperparameters, a free ``σx`` or ``σa`` at each search's own final estimate of it) of
@@ -517,12 +517,13 @@ class _LinearGaussianIBPStep(BlockedStep):
         then left minus the baseline in the columns of the offsets whose initial value the
         user did not give (:meth:`_offset_base`), what the chain's first ``A`` draw sees,
         instead of an ``N x D`` copy each for the rows' assignment and
-        for that shift (275 MB each at N = 10^6, D = 36)."""
+        for that shift (275 MB each at N = 10^6, D = 36).  ``fit``: ``noise`` with a free
+        ``σx`` or ``σa`` at the best search's final estimate of it (:meth:`_noise_estimate`)."""
         ns = self.init_subsample
         if self.init_method == "vi":
-            return self._vi_start(X, noise), None
+            return self._vi_start(X, noise), None, noise
         if not self.init_sweeps:
-            return self.mode.draw(self.rng), None
+            return self.mode.draw(self.rng), None, noise
         rng = self.rng
         sub = bool(ns) and self.n > ns
         rows = np.sort(rng.choice(self.n, size=ns, replace=False)) if sub else None
@@ -550,7 +551,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                 for c0, c1, *_, given, _ in self._baselines:
                     if not given:
                         X[:, c0:c1] -= best_base[:, c0:c1]
-            return best, self._full_baseline(best_base, slice(None))
+            return best, self._full_baseline(best_base, slice(None)), best_noise
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z[rows] = best
         best_base = self._full_baseline(best_base, rows)
@@ -558,14 +559,14 @@ class _LinearGaussianIBPStep(BlockedStep):
             if rows.size < self.n:
                 self._assign_rows(Z, X if best_base is None else best_base.subtract_from(X),
                                   best_noise, ibp)
-            return Z, best_base
+            return Z, best_base, best_noise
         best_base.subtract_from(X, out=X)  # the rows assigned on the data minus the whole
         if rows.size < self.n:  # baseline, then the columns of offsets the user gave put back
             self._assign_rows(Z, X, best_noise, ibp)
         for c0, c1, *_, given, _ in self._baselines:
             if given:
                 best_base.add_to(X, c0, c1)
-        return Z, best_base
+        return Z, best_base, best_noise
 
     def _full_baseline(self, base, rows):
         """The baseline ``base`` (:func:`_baseline`) fitted on the rows ``rows`` (an index
@@ -851,8 +852,10 @@ class _LinearGaussianIBPStep(BlockedStep):
                 and self.init_sweeps > 0)
 
     def _start(self, Z, X, noise, owned=False):
-        """``(Z, base)``: the chain's first ``Z`` (initialisation policy in the module
-        docstring) and the search's baseline (:meth:`_anneal`; ``None`` without one).  From
+        """``(Z, base, fit)``: the chain's first ``Z`` (initialisation policy in the module
+        docstring), the search's baseline (:meth:`_anneal`; ``None`` without one) and the
+        scales the chain's first ``A`` is drawn at (``noise`` with a free ``σx`` or ``σa`` at
+        the search's estimate of it after a search, else ``noise``).  From
         the prior with ``init_sweeps > 0``: the best of ``init_restarts`` annealed searches
         (:meth:`_search`), before the first sweep, so that runs with little or no tuning
         start from it too.  With ``init_sweeps=0``: a prior draw and the multi-start schedule
@@ -861,18 +864,18 @@ class _LinearGaussianIBPStep(BlockedStep):
         place (:meth:`_search`)."""
         self.started = True
         if not self._from_prior(Z):
-            return Z, None
+            return Z, None, noise
         if self._will_search(Z):
-            found, base = self._search(X, noise, restarts=self.init_restarts,
-                                       in_place=owned)
+            found, base, fit = self._search(X, noise, restarts=self.init_restarts,
+                                            in_place=owned)
             if not self.mode.counts and not np.isfinite(self.mode.log_prior(found)):
-                return Z, None  # the search (under the IBP's counts) broke a hard zero
-            return found, base
+                return Z, None, noise  # the search (under the IBP's counts) broke a hard zero
+            return found, base, fit
         R = self.init_restarts if self.init_method == "anneal" else 1
         while R > 1 and self.n_tune // (2 * R) < 10:
             R -= 1
         self.restarts, self.segment = R, (self.n_tune // (2 * R) if R > 1 else 0)
-        return self._fresh_start(X, noise), None
+        return self._fresh_start(X, noise), None, noise
 
     def _start_offsets(self, base, X, offset, point, shifted):
         """``(X, offset, point)`` after a start search that fitted the baseline ``base``: the
@@ -974,20 +977,24 @@ class _LinearGaussianIBPStep(BlockedStep):
         X, owned = self._complete_data(point, offset)
         trXX = self._trXX(X, noise)
         flips = births = deaths = hit = sm_acc = bd_acc = ps_acc = 0
+        noise_a = noise  # the scales A and the imputed entries are drawn at
         if self.update_z:
             # right after the start search only A is drawn: the other steps then update the
             # hyperparameters given the searched Z before the first Z move (the initial values
             # of a free sigma_x or alpha, e.g. alpha drawn given the all-zero Z, can be far off)
             searched = not self.started and self._will_search(Z)
             if not self.started:
-                Z, base = self._start(Z, X, noise, owned)
+                # after a search, A at its estimates of a free sigma_x / sigma_a: at the
+                # initial values (e.g. sigma_a = 2 for features of size 0.5) the empty slots'
+                # A would send sigma_a's first update far off (up to 27 for 0.5 measured)
+                Z, base, noise_a = self._start(Z, X, noise, owned)
                 if base is not None:
                     X, offset, point = self._start_offsets(base, X, offset, point, owned)
                     trXX = self._trXX(X, noise)
             if searched and self._mask is not None:  # the A draw below sees the search's fill
                 X = _column_mean_fill(X, self._mask)
                 for _ in range(3):
-                    _fill_from_z(Z, X, self._mask, Z.sum(axis=0), noise)
+                    _fill_from_z(Z, X, self._mask, Z.sum(axis=0), noise_a)
                 trXX = self._trXX(X, noise)
             Z = self._restart(Z, X, trXX, noise)
             m = Z.sum(axis=0).astype(np.int64)
@@ -1021,14 +1028,14 @@ class _LinearGaussianIBPStep(BlockedStep):
         act = np.flatnonzero(m > 0)
         G, RX = self._feature_stats(Z, X, act)
         widths = np.diff(noise.cols)
-        sa_col = np.sqrt(np.repeat(noise.sa2, widths))
+        sa_col = np.sqrt(np.repeat(noise_a.sa2, widths))
         A = self.rng.standard_normal((self.k_max, self.d)) * sa_col
         if act.size:
-            A[act] = kernels.draw_active_features(self.rng, G, RX, noise)
+            A[act] = kernels.draw_active_features(self.rng, G, RX, noise_a)
         new = dict(point)
         if self.update_z:
             new[self.z_name] = Z.astype(z_in.dtype, copy=False)
-        sx_col = np.sqrt(np.repeat(noise.sx2, widths))
+        sx_col = np.sqrt(np.repeat(noise_a.sx2, widths))
         for c0, c1, a_name, miss, mask in self._blocks:
             new[a_name] = A[:, c0:c1]
             if miss is not None:

@@ -169,6 +169,9 @@ def run(step, model, iters, seed=7):
     return out
 
 
+# K_max = 8 may bind: these 90 rows' posterior has small features beside the 4 glyphs (K+ 4-7
+# at 95 %, median 5, measured with K_max = 16)
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_sharded_run_equals_the_run_on_the_drivers_data(tmp_path, client):
     """The same 3 shards held by the driver (X scattered) or loaded by the workers (files,
     Dask chunks): the same Z at every iteration, and the same A, alpha and scales up to
@@ -184,7 +187,9 @@ def test_sharded_run_equals_the_run_on_the_drivers_data(tmp_path, client):
             np.testing.assert_array_equal(a["Z"], b["Z"])
             for name in ("A", "alpha_log__", "sigma_x_log__", "sigma_a_log__"):
                 np.testing.assert_allclose(a[name], b[name], rtol=1e-7, atol=1e-9)
-        assert 3 <= int((got[-1]["Z"].sum(axis=0) > 0).sum()) <= 7
+        # every glyph is a feature of the last draw, up to a few rows
+        same = (got[-1]["Z"][:, None, :] == GLYPHS[:, :, None]).sum(axis=0)
+        assert np.all(same.max(axis=1) >= 81), same.max(axis=1)
 
 
 @NO_OBSERVED_GROUP
@@ -251,7 +256,7 @@ def test_a_subset_start_assigns_the_other_rows_on_their_shards(tmp_path, client)
         step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=DIST_WAIT,
                                  init_subsample=30, init_sweeps=15, init_restarts=2)
     step.setup_chain(np.random.default_rng(3), tune=20, draws=5)
-    Z, _ = step._start(np.zeros((90, 8), dtype=np.int64), step._X, noise_of(step, 0.25))
+    Z, *_ = step._start(np.zeros((90, 8), dtype=np.int64), step._X, noise_of(step, 0.25))
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
     assert (Z.sum(axis=1) > 0).sum() > 60  # the other rows were given features
     assert step._z_last is not None and np.array_equal(step._z_last, Z)

@@ -338,7 +338,7 @@ def test_subsample_start_search_for_large_data():
         step = pmi.AcceleratedGibbs([model["Z"]], init_subsample=40, init_sweeps=15,
                                     init_restarts=2)
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z, _ = step._start(np.zeros((120, 8), dtype=np.int64), step._X, noise_of(step, 0.09))
+    Z, *_ = step._start(np.zeros((120, 8), dtype=np.int64), step._X, noise_of(step, 0.09))
     rows = np.flatnonzero(Z.sum(axis=1) > 0)
     assert rows.size > 40  # one sweep assigned the other rows to the searched features
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
@@ -346,7 +346,7 @@ def test_subsample_start_search_for_large_data():
     with model:
         plain = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=0, init_restarts=1)
     plain.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z2, _ = plain._start(np.zeros((120, 8), dtype=np.int64), plain._X, noise_of(plain, 0.09))
+    Z2, *_ = plain._start(np.zeros((120, 8), dtype=np.int64), plain._X, noise_of(plain, 0.09))
     assert (Z2.sum(axis=1) > 0).sum() > 40 or Z2.sum() == 0  # a plain prior draw
 
 
@@ -370,13 +370,13 @@ def test_start_search_finds_the_structure_with_no_tuning():
     step._anneal = lambda *a: searches.append(search(*a)) or searches[-1]
     zero = np.zeros((150, 10), dtype=np.int64)
     step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
-    Z, _ = step._start(zero, step._X, noise)
+    Z, *_ = step._start(zero, step._X, noise)
     assert len(searches) == 3
     scores = [step._log_joint(z, step._X, trXX, noise)[0] for z, *_ in searches]
     assert np.array_equal(Z, searches[int(np.argmax(scores))][0])  # the best search
     assert max(scores) > true_score - 30.0  # at the true structure
     off.setup_chain(np.random.default_rng(5), tune=0, draws=10)
-    Z0, _ = off._start(zero, off._X, noise)  # a plain prior draw: far below
+    Z0, *_ = off._start(zero, off._X, noise)  # a plain prior draw: far below
     assert off._log_joint(Z0, off._X, trXX, noise)[0] < true_score - 1000.0
     step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
     searches.clear()
@@ -523,7 +523,7 @@ def test_first_search_shifts_the_chains_own_data_in_place(given, subsample):
     for in_place in (True, False):
         step.setup_chain(np.random.default_rng(4), tune=10, draws=10)
         Xc = X.copy()
-        out.append((*step._search(Xc, noise, restarts=2, in_place=in_place), Xc))
+        out.append((*step._search(Xc, noise, restarts=2, in_place=in_place)[:2], Xc))
     (Z1, base1, X1), (Z2, base2, X2) = out
     np.testing.assert_array_equal(Z1, Z2)
     base1, base2 = base1.dense(len(X)), base2.dense(len(X))
@@ -760,6 +760,30 @@ def test_scales_declared_before_z_do_not_collapse():
         assert np.all(post["sigma_a"].values[:, -1] > 0.2), post["sigma_a"].values[:, -1]
         assert np.all(post["sigma_x"].values[:, -1] < 0.6), post["sigma_x"].values[:, -1]
         assert np.all(idata["sample_stats"]["ibp_n_active"].values[:, -1] >= 4)
+
+
+def test_scales_start_where_the_searched_z_and_a_put_them():
+    """In the README's order (Z, then the scales) the first iteration draws A after the start
+    search, then updates the scales given it.  A was drawn at the initial scales (the empty
+    slots at PyMC's sigma_a of about 2) and the slice update started from the data's spread:
+    sigma_a ended the first iteration at 0.8-9.3 and sigma_x at 0.35-1.0 (posterior: 0.40,
+    0.50).  Now A is drawn at the search's estimates of the scales and each scale's first
+    update starts at its likelihood term's maximiser given Z and A."""
+    data = pmi.datasets.block_images(200, noise=0.5, seed=1)
+    with pm.Model():
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(200, 12))
+        sigma_a = pm.HalfNormal("sigma_a", 2.0)
+        A = pm.Normal("A", 0.0, sigma_a, shape=(12, 36))
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=data.X)
+        idata = pm.sample(tune=4, draws=4, chains=4, cores=1, random_seed=3,
+                          progressbar=False, compute_convergence_checks=False,
+                          discard_tuned_samples=False)
+    first = idata["warmup_posterior"].isel(draw=0)
+    sa, sx = first["sigma_a"].values, first["sigma_x"].values
+    assert np.all(np.abs(sa - 0.40) < 0.06), sa
+    assert np.all(np.abs(sx - 0.50) < 0.03), sx
 
 
 def test_subsample_search_scores_its_rows_as_an_ibp_of_that_size():

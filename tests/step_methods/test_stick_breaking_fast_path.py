@@ -111,7 +111,7 @@ def test_prior_started_chain_searches_for_the_structure(prior):
     step._hyper(point)
     noise = kernels.noise_blocks(0.25, 1.0, 36)
     assert step._will_search(point["Z"])
-    start, _ = step._start(point["Z"].astype(np.int8), data.X, noise)
+    start, *_ = step._start(point["Z"].astype(np.int8), data.X, noise)
 
     def loglik(Z):
         act = np.flatnonzero(Z.sum(axis=0) > 0)
@@ -171,6 +171,6 @@ def test_start_search_never_breaks_a_hard_zero_of_the_prior():
     noise = step._hyper(point)
     z0 = point["Z"].astype(np.int8)
     assert step._will_search(z0)
-    start, _ = step._start(z0, data.X, noise)
+    start, *_ = step._start(z0, data.X, noise)
     assert np.isfinite(step.mode.log_prior(start))
     np.testing.assert_array_equal(start, z0)
