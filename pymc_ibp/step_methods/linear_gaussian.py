@@ -49,6 +49,7 @@ from pymc_ibp.step_methods.model_matching import (
     BINARY_MATRIX_OPS,
     PATTERN,
     RowOffset,
+    StartDefaults,
     _strip,
     check_binary_start,
     find_linear_gaussian,
@@ -340,23 +341,13 @@ class _LinearGaussianIBPStep(BlockedStep):
         # the collapsed log joint alone
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name,
                                             only=None if self.update_z else ("ibp_log_joint",))
-        # PyMC's default start of Z at the model's initial point: with a per-entry prior it is
-        # the support point at the initial probabilities, which another step (e.g. the
-        # dependent IBP's sticks and processes) may have moved before Z's first update.  The
-        # model's own initial point, not the one given to the step: that one holds
-        # pm.sample's initvals, and a Z given there is the user's
-        self._default_z = None
+        # whether the user gave a chain's start of Z (its own initval= or pm.sample's
+        # initvals; PyMC builds the steps at chain 0's start, and initvals may differ between
+        # chains): told per chain (_from_prior).  The model's own initial point, not the one
+        # given to the step: that one holds pm.sample's initvals
         ip = model.initial_point() if self.update_z else None
-        # the user gave Z (its own initval= or pm.sample's initvals): the chain starts there.
-        # PyMC builds the steps at chain 0's start, and initvals may differ between chains:
-        # a chain's start counts as given when Z has its own initval=, when it is not PyMC's
-        # default start (_from_prior), or when it is chain 0's start and that one differs
-        # from the model's own (a handed-over Z may be a support point of its prior)
-        self._z_has_initval = initial_value_given(model, [spec.z_rv])
-        self._z_given_at_build = None
-        if (self.update_z and initial_point is not None
-                and initial_value_given(model, [spec.z_rv], initial_point, ip)):
-            self._z_given_at_build = np.asarray(initial_point[self.z_name], dtype=np.int8)
+        self._starts = (StartDefaults(model, [spec.z_rv], initial_point, ip) if self.update_z
+                        else None)
         self._baselines = (_search_baselines(model, spec, initial_point, ip)
                            if self.update_z else ())
         # the group vectors of per-group offsets (b[group]), read at every step (pm.Data)
@@ -373,12 +364,8 @@ class _LinearGaussianIBPStep(BlockedStep):
                 v in free for v in ancestors([self.mode.symbolic[0]])):
             self._hyper(initial_point if initial_point is not None else ip)
             self._search_alpha = self.mode.alpha
-        if self.update_z:
-            z0 = np.asarray(spec.z_value(ip, self.z_name))
-            if not self.mode.counts:
-                self._hyper(ip)
-                if self.mode.is_support_point(z0):
-                    self._default_z = z0.astype(np.int8)
+        if self.update_z and not self.mode.counts:  # is_support_point at the initial
+            self._hyper(ip)  # probabilities until the first step sets them
         self.rng = get_random_generator(rng)
         self._reset_chain(0)
 
@@ -838,10 +825,10 @@ class _LinearGaussianIBPStep(BlockedStep):
     def _from_prior(self, Z):
         """Whether the chain starts from the prior (initialisation policy in the module
         docstring), given the chain's initial ``Z``."""
-        default = self.mode.is_support_point(Z) or (
-            self._default_z is not None and np.array_equal(Z, self._default_z))
-        given = (self._z_has_initval or not default or (
-            self._z_given_at_build is not None and np.array_equal(Z, self._z_given_at_build)))
+        # PyMC's default start, the prior's support point, counts as not given also when
+        # another step (e.g. the dependent IBP's sticks and processes) has moved a per-entry
+        # prior's probabilities before Z's first update
+        given = self._starts.given({self.z_name: Z}, self.z_name, self.mode.is_support_point)
         return self.init_z == "prior" or (self.init_z == "auto" and not given)
 
     def _will_search(self, Z):

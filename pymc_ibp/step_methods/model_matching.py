@@ -877,25 +877,42 @@ def initial_value_given(model, rvs, initial_point=None, model_point=None) -> boo
 
 
 class StartDefaults:
-    """The model's own start of some variables, taken when a step is built, and which of them
-    have their own ``initval=``: at a chain's first iteration :meth:`given` tells whether the
-    user gave that chain's start of a variable (``pm.sample(initvals=...)`` may give one
-    chain's start and not another's, while PyMC builds the steps once, at the first chain's
-    initial point)."""
+    """The model's own start of some variables, taken when a step is built, which of them
+    have their own ``initval=``, and the first chain's start of those the user gave there:
+    at a chain's first iteration :meth:`given` tells whether the user gave that chain's start
+    of a variable (``pm.sample(initvals=...)`` may give one chain's start and not another's,
+    while PyMC builds the steps once, at the first chain's initial point ``initial_point``).
+    The one home of the initialisation policy's "given" for every step."""
 
-    def __init__(self, model, rvs):
-        own = model.initial_point()
+    def __init__(self, model, rvs, initial_point=None, model_point=None):
+        own = model.initial_point() if model_point is None else model_point
         names = [model.rvs_to_values[rv].name for rv in rvs]
         self.default = {name: np.array(own[name], copy=True) for name in names}
-        self.initval = {name: model.rvs_to_initial_values.get(rv) is not None
+        self.initval = {name: initial_value_given(model, [rv])
                         for name, rv in zip(names, rvs, strict=True)}
+        self.at_build = {
+            name: (np.array(initial_point[name], copy=True)
+                   if initial_point is not None and name in initial_point
+                   and initial_value_given(model, [rv], initial_point, own) else None)
+            for name, rv in zip(names, rvs, strict=True)}
 
-    def given(self, point, name) -> bool:
+    def given(self, point, name, looks_default=None) -> bool:
         """Whether ``point`` (a chain's initial point) holds a start of ``name`` the user
         gave: its own ``initval=``, or a value other than the model's own start (a given
-        start equal to the model's own, e.g. an all-zero ``Z``, counts as not given)."""
-        return self.initval[name] or not np.array_equal(np.asarray(point[name]),
-                                                        self.default[name])
+        start equal to the model's own, e.g. an all-zero ``Z``, counts as not given).
+        ``looks_default``: a test of further values that count as PyMC's default start (e.g.
+        the support point of a per-entry prior at probabilities another step moved before
+        the first update), unless the value is the first chain's start the user gave (a
+        handed-over ``Z`` may be such a support point)."""
+        if self.initval[name]:
+            return True
+        value = np.asarray(point[name])
+        if np.array_equal(value, self.default[name]):
+            return False
+        if looks_default is not None and looks_default(value):
+            at = self.at_build[name]
+            return at is not None and np.array_equal(value, at)
+        return True
 
 
 def slot_dim(model, z_name):

@@ -149,6 +149,9 @@ def test_default_z_still_counts_as_prior_start_after_the_probabilities_moved():
     step._hyper(moved)
     assert not step.mode.is_support_point(z0)
     assert step._will_search(z0)
+    # the support point at the current probabilities (PyMC's start of Z when the user gave
+    # the sticks' start and not Z's) is a prior start too
+    assert step._will_search(np.ones_like(z0))
     other = z0.copy()
     other[0, 0] = 1 - other[0, 0]  # any other Z is the user's: kept
     assert not step._will_search(other)
