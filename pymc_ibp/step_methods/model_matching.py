@@ -882,7 +882,9 @@ class StartDefaults:
     at a chain's first iteration :meth:`given` tells whether the user gave that chain's start
     of a variable (``pm.sample(initvals=...)`` may give one chain's start and not another's,
     while PyMC builds the steps once, at the first chain's initial point ``initial_point``).
-    The one home of the initialisation policy's "given" for every step."""
+    Used for the start of ``Z`` (and ``A``) by :class:`AcceleratedGibbs`, :class:`IBPGibbs` and
+    :class:`PolyaGammaGibbs`; the offsets' baselines and :class:`DependentIBPGibbs` still ask
+    :func:`initial_value_given` at the first chain's point."""
 
     def __init__(self, model, rvs, initial_point=None, model_point=None):
         own = model.initial_point() if model_point is None else model_point
