@@ -94,7 +94,7 @@ from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above, truncnorm_below
-from pymc_ibp.step_methods.model_matching import initial_value_given, observed_data
+from pymc_ibp.step_methods.model_matching import StartDefaults, observed_data
 
 __all__ = ["DependentIBPGibbs", "draw_h_sums", "gp_conditional_draw", "stick_sweep"]
 
@@ -328,8 +328,9 @@ def match_dependent_ibp(model, rv):
 class DependentIBPGibbsState(StepMethodState):
     """``rng``, the adapted stick step sizes (log scale), the adaptation count, whether the
     chain is still tuning, whether it has had its first sweep, the kept ``h`` (empty unless
-    ``keep_h``), the chain's default start of ``Z`` (empty unless it started there) and whether
-    the sticks and processes have been fitted to the first ``Z`` that differs from it."""
+    ``keep_h``), the chain's default start of ``Z`` (empty unless it started there), whether
+    the user gave the chain's start of the sticks or processes, and whether they have been
+    fitted to the first ``Z`` that differs from the default start."""
 
     log_step: np.ndarray
     adapt_iter: int
@@ -337,6 +338,7 @@ class DependentIBPGibbsState(StepMethodState):
     started: bool
     h: np.ndarray
     z_first: np.ndarray
+    bg_given: bool
     fitted_start: bool
 
 
@@ -413,14 +415,14 @@ class DependentIBPGibbs(BlockedStep):
         ip0 = model.initial_point()
         ip = ip0 if initial_point is None else initial_point
 
-        def given(rvs):  # the variable's initval= or pm.sample's initvals
-            return initial_value_given(model, rvs, initial_point, ip0)
-
-        # whether Z was given, so that its first sweep's joint moves are not left out
-        self._z_given = z_rv not in model.observed_RVs and given([z_rv])
-        # sticks or processes given by the user: kept as they are (no fitted start)
-        self._bg_given = given(([sticks_rv] if self.update_sticks else [])
-                               + [c.rv for c in comps])
+        # whether the user gave a chain's start (its own initval= or pm.sample's initvals,
+        # which may differ between chains while PyMC builds the steps at chain 0's start):
+        # told per chain at its first sweep.  Z, so that its first sweep's joint moves are not
+        # left out; the sticks or processes, kept as they are (no fitted start)
+        bg_rvs = ([sticks_rv] if self.update_sticks else []) + [c.rv for c in comps]
+        self._bg_names = [model.rvs_to_values[rv].name for rv in bg_rvs]
+        z_rvs = [] if z_rv in model.observed_RVs else [z_rv]
+        self._starts = StartDefaults(model, z_rvs + bg_rvs, initial_point, ip0)
         sticks, g_in, g_var, rho, index = z_rv.owner.inputs[2:]
         outs = [sticks, g_in, g_var, rho, index]
         self._comps = []
@@ -455,6 +457,7 @@ class DependentIBPGibbs(BlockedStep):
         self.tune = True  # set by PyMC's stop_tuning()
         self.started = False  # whether this chain has had its first sweep
         self.z_first = np.empty((0, 0), dtype=np.int8)
+        self.bg_given = False
         self.fitted_start = False
         if start_rounds < 0:
             raise ValueError(f"start_rounds must be >= 0; got {start_rounds!r}.")
@@ -477,12 +480,19 @@ class DependentIBPGibbs(BlockedStep):
         # its first joint moves out, so that the Z step's start search sees that start (the
         # joint moves would turn it into what looks like a user's Z); initialisation only
         first, self.started = not self.started, True
-        if first and self.z_name is not None and not self._z_given and self._is_default_z(
-                Z, b, g_flat, g_var, rho, index):
-            self.z_first = np.array(Z, dtype=np.int8)
+        if first:  # this chain's start: the sticks and processes are this step's alone
+            self.bg_given = any(self._starts.given(point, n) for n in self._bg_names)
+            if self.z_name is not None:  # a Z step before this one may have moved Z already
+
+                def looks_default(value):
+                    return self._is_default_z(value, b, g_flat, g_var, rho, index)
+
+                if (not self._starts.given(point, self.z_name, looks_default)
+                        and looks_default(Z)):
+                    self.z_first = np.array(Z, dtype=np.int8)
         skip_joint = first and self._z_rows is not None and self.z_first.size > 0
         if (not first and self.tune and not self.fitted_start and self.z_first.size
-                and not self._bg_given and not np.array_equal(Z, self.z_first)):
+                and not self.bg_given and not np.array_equal(Z, self.z_first)):
             b, g_flat, gp = self._fit_start(point, gp, np.asarray(Z), b, g_flat, g_var, rho,
                                             index, n_loc, new)
         if self.update_sticks:
@@ -702,6 +712,7 @@ class DependentIBPGibbs(BlockedStep):
         self.tune = True
         self.started = False
         self.z_first = np.empty((0, 0), dtype=np.int8)
+        self.bg_given = False
         self.fitted_start = False
 
     def reset_tuning(self):

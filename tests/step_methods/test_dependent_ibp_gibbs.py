@@ -334,6 +334,16 @@ def test_first_sweep_leaves_a_default_z_to_the_start_search():
     user = dict(point, Z=(rng.random((12, 3)) < 0.5).astype(point["Z"].dtype))
     _, stats = step.step(user)
     assert np.isfinite(stats[0]["ibp_dibp_ess_evals"])
+    # told per chain: built at chain 0's start, where the user gave Z
+    # (pm.sample(initvals=[{"Z": ...}, {}])), a chain given nothing still leaves its first
+    # joint moves out
+    with model:
+        step = pmi.DependentIBPGibbs([mod.sticks, mod.g], joint_moves=True,
+                                     initial_point=user)
+    for start, left_out in ((user, False), (point, True)):
+        step.setup_chain(np.random.default_rng(1), tune=5, draws=5)
+        _, stats = step.step(dict(start))
+        assert np.isnan(stats[0]["ibp_dibp_ess_evals"]) == left_out
 
 
 def test_sticks_and_processes_start_from_the_searched_z():
@@ -387,6 +397,16 @@ def test_sticks_and_processes_start_from_the_searched_z():
     point = step.step(dict(ip, **{sticks: ip[sticks] + 0.3}))[0]
     step.step(dict(point, Z=Zs))
     assert not step.fitted_start
+    # told per chain (pm.sample(initvals=[{sticks: ...}, {}]); PyMC builds the steps at chain
+    # 0's start): a chain given nothing is fitted, a chain whose sticks were given is not
+    given = {**ip, sticks: ip[sticks] + 0.3}
+    for built_at in (given, ip):
+        step = make(initvals=built_at)
+        for start, fitted in ((given, False), (ip, True)):
+            step.setup_chain(np.random.default_rng(2), tune=5, draws=5)
+            point = step.step(dict(start))[0]
+            step.step(dict(point, Z=Zs))
+            assert step.fitted_start == fitted, (built_at is given, start is given)
     step = make()  # tuning over: never
     point = step.step(dict(ip))[0]
     step.stop_tuning()
