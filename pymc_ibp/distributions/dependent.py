@@ -108,6 +108,17 @@ def _entry_u(sticks, g, g_var, rho, index):
         else pt.swapaxes(u[..., :, index], -1, -2)
 
 
+def dibp_support_point(sticks, g, g_var, rho, index):
+    """``Z``'s support point (``N x K``, int8): each entry at its more probable value,
+    ``z = 1[u >= 0]`` (``Φ(u) >= 1/2``).  Works on PyTensor variables and NumPy arrays: the
+    distribution's ``support_point`` (PyMC's default start) and the steps' test of whether a
+    chain's ``Z`` is still that start use this one definition."""
+    u = _entry_u(sticks, g, g_var, rho, index)
+    if isinstance(u, Variable):
+        return pt.cast(pt.ge(u, 0.0), "int8")
+    return (u >= 0.0).astype(np.int8)
+
+
 def dibp_log_probs(sticks, g, g_var, rho, index):
     """Symbolic ``(log P(z=1), log P(z=0))`` per entry (``N x K`` each), in log space."""
     u = _entry_u(sticks, g, g_var, rho, index)
@@ -343,7 +354,7 @@ class DependentIBP(Discrete):
 
     def support_point(rv, size, sticks, g, g_var, rho, index):
         # each entry at its more probable value: finite log-probability
-        return pt.cast(pt.ge(_entry_u(sticks, g, g_var, rho, index), 0.0), "int8")
+        return dibp_support_point(sticks, g, g_var, rho, index)
 
     def logp(value, sticks, g, g_var, rho, index):
         log1, log0 = dibp_log_probs(sticks, g, g_var, rho, index)

@@ -89,7 +89,12 @@ from scipy.special import log_ndtr as sp_log_ndtr
 
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
-from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_threshold, sticks_from_z
+from pymc_ibp.distributions.dependent import (
+    DependentIBPRV,
+    dibp_support_point,
+    dibp_threshold,
+    sticks_from_z,
+)
 from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
@@ -565,9 +570,10 @@ class DependentIBPGibbs(BlockedStep):
 
     @staticmethod
     def _is_default_z(Z, b, g_flat, g_var, rho, index):
-        """Whether ``Z`` is the dependent IBP's support point (``z = 1[u >= 0]``) at ``b, g``."""
-        u = (dibp_threshold(b, g_var, rho) - g_flat)[:, index].T
-        return bool(np.array_equal(np.asarray(Z) != 0, u >= 0.0))
+        """Whether ``Z`` is the dependent IBP's support point
+        (:func:`pymc_ibp.distributions.dependent.dibp_support_point`) at ``b, g``."""
+        return bool(np.array_equal(np.asarray(Z) != 0,
+                                   dibp_support_point(b, g_flat, g_var, rho, index) != 0))
 
     def _row_likelihood(self, model, z_rv, ip, joint_moves, compile_kwargs):
         """The row log-likelihood of ``Z`` for the joint moves (an internal

@@ -122,9 +122,10 @@ def test_exact_parallel_mh_leaves_the_posterior_invariant():
     """The exact mode (shared seed r, f_r = a Gibbs sweep of one row per shard given the
     global state, noisy proposal, global accept/reject) with 2 shards: exact posterior draws
     of the 512 labelled 3 x 3 matrices pushed through one iteration are still distributed as
-    the posterior (χ²).  Fails when the proposal terms Q are left out of the ratio."""
+    the posterior (χ²).  Fails when the proposal terms Q are left out of the ratio (p of
+    order 1e-53 with these 10,000 draws)."""
     mats, post = exact_posterior(ENUM_X, 3, ALPHA, SX, SA)
-    draws, acc = push_exact_draws(ENUM_X, [(0, 1), (1, 3)], post, mats, 30_000, seed=4)
+    draws, acc = push_exact_draws(ENUM_X, [(0, 1), (1, 3)], post, mats, 10_000, seed=4)
     assert 0.05 < acc < 0.95
     idx = {c: i for i, c in enumerate(codes(mats))}
     counts = np.bincount([idx[c] for c in codes(draws.astype(np.int64))], minlength=len(mats))

@@ -8,7 +8,11 @@ import pytest
 from scipy import special, stats
 
 import pymc_ibp as pmi
-from pymc_ibp.distributions.dependent import dibp_logodds_numeric, dibp_threshold
+from pymc_ibp.distributions.dependent import (
+    dibp_logodds_numeric,
+    dibp_support_point,
+    dibp_threshold,
+)
 from pymc_ibp.distributions.normal_math import log_ndtr, ndtri
 
 
@@ -32,6 +36,26 @@ def test_threshold_uses_the_standard_deviation():
     np.testing.assert_allclose(thr, 2.0 * special.ndtri([0.2, 0.7])[:, None] * np.ones((2, 3)))
     sym = dibp_threshold(pt.as_tensor([0.2, 0.7]), pt.as_tensor(np.full((2, 3), 3.0)), 1.0)
     np.testing.assert_allclose(sym.eval(), thr)
+
+
+def test_support_point_is_each_entry_at_its_more_probable_value():
+    """One definition for PyMC's default start and the steps' test of it: NumPy and PyTensor
+    agree with ``log P(z=1) >= log P(z=0)``, on entries with ``u`` on both sides of 0 and
+    close to it, and the model's initial point is that matrix."""
+    rng = np.random.default_rng(3)
+    sticks, rho, index = np.array([0.8, 0.5, 0.3]), 0.7, np.array([0, 1, 2, 1, 0, 2])
+    g = rng.normal(0.0, 0.6, size=(3, 3))
+    got = dibp_support_point(sticks, g, 1.0, rho, index)
+    ref = dibp_logodds_numeric(sticks, g, np.ones_like(g), rho, index) >= 0
+    np.testing.assert_array_equal(got, ref.astype(np.int8))
+    assert got.dtype == np.int8 and 0 < got.sum() < got.size
+    assert np.abs(dibp_logodds_numeric(sticks, g, np.ones_like(g), rho, index)).min() < 0.5
+    sym = dibp_support_point(pt.as_tensor(sticks), pt.as_tensor(g), pt.as_tensor(1.0), rho, index)
+    np.testing.assert_array_equal(sym.eval(), got)
+    with pm.Model() as model:
+        pmi.DependentIBP("Z", sticks, pm.Normal("g", 0.0, 1.0, shape=(3, 3), initval=g), rho,
+                         index, g_var=1.0)
+    np.testing.assert_array_equal(model.initial_point()["Z"], got)
 
 
 def _dist(sticks, g, rho, index, g_var=1.0):

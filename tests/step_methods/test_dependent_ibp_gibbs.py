@@ -88,7 +88,10 @@ def _visit_frequencies(step, model, n, seed):
     return codes_
 
 
-@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli", "hierarchical"])
+# the Gaussian likelihood with one level of processes (33 s) in the slow suite: the default suite
+# has it with the hierarchical processes, and the Bernoulli likelihood through IBPGibbs
+@pytest.mark.parametrize("likelihood", [pytest.param("gaussian", marks=pytest.mark.slow),
+                                        "bernoulli", "hierarchical"])
 def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
     mats = all_binary_matrices(3, 2)
     if likelihood in ("gaussian", "hierarchical"):
@@ -116,7 +119,8 @@ def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
     assert p > 1e-3, p
 
 
-@pytest.mark.parametrize("variant", ["bag", "hierarchical"])
+# one level of processes (24 s) in the slow suite; the default suite has the hierarchical ones
+@pytest.mark.parametrize("variant", [pytest.param("bag", marks=pytest.mark.slow), "hierarchical"])
 def test_joint_g_z_moves_alone_sample_the_z_posterior(variant):
     """Z updated only by DependentIBPGibbs's joint moves (elliptical slice on g_k with z_k
     summed out, then z_k | g_k), the processes also by the h data augmentation."""

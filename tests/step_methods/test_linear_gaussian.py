@@ -31,11 +31,12 @@ from tests._helpers import (
 @pytest.mark.parametrize(
     "step_cls,kwargs,alpha",
     [(pmi.AcceleratedGibbs, {}, 1.5), (pmi.CollapsedGibbs, {}, 1.5),
-     (pmi.AcceleratedGibbs, {"window": 2}, 1.5)],
+     pytest.param(pmi.AcceleratedGibbs, {"window": 2}, 1.5, marks=pytest.mark.slow)],
     ids=["accelerated", "collapsed", "accelerated-W2"],
 )
 # without a missing entry (24-45 s each): the slow suite; with one, two of the three rows still
-# take the complete-data row update, and the default suite runs that for every step class
+# take the complete-data row update, and the default suite runs that for both step classes (the
+# window of two rows, 35-54 s, in the slow suite)
 @pytest.mark.parametrize("missing", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_exact_posterior_enumeration(step_cls, kwargs, alpha, missing):
     X = ENUM_X.copy()
@@ -55,11 +56,15 @@ def test_exact_posterior_enumeration(step_cls, kwargs, alpha, missing):
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 3 binds by design
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
-@pytest.mark.parametrize("step_cls", [pmi.AcceleratedGibbs, pmi.CollapsedGibbs],
-                         ids=["accelerated", "collapsed"])
-@pytest.mark.parametrize("layout", ["two-observed", "per-column-sigma"])
-# without missing entries (18-26 s each): the slow suite; the default suite has the column
-# blocks with a missing entry and test_exact_posterior_enumeration without one
+# the default suite has each layout once and each step class once (with a missing entry); the
+# other two pairings (24-27 s each) and the runs without missing entries (18-26 s each) are in
+# the slow suite
+@pytest.mark.parametrize("step_cls,layout", [
+    (pmi.AcceleratedGibbs, "per-column-sigma"), (pmi.CollapsedGibbs, "two-observed"),
+    pytest.param(pmi.AcceleratedGibbs, "two-observed", marks=pytest.mark.slow),
+    pytest.param(pmi.CollapsedGibbs, "per-column-sigma", marks=pytest.mark.slow)],
+    ids=["per-column-sigma-accelerated", "two-observed-collapsed", "two-observed-accelerated",
+         "per-column-sigma-collapsed"])
 @pytest.mark.parametrize("missing", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_exact_posterior_enumeration_column_blocks(step_cls, layout, missing):
     """One Z shared by two observed matrices with their own A and scales, or one matrix with a
