@@ -133,7 +133,7 @@ def random_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             if k == 0 or k == k_max:
                 continue
             a = act[int(rng.random() * k)]
-            random_free_slots(rng, act, k, k_max, 1, free)
+            random_free_slots(rng, act, k, k_max, np.int64(1), free)
             e = free[0]
             mm = m[a]
             while True:
@@ -402,6 +402,11 @@ def _shuffle(rng, arr, nr):
         arr[q], arr[p] = arr[p], arr[q]
 
 
+# Integers and flags that reach another jitted function are np.int64(...) / np.bool_(...), not
+# bare constants: numba types a constant argument (and, while it types a loop, a variable that
+# starts as a constant) as a literal and compiles and caches a specialisation of the callee
+# for it. Measured on a cold cache: _sequential_allocation compiled 5 times, _split_merge_move
+# 3 times (3-5 s each) before; once each since.
 @numba.njit(cache=True)
 def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j, s1, s2, split,
                       log_sel, col_k, rows, alloc, lay):
@@ -421,14 +426,14 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
     if split:
         lay[k] = s2
         kk = k + 1
-    ia = -1
-    ib = -1
+    ia = np.int64(-1)
+    ib = np.int64(-1)
     for a in range(kk):
         if lay[a] == s1:
             ia = a
         if lay[a] == s2:
             ib = a
-    nr = 0
+    nr = np.int64(0)
     for r in range(n):
         if (Z[r, s1] != 0 or Z[r, s2] != 0) and r != i and r != j:
             rows[nr] = r
@@ -437,10 +442,10 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
     Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
     if split:
         logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                      noise, False, alloc)
+                                      noise, np.bool_(False), alloc)
         ll_new = collapsed_loglik(Gc, RXc, trXX, n, noise)
-        m1 = 1
-        m2 = 1
+        m1 = np.int64(1)
+        m2 = np.int64(1)
         for q in range(nr):
             if alloc[q] != 1:
                 m1 += 1
@@ -462,7 +467,7 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
     else:
         Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
         logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                      noise, True, alloc)
+                                      noise, np.bool_(True), alloc)
         # merged state's statistics: every owner carries ia only, then drop ib
         z = np.empty(kk)
         for q in range(nr + 2):
@@ -530,7 +535,7 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
         if split:  # split ci into (ci: anchor i) and (t: anchor j)
             if k == k_max:
                 continue
-            random_free_slots(rng, act, k, k_max, 1, free)
+            random_free_slots(rng, act, k, k_max, np.int64(1), free)
             s2 = free[0]
         else:  # merge ci (anchor i) and cj (anchor j) into ci
             if Z[i, cj] != 0 or Z[j, ci] != 0:
@@ -538,7 +543,7 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             s2 = cj
         # the selection probabilities of the two directions are equal (module docstring)
         ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
-                                   ci, s2, split, 0.0, 0, rows, alloc, lay)
+                                   ci, s2, split, 0.0, np.int64(0), rows, alloc, lay)
         accepted += ok
     return accepted
 
@@ -607,10 +612,10 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             if pj >= pi:
                 pj += 1
             i, j = owners[pi], owners[pj]
-            random_free_slots(rng, act, k, k_max, 1, free)
+            random_free_slots(rng, act, k, k_max, np.int64(1), free)
             # the selection ratio depends on the allocation (u1, u2): added by the move
             ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i,
-                                       j, c, free[0], True, 0.0, k, rows, alloc, lay)
+                                       j, c, free[0], np.bool_(True), 0.0, k, rows, alloc, lay)
             accepted += ok
         else:  # ---- merge
             if k < 2:
@@ -634,7 +639,8 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             log_sel = (-math.log(k - 1.0) - math.log(mm * (mm - 1.0))
                        + math.log(k * (k - 1.0)) + math.log(u1 * 1.0) + math.log(u2 * 1.0))
             ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i,
-                                       j, c1, c2, False, log_sel, 0, rows, alloc, lay)
+                                       j, c1, c2, np.bool_(False), log_sel, np.int64(0), rows,
+                                       alloc, lay)
             accepted += ok
     return accepted
 
@@ -697,7 +703,7 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
         if birth:
             if k == k_max:
                 continue
-            random_free_slots(rng, act, k, k_max, 1, free)
+            random_free_slots(rng, act, k, k_max, np.int64(1), free)
             t = free[0]
             for a in range(k):
                 lay[a] = act[a]
@@ -720,16 +726,16 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
             if not ok:
                 continue
             kk = k
-            ia = -1
+            ia = np.int64(-1)
             for a in range(k):
                 lay[a] = act[a]
                 if act[a] == t:
                     ia = a
         Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
-        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, -1, i, -1, rows, M,
-                                      noise, not birth, alloc)
+        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, np.int64(-1), i,
+                                      np.int64(-1), rows, M, noise, not birth, alloc)
         ll_with = collapsed_loglik(Gc, RXc, trXX, n, noise)
-        m_new = 1
+        m_new = np.int64(1)
         for q in range(M):
             m_new += alloc[q]
         n_act_i = 1

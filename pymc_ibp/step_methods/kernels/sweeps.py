@@ -245,7 +245,7 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
             if k == k_max:
                 kmax_hit = 1
         elif counts:
-            a = 0
+            a = np.int64(0)  # not a literal (kernels/split_merge.py): one swap_remove
             while a < k:
                 if z[a] != 0.0 and m[act[a]] == 0:
                     for b in range(nb):
@@ -386,7 +386,7 @@ def accelerated_sweep_window(rng, Z, X, m, noise, alpha, beta, refresh, window):
                 else:
                     Zw[r, a] = 1.0 - Zw[r, a]
             # singletons of this row (no other owner anywhere): drop, then draw the count
-            a = 0
+            a = np.int64(0)  # not a literal (kernels/split_merge.py): one swap_remove
             while a < k:
                 if Zw[r, a] != 0.0 and m[act[a]] == 1:
                     m[act[a]] = 0
@@ -505,7 +505,7 @@ def collapsed_sweep(rng, Z, X, m, noise, alpha, beta, trXX):
                 z[a] = float(newz)
                 stats_with_row(G, RX, z, x, k, 1.0)
         # singletons: remove from the stats and the active set
-        a = 0
+        a = np.int64(0)  # not a literal (kernels/split_merge.py): one swap_remove
         while a < k:
             if z[a] != 0.0 and m[act[a]] == 0:
                 stats_with_row(G, RX, z, x, k, -1.0)
