@@ -156,7 +156,7 @@ def test_exact_mode_on_the_cluster(client):
     # succession; under the default suite's load a nanny closed instead of restarting its
     # worker in three full runs so far (WorkerStartTimeoutError in the test's
     # wait for two workers; the sampler's draws were never compared), so that one is slow
-    pytest.param({2: "between", 4: "during"}, marks=pytest.mark.slow, id="both"),
+    pytest.param({2: "between", 4: "during"}, marks=pytest.mark.slow),
 ], ids=["between", "during", "both"])
 def test_a_lost_worker_is_recovered_with_the_same_draws(client, kill_at):
     """on_worker_loss="resume" (default): a worker killed between two iterations, or while its

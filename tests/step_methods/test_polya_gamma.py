@@ -277,8 +277,8 @@ def test_offset_per_group_exact_posterior():
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
 # (23-26 s each) the slow suite; the default suite has test_offset_per_group_exact_posterior
-@pytest.mark.parametrize("tied", [pytest.param("per-group", marks=pytest.mark.slow),
-                                  pytest.param("scalar", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("tied", ["per-group", "scalar"])
 def test_offset_with_one_value_for_all_columns_exact_posterior(tied):
     """logit_p = Z @ A + b[group][:, None] (b of shape (2,), rows 0 and 1 in group 0) or
     + b (a scalar): one value for all columns, which ties them; pm.sample gives b to
