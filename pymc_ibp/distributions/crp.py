@@ -69,6 +69,7 @@ from pymc_ibp._numba_utils import (
     partial_shuffle,
     source_cache_key,
 )
+from pymc_ibp._pytensor_utils import dim_lengths
 
 __all__ = ["CRP", "CRPRV", "crp_draw_core", "crp_expected_tables", "crp_log_normaliser",
            "crp_logp_symbolic", "log_stirling1"]
@@ -305,9 +306,7 @@ class CRP(Discrete):
             missing = [d for d in dims if d not in model.dim_lengths]
             if missing:
                 raise ValueError(f"pmi.CRP: the model has no coords for dims {missing}.")
-            lengths = [model.dim_lengths[d] for d in dims]
-            kwargs = {**kwargs, "shape": tuple(int(v.eval()) if hasattr(v, "eval") else int(v)
-                                               for v in lengths)}
+            kwargs = {**kwargs, "shape": dim_lengths(model, dims)}
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod

@@ -75,6 +75,7 @@ from pymc_ibp._numba_utils import (
     partial_shuffle,
     source_cache_key,
 )
+from pymc_ibp._pytensor_utils import dim_lengths
 from pymc_ibp.distributions import ibp_math
 from pymc_ibp.distributions.ibp_math import ibp_logp_symbolic, ibp_mass, log_beta_term
 
@@ -281,14 +282,11 @@ def _resolve_shape_from_dims(kwargs):
         missing = [d for d in dims if d not in model.dim_lengths]
         if missing:
             raise ValueError(f"pmi.IBP: the model has no coords for dims {missing}.")
-        shape = []
-        for d in dims:
-            length = model.dim_lengths[d]
-            try:
-                shape.append(int(length.eval()) if hasattr(length, "eval") else int(length))
-            except Exception as err:  # pragma: no cover - symbolic dims
-                raise ValueError(f"pmi.IBP needs fixed-length dims; {d!r} is not.") from err
-        kwargs = {**kwargs, "shape": tuple(shape)}
+        try:
+            shape = dim_lengths(model, dims)
+        except Exception as err:  # pragma: no cover - symbolic dims
+            raise ValueError(f"pmi.IBP needs fixed-length dims; {dims!r} are not.") from err
+        kwargs = {**kwargs, "shape": shape}
     return kwargs
 
 

@@ -34,6 +34,7 @@ from pymc.logprob.transforms import Transform
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_ibp._numba_utils import source_cache_key
+from pymc_ibp._pytensor_utils import dim_lengths
 
 __all__ = ["IBPStickBreaking", "IBPStickBreakingRV", "StickBreakingTransform"]
 
@@ -173,7 +174,7 @@ class IBPStickBreaking(Continuous):
 
             model = pm.modelcontext(None)
             dims = (dims,) if isinstance(dims, str) else tuple(dims)
-            kwargs["shape"] = tuple(int(model.dim_lengths[d].eval()) for d in dims)
+            kwargs["shape"] = dim_lengths(model, dims)
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod

@@ -41,7 +41,7 @@ import xarray as xr
 from scipy.optimize import minimize
 
 from pymc_ibp._numba_utils import interrupt_safe
-from pymc_ibp._pytensor_utils import compile_point_fn
+from pymc_ibp._pytensor_utils import compile_point_fn, constant_value
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.inference import vi_kernels as vk
 from pymc_ibp.step_methods.model_matching import (
@@ -232,8 +232,8 @@ class VariationalResult:
             tr = model.rvs_to_transforms.get(rv)
             value = model.rvs_to_values[rv]
             base[value.name] = (np.asarray(val, dtype=float) if tr is None else
-                                tr.forward(np.asarray(val, dtype=float),
-                                           *rv.owner.inputs).eval())
+                                constant_value(tr.forward(np.asarray(val, dtype=float),
+                                                          *rv.owner.inputs)))
         n_tot = chains * draws
         out = {v.name: [] for v in trace_vars}
         z_dtype = base[self.z_name].dtype

@@ -21,7 +21,7 @@ from pymc.util import get_random_generator
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp._numba_utils import categorical_logp, interrupt_safe
-from pymc_ibp._pytensor_utils import compile_point_fn
+from pymc_ibp._pytensor_utils import compile_point_fn, constant_value
 from pymc_ibp.distributions.crp import CRPRV
 from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
 from pymc_ibp.step_methods.model_matching import one_value_var
@@ -288,7 +288,7 @@ class CRPGibbs(BlockedStep):
         ip = model.initial_point() if initial_point is None else initial_point
         self.n = int(np.shape(ip[self.c_name])[0])
         _, _, alpha, _, l_max = c_rv.owner.inputs
-        self.l_max = int(l_max.data) if hasattr(l_max, "data") else int(l_max.eval())
+        self.l_max = int(constant_value(l_max))
         children = [rv for rv in model.basic_RVs if rv is not c_rv and c_rv in set(ancestors([rv]))]
         if not children:
             raise ModelPatternError(f"No variable depends on {c_rv.name!r}; nothing to "

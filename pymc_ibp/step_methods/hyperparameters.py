@@ -39,7 +39,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV, BetaRV, ExponentialRV, GammaRV
 
-from pymc_ibp._pytensor_utils import compile_point_fn
+from pymc_ibp._pytensor_utils import compile_point_fn, constant_value
 from pymc_ibp.distributions.crp import CRPRV, crp_log_normaliser
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
@@ -79,7 +79,7 @@ def _constant_value(var, scalar=True):
     free = [v for v in ancestors([var]) if v.owner is None and not isinstance(v, Constant)]
     if free:
         return None
-    value = np.asarray(var.eval(), dtype=float)
+    value = np.asarray(constant_value(var), dtype=float)
     return float(value) if scalar else value
 
 

@@ -42,7 +42,7 @@ from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
-from pymc_ibp._pytensor_utils import compile_point_fn
+from pymc_ibp._pytensor_utils import compile_point_fn, constant_value
 from pymc_ibp.datasets.sharded import sharded_data_of
 from pymc_ibp.distributions.dependent import DependentIBPRV, dibp_log_probs
 from pymc_ibp.distributions.ibp import IBPRV
@@ -566,7 +566,7 @@ def _is_zero_constant(var):
     except Exception:  # noqa: BLE001 - pytensor raises NotScalarConstantError
         try:
             if not [v for v in ancestors([var]) if v.owner is None and not isinstance(v, Constant)]:
-                val = np.asarray(var.eval())
+                val = constant_value(var)
                 return bool(np.all(val == 0))
         except Exception:  # noqa: BLE001
             return False
@@ -588,7 +588,7 @@ def observed_data(value_var):
         return np.asarray(value_var.data, dtype=float)
     if hasattr(value_var, "get_value"):
         return np.asarray(value_var.get_value(), dtype=float)
-    return np.asarray(value_var.eval(), dtype=float)
+    return np.asarray(constant_value(value_var), dtype=float)
 
 
 def _column_scale(sigma, what, masked=False):

@@ -88,10 +88,12 @@ def _visit_frequencies(step, model, n, seed):
     return codes_
 
 
-# the Gaussian likelihood with one level of processes (33 s) in the slow suite: the default suite
-# has it with the hierarchical processes, and the Bernoulli likelihood through IBPGibbs
+# the Gaussian likelihood with one level of processes (33 s) and with the hierarchical processes
+# (40-52 s) in the slow suite: the default suite has the Bernoulli likelihood through IBPGibbs,
+# and the hierarchical processes in test_joint_g_z_moves_alone_sample_the_z_posterior
 @pytest.mark.parametrize("likelihood", [pytest.param("gaussian", marks=pytest.mark.slow),
-                                        "bernoulli", "hierarchical"])
+                                        "bernoulli",
+                                        pytest.param("hierarchical", marks=pytest.mark.slow)])
 def test_z_posterior_with_g_integrated_out_matches_enumeration(likelihood):
     mats = all_binary_matrices(3, 2)
     if likelihood in ("gaussian", "hierarchical"):

@@ -30,13 +30,15 @@ from tests._helpers import (
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
 @pytest.mark.parametrize(
     "step_cls,kwargs,alpha",
-    [(pmi.AcceleratedGibbs, {}, 1.5), (pmi.CollapsedGibbs, {}, 1.5),
+    [(pmi.AcceleratedGibbs, {}, 1.5),
+     pytest.param(pmi.CollapsedGibbs, {}, 1.5, marks=pytest.mark.slow),
      pytest.param(pmi.AcceleratedGibbs, {"window": 2}, 1.5, marks=pytest.mark.slow)],
     ids=["accelerated", "collapsed", "accelerated-W2"],
 )
 # without a missing entry (24-45 s each): the slow suite; with one, two of the three rows still
-# take the complete-data row update, and the default suite runs that for both step classes (the
-# window of two rows, 35-54 s, in the slow suite)
+# take the complete-data row update, and the default suite runs that for AcceleratedGibbs (the
+# window of two rows, 35-54 s, and CollapsedGibbs, 35-46 s, in the slow suite; the default suite
+# has CollapsedGibbs in test_exact_posterior_enumeration_column_blocks)
 @pytest.mark.parametrize("missing", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_exact_posterior_enumeration(step_cls, kwargs, alpha, missing):
     X = ENUM_X.copy()

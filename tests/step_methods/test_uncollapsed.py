@@ -478,6 +478,9 @@ def sample_z_and_imputed(model, draws, seed, thin):
     return post["Z"].values[0, ::thin], post["X_unobserved"].values[0, ::thin, 0]
 
 
+# 40-50 s: the slow suite; the default suite has the Bernoulli one, and the Gaussian likelihood
+# with a missing entry through AcceleratedGibbs (test_linear_gaussian.py)
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
 def test_missing_entry_gaussian_exact_posterior():
