@@ -94,8 +94,9 @@ def constant_value(var):
 
     A constant's or a shared variable's own value; any other graph is evaluated by PyTensor's
     Python linker (mode ``FAST_COMPILE``), not compiled through the default numba backend as
-    ``var.eval()`` would be: that compile takes 0.3-0.8 s for each one-off graph (seconds on a
-    machine whose PyTensor cache is empty), and a model built from scratch needed several.
+    ``var.eval()`` would be: with ``var.eval()`` each model built (``pmi.IBP`` with ``dims`` and
+    ``pmi.IBPAlphaGibbs``) took 0.07-0.11 s with PyTensor's compile cache warm and 0.2-0.3 s
+    with it empty, against 0.02-0.04 s now.
     """
     if isinstance(var, Constant):
         return np.asarray(var.data)
