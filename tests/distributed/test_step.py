@@ -9,6 +9,7 @@ import pytest
 
 import pymc_ibp as pmi
 from pymc_ibp.distributed import DataParallelGibbs
+from pymc_ibp.distributed.shards import shard_sweeps
 from pymc_ibp.exceptions import ModelPatternError, ShardFailure
 from pymc_ibp.step_methods import kernels
 from tests._helpers import DIST_WAIT, lg_model, readme_model
@@ -178,8 +179,8 @@ def test_a_lost_worker_is_recovered_with_the_same_draws(client, kill_at):
                 victim = step._x[1][2]
                 if kill_at[it] == "between":
                     client.run(os._exit, 1, workers=[victim], on_error="ignore")
-                else:  # while shard 1 sweeps: a delayed kill on its worker
-                    client.run(_exit_later, 0.05, workers=[victim], on_error="ignore")
+                else:  # while shard 1 sweeps: its worker killed once that sweep is submitted
+                    _kill_after_submitting(step, client, 1, victim)
             point, _ = step.step(point)
             out.append((point["Z"].copy(), point["A"].copy()))
             client.wait_for_workers(2, timeout=DIST_WAIT)
@@ -194,10 +195,21 @@ def test_a_lost_worker_is_recovered_with_the_same_draws(client, kill_at):
         np.testing.assert_array_equal(a1, a2)
 
 
-def _exit_later(delay):
-    import threading
+def _kill_after_submitting(step, client, shard, victim):
+    """Kill ``victim`` right after the step submits the next sweep of ``shard`` to it, before
+    the driver can gather its result: the worker is lost with its sweep in flight whatever the
+    machine's speed (a kill on a timer came after the chain's last iteration on a fast machine,
+    and the test then saw no loss at all)."""
+    submit = step._submit
 
-    threading.Timer(delay, os._exit, args=(1,)).start()
+    def killing_submit(client_, p, fn, *args):
+        fut = submit(client_, p, fn, *args)
+        if p == shard and fn is shard_sweeps:
+            del step._submit  # the class's method again
+            client.run(os._exit, 1, workers=[victim], on_error="ignore")
+        return fut
+
+    step._submit = killing_submit
 
 
 def test_async_mode_keeps_the_global_state_consistent(client):

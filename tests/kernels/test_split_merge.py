@@ -24,7 +24,7 @@ def push_exact_draws(move, X, k_max, seed, alpha=2.0, sx=0.5, sa=1.0):
     trXX = kernels.block_sq_norms(X, noise)
     accepted = 0
     for j, i in enumerate(idx):
-        Z = mats[i].copy()
+        Z = mats[i].astype(np.int8)  # the steps' dtype: no int64 compile of the kernels
         m = Z.sum(axis=0).astype(np.int64)
         accepted += move(rng, Z, X, m, noise, alpha, trXX)
         assert np.array_equal(m, Z.sum(axis=0))

@@ -318,7 +318,7 @@ def test_annealed_noise_schedule_within_restart_segments():
                                     init_sweeps=0)
     for st in (step, flat):  # 4 segments of 10 sweeps from a prior start
         st.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-        st._start(np.zeros((60, 8), dtype=np.int64), st._X, noise_of(st))
+        st._start(np.zeros((60, 8), dtype=np.int8), st._X, noise_of(st))
     v0, sx2 = float(np.var(data.X)), 0.01
     noise = kernels.noise_blocks(sx2, 1.0, 36)
     seen = []
@@ -345,7 +345,7 @@ def test_subsample_start_search_for_large_data():
         step = pmi.AcceleratedGibbs([model["Z"]], init_subsample=40, init_sweeps=15,
                                     init_restarts=2)
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z, *_ = step._start(np.zeros((120, 8), dtype=np.int64), step._X, noise_of(step, 0.09))
+    Z, *_ = step._start(np.zeros((120, 8), dtype=np.int8), step._X, noise_of(step, 0.09))
     rows = np.flatnonzero(Z.sum(axis=1) > 0)
     assert rows.size > 40  # one sweep assigned the other rows to the searched features
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
@@ -353,7 +353,7 @@ def test_subsample_start_search_for_large_data():
     with model:
         plain = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=0, init_restarts=1)
     plain.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z2, *_ = plain._start(np.zeros((120, 8), dtype=np.int64), plain._X, noise_of(plain, 0.09))
+    Z2, *_ = plain._start(np.zeros((120, 8), dtype=np.int8), plain._X, noise_of(plain, 0.09))
     assert (Z2.sum(axis=1) > 0).sum() > 40 or Z2.sum() == 0  # a plain prior draw
 
 

@@ -265,7 +265,7 @@ def test_vi_start_policy():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi")
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    out, *_ = step._start(np.zeros((300, 8), dtype=np.int64), step._X, noise_of(step, 0.25, 1.0))
+    out, *_ = step._start(np.zeros((300, 8), dtype=np.int8), step._X, noise_of(step, 0.25, 1.0))
     assert step.restarts == 1 and step.segment == 0
     Zb = out.astype(bool)
     for k in range(4):
@@ -289,7 +289,7 @@ def test_vi_start_on_a_subset_assigns_the_other_rows():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi", init_subsample=100)
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    out, *_ = step._start(np.zeros((300, 8), dtype=np.int64), step._X, noise_of(step, 0.25, 1.0))
+    out, *_ = step._start(np.zeros((300, 8), dtype=np.int8), step._X, noise_of(step, 0.25, 1.0))
     assert (out.sum(axis=1) > 0).sum() > 250  # not only the 100 fitted rows (281 have glyphs)
     m = out.sum(axis=0)
     assert (m > 0).sum() >= 3 and m.max() > 120  # features of the fit, given to other rows

@@ -54,7 +54,7 @@ def test_logodds_sweep_matches_ibp_sweep_conditionals_when_equal():
     state with an empty column can switch it on (no births needed)."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20, 3))
-    Z = np.zeros((20, 4), dtype=np.int64)
+    Z = np.zeros((20, 4), dtype=np.int8)
     m = Z.sum(axis=0)
     lo = np.zeros((20, 4))
     kernels.accelerated_sweep(rng, Z, X, m, kernels.noise_blocks(0.25, 1.0, 3), 1.0, 1.0, 5,

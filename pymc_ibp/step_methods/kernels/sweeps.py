@@ -128,7 +128,8 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     Returns a :class:`SweepStats`.
     """
     return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds,
-                                  NO_EXT, NO_EXT, X.shape[0], True, miss)
+                                  np.zeros((0, 0)), np.zeros((0, 0)), np.int64(X.shape[0]),
+                                  np.bool_(True), miss)
 
 
 @numba.njit(cache=True)
@@ -147,8 +148,9 @@ def shard_sweep(rng, Z, X, m, noise, alpha, beta, refresh, G_ext, RX_ext, n_tota
     set as it is (no feature is created or dropped there: only the shard holding the feature
     token may create features).
     """
-    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, False, NO_LOGODDS,
-                                  G_ext, RX_ext, n_total, allow_births, NO_MISS)
+    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, np.bool_(False),
+                                  np.zeros((0, 0)), G_ext, RX_ext, n_total, allow_births,
+                                  np.zeros((0, 0), dtype=np.bool_))
 
 
 @numba.njit(cache=True)
@@ -156,7 +158,15 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
                            RX_ext, n_total, allow_births, miss):
     """The sweep of :func:`accelerated_sweep` and :func:`shard_sweep`: statistics of other rows
     ``G_ext, RX_ext`` (``(0, 0)``: none), IBP size ``n_total``, births on or off
-    (``allow_births``), missing entries ``miss`` (``(0, 0)``: none)."""
+    (``allow_births``), missing entries ``miss`` (``(0, 0)``: none).
+
+    numba compiles this function once per distinct tuple of argument types, and a jitted
+    caller's constants have types of their own: a module-level array is frozen as a
+    *read-only* array and ``True`` / ``0`` as *literal* types, so each caller that passed
+    them got its own ten-second compile (four variants in one test run).  The callers
+    therefore pass writable empty arrays made in place (``np.zeros((0, 0))``, not
+    :data:`NO_EXT`), ``np.bool_`` flags and ``np.int64`` counts, the types a call from Python
+    (e.g. ``LinearGaussianGibbs._assign_rows``) has: one compile for all of them."""
     n_rows, d = X.shape
     n = n_total
     k_max = Z.shape[1]
