@@ -78,6 +78,16 @@ from pymc_ibp.step_methods.stats import (
 __all__ = ["PolyaGammaGibbs", "PolyaGammaGibbsState"]
 
 
+def _writable(a, shape):
+    """``a`` broadcast to ``shape`` as a C-contiguous *writable* array (``a`` itself when it is
+    one already): numba compiles a kernel once per argument type, and a read-only array (what
+    ``np.broadcast_to`` returns, even when it changes nothing) is another type than a
+    writable one, so mixing them cost the logit kernels up to four compiles each."""
+    if a.shape == shape and a.flags.c_contiguous and a.flags.writeable:
+        return a
+    return np.array(np.broadcast_to(a, shape), order="C")
+
+
 @dataclass_state
 class PolyaGammaGibbsState(StepMethodState):
     """Everything a :class:`PolyaGammaGibbs` step changes during a run (plus ``rng``)."""
@@ -373,9 +383,9 @@ class PolyaGammaGibbs(BlockedStep):
         b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, self._b_cols)
         b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, self._b_cols))
         group = None if group is None else group_labels(group, len(b_mu))
-        off = np.asarray(off, dtype=np.float64)
-        off = np.ascontiguousarray(np.broadcast_to(
-            off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d)))
+        off = _writable(np.asarray(off, dtype=np.float64),
+                        (self.n if np.ndim(off) == 2 and np.shape(off)[0] == self.n else 1,
+                         self.d))
         for name, v in (("sigma", sa), ("sigma", b_sigma)):
             if not np.all(np.isfinite(v)) or np.any(v <= 0):
                 raise FloatingPointError(f"PolyaGammaGibbs: a prior {name} of "
@@ -399,7 +409,7 @@ class PolyaGammaGibbs(BlockedStep):
         vec = np.asarray(vec, dtype=np.float64).reshape(-1, self._b_cols)
         vec = np.broadcast_to(vec, (len(vec), self.d))  # one value for all columns
         if group is None:
-            return np.ascontiguousarray(vec[0]), off, kernels.NO_ROWS
+            return np.array(vec[0]), off, kernels.NO_ROWS  # a copy: writable (_writable)
         if off.shape[0] == 1:  # a table of one row per group, no N x D array
             return np.zeros(self.d), np.ascontiguousarray(vec + off), group
         return np.zeros(self.d), np.ascontiguousarray(vec[group] + off), kernels.NO_ROWS
