@@ -84,7 +84,6 @@ def refresh_interval(n):
     return max(5, int(n) // 10)
 
 
-@numba.njit(cache=True)
 def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds, miss):
     """One sweep of the accelerated collapsed Gibbs sampler (Doshi-Velez & Ghahramani 2009,
     Alg. 1, with the rank-one updates of :func:`row_update`).
@@ -128,11 +127,9 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     Returns a :class:`SweepStats`.
     """
     return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds,
-                                  np.zeros((0, 0)), np.zeros((0, 0)), np.int64(X.shape[0]),
-                                  np.bool_(True), miss)
+                                  NO_EXT, NO_EXT, X.shape[0], True, miss)
 
 
-@numba.njit(cache=True)
 def shard_sweep(rng, Z, X, m, noise, alpha, beta, refresh, G_ext, RX_ext, n_total,
                 allow_births):
     """:func:`accelerated_sweep` (IBP counts mode) of the rows of one shard of the data, the
@@ -148,9 +145,8 @@ def shard_sweep(rng, Z, X, m, noise, alpha, beta, refresh, G_ext, RX_ext, n_tota
     set as it is (no feature is created or dropped there: only the shard holding the feature
     token may create features).
     """
-    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, np.bool_(False),
-                                  np.zeros((0, 0)), G_ext, RX_ext, n_total, allow_births,
-                                  np.zeros((0, 0), dtype=np.bool_))
+    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, False, NO_LOGODDS,
+                                  G_ext, RX_ext, n_total, allow_births, NO_MISS)
 
 
 @numba.njit(cache=True)
@@ -161,12 +157,12 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
     (``allow_births``), missing entries ``miss`` (``(0, 0)``: none).
 
     numba compiles this function once per distinct tuple of argument types, and a jitted
-    caller's constants have types of their own: a module-level array is frozen as a
-    *read-only* array and ``True`` / ``0`` as *literal* types, so each caller that passed
-    them got its own ten-second compile (four variants in one test run).  The callers
-    therefore pass writable empty arrays made in place (``np.zeros((0, 0))``, not
-    :data:`NO_EXT`), ``np.bool_`` flags and ``np.int64`` counts, the types a call from Python
-    (e.g. ``LinearGaussianGibbs._assign_rows``) has: one compile for all of them."""
+    caller's constants have types of their own (a module-level array is frozen as a
+    *read-only* array, ``True`` / ``0`` typed as *literals*): when :func:`accelerated_sweep`
+    and :func:`shard_sweep` were jitted wrappers, each got its own ten-second compile of this
+    function (four variants in one test run) and cost another three seconds of its own.  They
+    are Python functions now, so every caller (also ``_assign_rows`` of the linear-Gaussian
+    steps) reaches one compiled variant."""
     n_rows, d = X.shape
     n = n_total
     k_max = Z.shape[1]
