@@ -1,7 +1,7 @@
 """Run every benchmark script in sequence and refresh the tables in benchmarks/README.md.
 
     python -m benchmarks.run_all            # make bench        (< 30 min on a 2-core sandbox)
-    python -m benchmarks.run_all --quick    # make bench-quick  (9-15 min: benchmarks/README.md)
+    python -m benchmarks.run_all --quick    # make bench-quick  (5-15 min: benchmarks/README.md)
     python -m benchmarks.run_all --only mixing scaling
     python -m benchmarks.run_all --only mixing_long     # make bench-long  (~1 h: PyMC's default)
 
