@@ -383,9 +383,8 @@ class PolyaGammaGibbs(BlockedStep):
         b_sigma = np.asarray(b_sigma, dtype=np.float64).reshape(-1, self._b_cols)
         b_mu = np.ascontiguousarray(np.asarray(b_mu, dtype=np.float64).reshape(-1, self._b_cols))
         group = None if group is None else group_labels(group, len(b_mu))
-        off = _writable(np.asarray(off, dtype=np.float64),
-                        (self.n if np.ndim(off) == 2 and np.shape(off)[0] == self.n else 1,
-                         self.d))
+        off = np.asarray(off, dtype=np.float64)
+        off = _writable(off, (self.n if off.ndim == 2 and off.shape[0] == self.n else 1, self.d))
         for name, v in (("sigma", sa), ("sigma", b_sigma)):
             if not np.all(np.isfinite(v)) or np.any(v <= 0):
                 raise FloatingPointError(f"PolyaGammaGibbs: a prior {name} of "
@@ -409,7 +408,7 @@ class PolyaGammaGibbs(BlockedStep):
         vec = np.asarray(vec, dtype=np.float64).reshape(-1, self._b_cols)
         vec = np.broadcast_to(vec, (len(vec), self.d))  # one value for all columns
         if group is None:
-            return np.array(vec[0]), off, kernels.NO_ROWS  # a copy: writable (_writable)
+            return np.array(vec[0]), off, kernels.NO_ROWS  # a writable copy of the view
         if off.shape[0] == 1:  # a table of one row per group, no N x D array
             return np.zeros(self.d), np.ascontiguousarray(vec + off), group
         return np.zeros(self.d), np.ascontiguousarray(vec[group] + off), kernels.NO_ROWS

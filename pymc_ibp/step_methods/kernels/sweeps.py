@@ -156,13 +156,11 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
     ``G_ext, RX_ext`` (``(0, 0)``: none), IBP size ``n_total``, births on or off
     (``allow_births``), missing entries ``miss`` (``(0, 0)``: none).
 
-    numba compiles this function once per distinct tuple of argument types, and a jitted
-    caller's constants have types of their own (a module-level array is frozen as a
-    *read-only* array, ``True`` / ``0`` typed as *literals*): when :func:`accelerated_sweep`
-    and :func:`shard_sweep` were jitted wrappers, each got its own ten-second compile of this
-    function (four variants in one test run) and cost another three seconds of its own.  They
-    are Python functions now, so every caller (also ``_assign_rows`` of the linear-Gaussian
-    steps) reaches one compiled variant."""
+    Call it from Python (as :func:`accelerated_sweep`, :func:`shard_sweep` and the
+    linear-Gaussian steps' ``_assign_rows`` do), not from a jitted wrapper: numba compiles it
+    once per tuple of argument types, about ten seconds each, and a jitted caller's constants
+    have types of their own (a module-level array is frozen read-only, ``True`` / ``0`` are
+    typed as literals)."""
     n_rows, d = X.shape
     n = n_total
     k_max = Z.shape[1]
