@@ -270,6 +270,10 @@ def summary(
     -----
     Quantities that are constant over all draws (e.g. :math:`K_+` in a short, stuck run) get
     ``r_hat = NaN``; ArviZ's 0/0 RuntimeWarnings for them are suppressed here.
+
+    With ArviZ's default ``round_to="auto"`` the table displays each row's interval bounds to
+    the precision of its ``sd`` (ArviZ's two significant figures would show a log joint near
+    -29244 as ``-29000  -29000``); the numbers in the table are not rounded.
     """
     ds = _label_invariant(idata, var_names, z_name, stat_names)
     import arviz as az
@@ -281,7 +285,37 @@ def summary(
         warnings.filterwarnings("ignore", message="divide by zero encountered",
                                 category=RuntimeWarning)
         warnings.filterwarnings("ignore", message="Degrees of freedom", category=RuntimeWarning)
-        return az.summary(ds, **summary_kwargs)
+        table = az.summary(ds, **summary_kwargs)
+    _interval_digits(table)
+    return table
+
+
+def _interval_digits(table):
+    """Show the credible-interval bounds of ArviZ's table to the ``sd``'s precision.
+
+    With ``round_to="auto"`` ArviZ displays an interval's bounds to two significant figures, so
+    a log joint near -29244 with ``sd`` 53 reads ``-29000  -29000``.  Here each row's bounds get
+    the decimals that show its ``sd`` to two significant figures (``-29330  -29160``), never
+    fewer digits than ArviZ's.  Only the display changes (ArviZ's ``SummaryDataFrame`` keeps
+    the raw numbers); other ``round_to`` settings are left as they are.
+    """
+    fmt = getattr(table, "_fmt_map", None)  # ArviZ's display strings (round_to="auto")
+    if not isinstance(fmt, dict) or "sd" not in table.columns:
+        return
+    bounds = [c for c in table.columns if c.endswith(("_lb", "_ub")) and c in fmt]
+    for idx, sd in table["sd"].items():
+        if not (np.isfinite(sd) and sd > 0):
+            continue
+        decimals = max(0, 1 - int(np.floor(np.log10(sd))))
+        for col in bounds:
+            val = table.at[idx, col]
+            try:
+                err = abs(float(fmt[col][idx]) - val)
+            except (KeyError, ValueError):
+                continue
+            if np.isfinite(val) and err > 0.5 * 10.0**-decimals:  # ArviZ's string is coarser
+                shown = f"{val:.{decimals}f}"
+                fmt[col][idx] = shown.rstrip("0").rstrip(".") if "." in shown else shown
 
 
 def chain_summary(

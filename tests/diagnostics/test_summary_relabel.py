@@ -117,6 +117,27 @@ def test_summary_label_invariant_rows(idata):
     assert {"mean", "sd", "ess_bulk", "ess_tail", "r_hat", "mcse_mean"} <= set(s.columns)
 
 
+def test_summary_shows_interval_bounds_to_the_precision_of_the_sd():
+    """ArviZ's default display rounds an interval's bounds to two significant figures, which
+    for a log joint near -29244 (sd 53) reads -29000 to -29000: the summary shows them to the
+    sd's precision instead, keeps integer bounds (K+) as they are, and leaves the numbers."""
+    rng = np.random.default_rng(0)
+    post = xr.Dataset({"lj": (("chain", "draw"), -29244 + 53 * rng.standard_normal((2, 300))),
+                       "s": (("chain", "draw"), 0.41 + 0.03 * rng.standard_normal((2, 300)))})
+    stats = xr.Dataset({"ibp_n_active": (("chain", "draw"), rng.integers(4, 9, (2, 300)))})
+    idata = xr.DataTree.from_dict({"posterior": post, "sample_stats": stats})
+    table = summary(idata, var_names=["lj", "s"])
+    shown = str(table)
+    raw = summary(idata, var_names=["lj", "s"], round_to="none")
+    row = shown.splitlines()[[r.split()[0] for r in shown.splitlines()].index("lj")].split()
+    assert [float(row[3]), float(row[4])] == pytest.approx(
+        raw.loc["lj", ["eti89_lb", "eti89_ub"]].to_numpy(float), abs=0.5)
+    assert row[3] != row[4]
+    k = shown.splitlines()[[r.split()[0] for r in shown.splitlines()].index("ibp_n_active")]
+    assert k.split()[3:5] == ["4", "8"]
+    np.testing.assert_array_equal(table.to_numpy(float), raw.to_numpy(float))
+
+
 def test_summary_invariant_under_relabelling(idata):
     a = summary(idata, round_to="none")
     b = summary(relabel(idata), round_to="none")
