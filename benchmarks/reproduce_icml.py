@@ -29,8 +29,8 @@ per entry, per draw, with the draw's A and sigma_x), printed beside the paper's 
 (50 tune) for the accelerated and uncollapsed samplers; the collapsed sampler (over a second
 per iteration) gets 2 x 10.  Burn-in count: the first iteration whose training log
 joint (``ibp_log_joint``; ``ibp_log_lik`` for IBPGibbs, which has no collapsed joint) is within
-one sd (of the last half of the run) of the mean of the last half, averaged over chains (spec
-§9.3 leaves the rule open).
+one sd (of the last half of the run) of the mean of the last half, averaged over chains (the
+paper does not state its rule).
 
 Default grid (``make bench``): all of the above except that the collapsed sampler gets fewer
 iterations at N >= 250 (see ``COLLAPSED_ITS``).  ``--full`` runs the whole protocol (5 x 1000

@@ -121,6 +121,15 @@ def _public_signature(app, what, name, obj, options, signature, return_annotatio
     return str(inspect.Signature(params)), None
 
 
+def _skip_tuple_fields(app, what, name, obj, skip, options):
+    """Leave out the fields of NamedTuple results (``Alias for field number k``): each result
+    class's docstring describes its fields."""
+    if (getattr(obj, "__doc__", None) or "").startswith("Alias for field number"):
+        return True
+    return None
+
+
 def setup(app):
     app.connect("builder-inited", _check_api_page)
+    app.connect("autodoc-skip-member", _skip_tuple_fields)
     app.connect("autodoc-process-signature", _public_signature)

@@ -80,6 +80,8 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
         named by ``sigma_x`` and ``offset``.
     X_true : array_like (N, D)
     mask : bool array (N, D), True at held-out entries.
+    z_name, a_name : str, default "Z", "A"
+        Names of the binary matrix and of the feature matrix in the posterior.
     sigma_x : str or float or array_like, default "sigma_x"
         The noise scale: a posterior variable (a scalar per draw, or one per column, e.g.
         ``dims="dim"``), or a constant that broadcasts to ``N x D``.
@@ -125,6 +127,8 @@ def logit_heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", offset
     X_true : array_like (N, D)
         The data, 0/1 at the held-out entries (other entries are not read).
     mask : bool array (N, D), True at held-out entries.
+    z_name, a_name : str, default "Z", "A"
+        Names of the binary matrix and of the feature matrix in the posterior.
     offset : str or float or array_like, optional
         What the model adds to ``Z @ A`` inside the logit (``b`` in ``logit_p=Z @ A + b``):
         a posterior variable or a constant, as for :func:`heldout_metrics`.

@@ -82,7 +82,7 @@ class DataParallelGibbs(AcceleratedGibbs):
         with model:
             idata = pm.sample(step=[pmi.DataParallelGibbs([Z], n_shards=4)], cores=1)
 
-    When the observed data is a :class:`~pymc_ibp.ShardedData` (``observed=data.tensor()``:
+    When the observed data is a :class:`~pymc_ibp.datasets.ShardedData` (``observed=data.tensor()``:
     ``.npy`` files, a Dask array's row chunks), ``pm.sample()`` assigns this step by itself,
     one shard per file or chunk, and each worker loads its own shard: the driver never holds
     ``X`` (it receives the column sums of squares once and, for the start search, the rows of
@@ -154,7 +154,7 @@ class DataParallelGibbs(AcceleratedGibbs):
     with fewer than ``tree_reduce_min`` shards, its statistics): the driver patches its copy
     of ``Z`` (the draw ``pm.sample`` records) in ``O(changes)``, never gathering a whole
     ``Z_p`` (the exact mode's proposals likewise stay on the workers).  With sharded data it
-    publishes the statistics of each new ``Z`` on the :class:`~pymc_ibp.ShardedData`, from
+    publishes the statistics of each new ``Z`` on the :class:`~pymc_ibp.datasets.ShardedData`, from
     which :class:`~pymc_ibp.IBPScaleSlice` forms ``‖X - ZA‖²``.
 
     Besides the ``ibp_`` stats of :class:`~pymc_ibp.AcceleratedGibbs` it records
@@ -749,7 +749,7 @@ class DataParallelGibbs(AcceleratedGibbs):
         """The aggregated statistics of the shards when ``Z`` is what they hold (no pass over
         the data at the driver).  With sharded data a ``Z`` the shards do not hold (the start
         search's) is sent to them first, and the statistics are published for the scale
-        step (:meth:`pymc_ibp.ShardedData.publish`)."""
+        step (:meth:`pymc_ibp.datasets.ShardedData.publish`)."""
         stale = self._global is None or not np.array_equal(Z, self._z_last)
         if stale and self._sharded is None:
             return super()._feature_stats(Z, X, act)

@@ -438,6 +438,11 @@ def dependent_ibp(name, covariate, *, alpha, k=None, item=None, variant="bag", c
         docstring), the defaults fix ``σ² = 1`` and ``ρ² = 0.1``.
     length_scale : tensor_like, optional
         Fixed length scale(s) instead of the log-normal prior.
+    jitter : float, default 1e-6
+        Added to the diagonal of each kernel matrix, relative to ``amplitude²`` (the
+        covariance is ``amplitude² (k + jitter·I)``), so that its Cholesky factor exists.
+    item_amplitude : float, default 0.5
+        Amplitude of the per-item processes of ``variant="hierarchical"`` (ignored otherwise).
     shape, dims :
         ``(N, K)`` or e.g. ``("obs", "feature")`` for ``Z``.
 

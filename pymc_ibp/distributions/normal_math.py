@@ -9,7 +9,8 @@ finite and accurate to double precision for every finite ``x`` (``log Φ(-40) �
 1.2·10⁻⁹) and takes one Halley step on ``Φ(x) - p`` with ``Φ`` from ``erfc``, which brings it
 to full double precision for ``p`` from 10⁻³⁰⁰ to ``1 - 10⁻¹⁶``; ``ndtri(0) = -inf`` and
 ``ndtri(1) = inf``.  SciPy's ``scipy.special.ndtri`` and ``log_ndtr`` are the reference in the
-tests (``tests/distributions/test_normal_math.py``).
+tests (``test_normal_math_matches_scipy_in_the_tails`` in
+``tests/distributions/test_dependent_ibp.py``).
 
 References
 ----------

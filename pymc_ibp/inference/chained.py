@@ -164,6 +164,11 @@ def chained_fit(likelihood, *, n, k_max, l_max, stages=STAGES, alpha_c=1.0, alph
     alpha_c, alpha_m, q : float or callable
         The concentrations and the noisy-or ``q`` (numbers, or functions that create
         variables inside each model).
+    name : str, default "Z"
+        Name of the feature matrix in every stage (its parts are ``{name}_c``, ``{name}_M``,
+        ``{name}_C``).
+    coords : dict, optional
+        Coordinates of every stage's ``pm.Model``.
     tune, draws, chains, random_seed, **sample_kwargs
         Passed to every ``pm.sample`` (``random_seed`` is offset by the stage).
 

@@ -265,6 +265,8 @@ def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, st
         ``Z ~ pmi.IBP(alpha)``, ``A ~ pm.HalfNormal(sigma_a)`` (``K_max x D``),
         ``X ~ pm.Normal(Z @ A, sigma_x)`` observed; ``alpha``, ``sigma_x``, ``sigma_a`` are
         taken at the model's initial point.
+    z : str, optional
+        Name of the IBP variable when the model has several.
     maximiser : {"ls", "lg", "lg-ord", "lg-sto"}
         The per-row maximiser (:mod:`pymc_ibp.inference.submodular`; default local search).
     max_iters, tol : int, float
@@ -280,6 +282,10 @@ def fit_meibp(model=None, *, z=None, maximiser="ls", max_iters=200, tol=1e-4, st
         2013, App. A.3.2): ``1/σ² = ã/b̃`` with ``ã_X = a + ND/2``,
         ``b̃_X = b + ½ Σ E‖x_n - z_n A‖²``, ``ã_A = a + K_+D/2``, ``b̃_A = b + ½ Σ_{active}
         E a²``, and ``α = (a + K_+)/(b + H_N)``.  The bound is then no longer monotone.
+    hyper_prior : (float, float), default (1.0, 1.0)
+        The Gamma ``(a, b)`` (shape, rate) of ``learn_hyper``.
+    random_seed : int or Generator, optional
+        Seeds the random starts, the row order of each sweep and the randomised maximisers.
     """
     model = pm.modelcontext(model)
     if maximiser not in MAXIMISERS:
@@ -389,6 +395,20 @@ def fit_bp_means(model=None, *, lam2, z=None, max_iters=100, random_seed=None):
     no missing entries): minimise ``‖X - Z A‖²_F + λ² K_+`` with ``K_+ ≤ K_max``.  Returns a
     :class:`BPMeansResult` whose ``initvals()`` can start ``pm.sample``.  Choose ``lam2``
     between a row's noise energy (``D σx²``) and the energy of the smallest feature to find.
+
+    Parameters
+    ----------
+    model : pm.Model, optional
+        The model (default: the one in context), as for :func:`fit_meibp` or with
+        ``A ~ pm.Normal(0, sigma_a)``.
+    lam2 : float
+        The penalty ``λ²`` per feature in use.
+    z : str, optional
+        Name of the IBP variable when the model has several.
+    max_iters : int, default 100
+        Iteration limit (it stops earlier once converged).
+    random_seed : int or Generator, optional
+        Seeds the BP-means++ seeding.
     """
     model = pm.modelcontext(model)
     try:

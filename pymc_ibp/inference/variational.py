@@ -310,6 +310,8 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
         Lower bound on ``E log(1 - Π_{m≤k} v_m)`` (``infinite`` only): the multinomial bound
         (default; closed-form stick updates) or the Taylor series with ``terms`` terms and a
         bound on its tail (tighter; sticks by L-BFGS-B, several times slower per iteration).
+    terms : int, default 50
+        Terms of the Taylor series of ``bound="taylor"`` (ignored otherwise).
     max_iters, tol : int, float
         Iteration limit; stop when the ELBO changes by less than ``tol · |ELBO|`` (after the
         annealing).

@@ -1129,8 +1129,9 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         ``"sequential"`` (default): anchored, sequentially-allocated proposals whose owners
         are allocated by their collapsed predictive
         (:mod:`pymc_ibp.step_methods.kernels.split_merge`);
-        they split and merge features of any size.  ``"random"``: the spec's uniform
-        allocation, whose acceptance decays like ``3^{-m}`` in the feature size ``m``.
+        they split and merge features of any size.  ``"random"``: the uniform
+        allocation of Meeds et al. (2007), whose acceptance decays like ``3^{-m}`` in the
+        feature size ``m``.
     column_split_merge : int
         Split–merge proposals per sweep whose selection is uniform over features instead of
         rows (default 0: off; :func:`pymc_ibp.step_methods.kernels.column_split_merge`): with

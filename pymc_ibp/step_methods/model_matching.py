@@ -192,7 +192,7 @@ class LinearGaussianIBP:
 
     @property
     def sharded(self):
-        """The :class:`~pymc_ibp.ShardedData` of the (single) block, or ``None``: its data
+        """The :class:`~pymc_ibp.datasets.ShardedData` of the (single) block, or ``None``: its data
         stay on their shards (only :class:`~pymc_ibp.DataParallelGibbs` reads them)."""
         return self.blocks[0].sharded
 
@@ -576,7 +576,7 @@ def _is_zero_constant(var):
 
 def observed_data(value_var):
     """The values of an observed variable's (or a constant's) data as a float array; a
-    :class:`~pymc_ibp.ShardedData` raises :class:`ModelPatternError` (its data stay on
+    :class:`~pymc_ibp.datasets.ShardedData` raises :class:`ModelPatternError` (its data stay on
     their shards)."""
     sharded = sharded_data_of(value_var)
     if sharded is not None:

@@ -133,7 +133,7 @@ class NoisyOrQSlice(BlockedStep):
     ----------
     vars : list
         ``q``.
-    width : float
+    width : float, default 1.0
         Initial slice width on the transformed scale (adapted during tuning to twice the
         average move).
     """

@@ -166,7 +166,7 @@ class IBPScaleSlice(BlockedStep):
     ----------
     vars : list
         One or both scale variables.
-    width : float
+    width : float, default 1.0
         Initial slice width on the transformed scale (adapted during tuning).
     """
 

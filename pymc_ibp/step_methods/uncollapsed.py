@@ -759,15 +759,13 @@ class IBPGibbs(BlockedStep):
         an entry ``k`` that is 1, one of its present parents ``l``; ``c_nl = 0``,
         ``y_nk = 0``, the other changed entries redrawn.  With :math:`E_n` the entries the
         move could pick and :math:`P_{nk}` the parents it could pick, the forward proposal
-        has probability :math:`rac12 |E_n|^{-1}|P_{nk}|^{-1}\prod_j q(y'_{nj})` and the
+        has probability :math:`\frac12 |E_n|^{-1}|P_{nk}|^{-1}\prod_j q(y'_{nj})` and the
         reverse one is scored at the proposed state, so a turn-on is accepted with
 
-        .. math:: \min\Big\{1, rac{P(c_{nl}=1\mid C_{-nl})\, p(y'_n, x_n\mid c'_n, \cdot)}
+        .. math:: \min\Big\{1, \frac{P(c_{nl}=1\mid C_{-nl})\, p(y'_n, x_n\mid c'_n, \cdot)}
             {P(c_{nl}=0\mid C_{-nl})\, p(y_n, x_n\mid c_n, \cdot)}\,
-            rac{\prod_{j
-e k} q(y_{nj})\;|E_n|\,|P_{nk}|}
-            {\prod_{j
-e k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
+            \frac{\prod_{j\ne k} q(y_{nj})\;|E_n|\,|P_{nk}|}
+            {\prod_{j\ne k} q(y'_{nj})\;|E'_n|\,|P'_{nk}|}\Big\}
 
         (``p(y_n, x_n | …)`` the row likelihood of everything that depends on ``Z``: the
         noisy-or prior of ``y_n`` and the data; the IBP prior odds from the running column
