@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymc_ibp.diagnostics.summary import _get_z, _posterior
+
 __all__ = ["bernoulli_heldout_metrics", "heldout_metrics", "holdout_mask",
            "logit_heldout_metrics"]
 
@@ -39,6 +41,9 @@ def holdout_mask(X, n_missing, seed=None):
     if X.ndim != 2:
         raise ValueError(f"holdout_mask needs a 2-D array; got shape {X.shape}.")
     n, d = X.shape
+    if isinstance(n_missing, bool) or not float(n_missing).is_integer():
+        raise ValueError(f"n_missing is a number of entries (an integer); got {n_missing!r}. "
+                         "For a fraction f of the entries pass int(f * X.size).")
     n_missing = int(n_missing)
     if n_missing < 0 or n_missing > n * d - max(n, d):
         raise ValueError(
@@ -98,6 +103,9 @@ def heldout_metrics(idata, X_true, mask, *, z_name="Z", a_name="A", sigma_x="sig
     target, mean, post, (rows, cols) = _heldout_means(idata, X_true, mask, z_name, a_name,
                                                       offset, last)
     sx = _at_entries(post, sigma_x, "sigma_x", np.shape(X_true), rows, cols, last)
+    if not np.all(sx > 0) or not np.all(np.isfinite(sx)):
+        raise ValueError(f"sigma_x must be positive and finite; got {sigma_x!r} with values "
+                         f"in [{np.min(sx)}, {np.max(sx)}].")
     err2 = (target[None, :] - mean) ** 2
     logp = -0.5 * np.log(2 * np.pi * sx**2) - err2 / (2 * sx**2)
     return {
@@ -160,10 +168,22 @@ def _heldout_means(idata, X_true, mask, z_name, a_name, offset, last):
         raise ValueError(f"X_true {X_true.shape} and mask {mask.shape} differ in shape.")
     if not mask.any():
         raise ValueError("mask selects no held-out entries.")
-    post = idata["posterior"]
-    Z = post[z_name].values
-    A = post[a_name].values
+    post = _posterior(idata)
+    Z = _get_z(post, z_name).values
+    A = _variable(post, a_name, "a_name").values
+    n, k = Z.shape[-2:]
+    if A.ndim != 4 or A.shape[-2] != k:
+        raise ValueError(f"{a_name!r} must be K_max x D per draw with K_max = {k} (the columns "
+                         f"of {z_name!r}); got shape {A.shape[2:]}.")
+    if X_true.shape != (n, A.shape[-1]):
+        raise ValueError(f"X_true and mask have shape {X_true.shape}; {z_name} @ {a_name} is "
+                         f"{n} x {A.shape[-1]}.")
+    if not np.all(np.isfinite(X_true[mask])):
+        raise ValueError("X_true is not finite at some held-out entries: pass the true values "
+                         "there.")
     if last is not None:
+        if isinstance(last, bool) or not isinstance(last, int | np.integer) or last < 1:
+            raise ValueError(f"last must be a positive number of draws; got {last!r}.")
         Z, A = Z[:, -last:], A[:, -last:]
     Z = Z.reshape(-1, *Z.shape[2:]).astype(float)
     A = A.reshape(-1, *A.shape[2:])
@@ -190,7 +210,7 @@ def _at_entries(post, value, what, shape, rows, cols, last):
     against ``N x D`` as in the likelihood, e.g. one per column), ``(1, entries)`` for a
     constant."""
     if isinstance(value, str):
-        v = post[value].values
+        v = _variable(post, value, what).values
         if last is not None:
             v = v[:, -last:]
         v = v.reshape(-1, *v.shape[2:]).astype(float)
@@ -205,6 +225,14 @@ def _at_entries(post, value, what, shape, rows, cols, last):
         raise ValueError(f"{what} {value!r} of shape {np.shape(v)} does not broadcast to the "
                          f"data's {shape} per draw.") from None
     return v[..., rows, cols] if v.ndim == 3 else v[rows, cols][None, :]
+
+
+def _variable(post, name, what):
+    """The posterior variable ``name`` (a ValueError listing the variables if it is absent)."""
+    if name not in post:
+        raise ValueError(f"the posterior has no variable {name!r} (given as {what}; variables: "
+                         f"{sorted(post.data_vars)}).")
+    return post[name]
 
 
 def bernoulli_heldout_metrics(p, x):

@@ -73,7 +73,8 @@ def _sample_stats(idata, z_name: str | None = None) -> xr.Dataset | None:
 
 
 def _get_z(post: xr.Dataset, z_name: str) -> xr.DataArray:
-    """Z as (chain, draw, obs, feature); ValueError if missing or of the wrong rank."""
+    """Z as (chain, draw, obs, feature); ValueError if missing, of the wrong rank or not
+    binary."""
     if z_name not in post:
         raise ValueError(
             f"the posterior has no variable {z_name!r} (variables: {sorted(post.data_vars)}); "
@@ -83,6 +84,13 @@ def _get_z(post: xr.Dataset, z_name: str) -> xr.DataArray:
     if Z.dims[:2] != _SAMPLE_DIMS or Z.ndim != 4:
         raise ValueError(
             f"{z_name!r} must have dims (chain, draw, obs, feature); got {Z.dims}."
+        )
+    v = Z.values
+    if v.size and (v.dtype.kind not in "biuf" or v.min() < 0 or v.max() > 1
+                   or (v.dtype.kind == "f" and np.any((v != 0) & (v != 1)))):
+        raise ValueError(
+            f"{z_name!r} is not a binary matrix (its entries range over [{v.min()}, "
+            f"{v.max()}]); pass z_name= to name the binary feature-assignment matrix."
         )
     return Z
 

@@ -220,12 +220,13 @@ class IBP(Discrete):
 
     def __new__(cls, name, *args, **kwargs):
         kwargs = _resolve_shape_from_dims(kwargs)
+        shape = kwargs.get("shape")
         if kwargs.get("observed") is not None:
-            _check_binary(name, kwargs["observed"])
+            _check_binary(name, kwargs["observed"], shape=shape)
         initval = kwargs.get("initval")
         if initval is not None and not isinstance(initval, str | Variable):
             # a binary start of any integer or float dtype, stored as the variable's int8
-            _check_binary(name, initval, what="initial value")
+            _check_binary(name, initval, what="initial value", shape=shape)
             kwargs["initval"] = np.asarray(initval).astype(np.int8)
         return super().__new__(cls, name, *args, **kwargs)
 
@@ -245,8 +246,11 @@ class IBP(Discrete):
         for label, v in (("N", n), ("K_max", k_max)):
             try:
                 iv = int(v)
+                whole = not isinstance(v, bool | np.bool_) and iv == v
             except TypeError as err:
                 raise ValueError(f"pmi.IBP needs a fixed (integer) {label}; got {v!r}.") from err
+            if not whole:
+                raise ValueError(f"pmi.IBP needs an integer {label}; got {v!r}.")
             if iv < 1:
                 raise ValueError(f"pmi.IBP needs {label} >= 1; got {label}={iv}.")
         _check_positive_constant("alpha", alpha)
@@ -262,8 +266,12 @@ class IBP(Discrete):
         return pt.zeros_like(rv)
 
     def logp(value, alpha, beta, n, k_max):
+        # N and K_max are one number each, even where PyMC broadcasts them to a batch shape
+        n, k_max = (v if v.ndim == 0 else v.flatten()[0] for v in map(pt.as_tensor, (n, k_max)))
         lp = ibp_logp_symbolic(value, alpha, beta, n, k_max)
-        return check_parameters(lp, alpha > 0, beta > 0, msg="alpha > 0, beta > 0")
+        shape_ok = pt.eq(value.shape[-2], n) & pt.eq(value.shape[-1], k_max)
+        return check_parameters(lp, alpha > 0, beta > 0, shape_ok,
+                                msg="alpha > 0, beta > 0, a value of the shape (N, K_max) of Z")
 
 
 def _resolve_shape_from_dims(kwargs):
@@ -290,9 +298,10 @@ def _resolve_shape_from_dims(kwargs):
     return kwargs
 
 
-def _check_binary(name, observed, what="observed value"):
-    """An observed IBP (or its initial value) must be a known binary ``N x K_max`` matrix:
-    reject anything that would otherwise be cast silently to int8 (e.g. 0.5 -> 0)."""
+def _check_binary(name, observed, what="observed value", shape=None):
+    """An observed IBP (or its initial value) must be a known binary ``N x K_max`` matrix (of
+    the variable's ``shape`` when given): reject anything that would otherwise be cast
+    silently to int8 (e.g. 0.5 -> 0)."""
     from pymc_ibp.exceptions import DataError
 
     try:
@@ -304,6 +313,13 @@ def _check_binary(name, observed, what="observed value"):
             f"The {what} of pmi.IBP {name!r} must be an N x K_max binary matrix; got "
             f"shape {arr.shape}."
         )
+    try:
+        want = None if shape is None else tuple(int(v) for v in np.atleast_1d(shape))
+    except (TypeError, ValueError):
+        want = None  # a symbolic shape
+    if want is not None and arr.shape != want:
+        raise DataError(f"The {what} of pmi.IBP {name!r} has shape {arr.shape}; the variable "
+                        f"has shape {want}.")
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])

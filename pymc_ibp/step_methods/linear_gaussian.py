@@ -792,12 +792,13 @@ class _LinearGaussianIBPStep(BlockedStep):
     @staticmethod
     def _residual_variance(Z, X, m, noise, v0):
         """Per block, the mean squared residual ``X - Z μ`` with ``μ`` the feature posterior
-        mean given ``Z`` (at least ``10⁻⁴`` of the data's variance ``v0``): the start search's
-        estimate of a free ``σx²``."""
+        mean given ``Z`` (at least ``10⁻⁴`` of the data's variance ``v0``, or the current
+        ``σx²`` where the data are constant, ``v0 = 0``): the start search's estimate of a free
+        ``σx²``."""
         pred = _prediction(Z, X, m, noise)
         R = X if pred is None else X - pred
         ms = kernels.block_sq_norms(R, noise) / (R.shape[0] * np.diff(noise.cols))
-        return np.maximum(ms, 1e-4 * v0)
+        return np.maximum(ms, np.where(v0 > 0, 1e-4 * v0, noise.sx2))
 
     def _vi_start(self, X, noise):
         """A fresh start from a finite variational fit (:func:`pymc_ibp.inference.variational_z`),

@@ -749,6 +749,10 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
                 f"{c}) ({int(bad.sum())} non-finite entries in all). Remove infinite values; "
                 "pass missing values as NaN (or a masked array) so that PyMC imputes them."
             )
+        if missing_mask is not None and missing_mask.all():
+            raise DataError(
+                f"Every entry of the observed data of {obs_rv.name!r} is missing (NaN): there "
+                "is nothing to fit Z to.")
         blocks.append(GaussianBlock(
             obs_rv=obs_rv, a_rv=a_rv, sigma_x=g["sigma"],
             sigma_a=_column_scale(a_sigma, f"The sigma of {a_rv.name!r}"), X=X,

@@ -32,7 +32,7 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp._pytensor_utils import compile_point_fn
-from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.exceptions import DataError, ModelPatternError
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.model_matching import matched_models, side_by_side
 from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
@@ -209,7 +209,7 @@ class IBPScaleSlice(BlockedStep):
             self.entries.append(dict(
                 start_u=start_u, fwd_fn=fwd_fn, default_u=float(ip[value_var.name]),
                 has_initval=model.rvs_to_initial_values.get(rv) is not None,
-                name=value_var.name, role=role, prior_fn=prior_fn, back_fn=back_fn,
+                name=value_var.name, rv_name=rv.name, role=role, prior_fn=prior_fn, back_fn=back_fn,
                 z_name=model.rvs_to_values[spec.z_rv].name, spec=spec,
                 blocks=[(int(cols[i]), int(cols[i + 1]),
                          model.rvs_to_values[spec.blocks[i].a_rv].name,
@@ -304,6 +304,14 @@ class IBPScaleSlice(BlockedStep):
             count, ss = suff
             name = e["name"]
             dtype = point[name].dtype
+            if e["role"] == "sigma_x" and count > 0 and not ss > 0:
+                rv_name = e["rv_name"]
+                raise DataError(
+                    f"The residuals X - Z @ A of the data whose noise is {rv_name!r} are all "
+                    f"exactly 0 (e.g. data that are 0 everywhere): the conditional of "
+                    f"{rv_name!r} is then improper, p(σ) ∝ prior · σ^-{count:g}, and piles up "
+                    f"at 0. Fix {rv_name!r} at a value (e.g. sigma=0.1 in the likelihood) or "
+                    "check the data.")
             if self.pending[j]:  # the scale's own start: its likelihood term's maximiser
                 self.pending[j] = False
                 start = max(math.sqrt(ss / count), 1e-3)

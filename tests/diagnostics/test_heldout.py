@@ -158,3 +158,37 @@ def test_logit_heldout_metrics_match_hand_computation():
     bad[rows[0], cols[0]] = 2.0
     with pytest.raises(ValueError, match="0 and 1"):
         pmi.logit_heldout_metrics(idata, bad, mask, offset="b")
+
+
+def test_bad_input_is_an_error():
+    """Data or a mask of another shape than Z @ A, NaN at a held-out entry, a non-positive
+    noise, a bad ``last`` or variable name, a non-binary Z: a clear ValueError each (before:
+    a subset scored silently, an IndexError, or nan scores)."""
+    rng = np.random.default_rng(0)
+    Z = (rng.random((1, 4, 6, 2)) < 0.5).astype(np.int8)
+    A = rng.normal(size=(1, 4, 2, 3))
+    idata = fake_idata(Z, A, np.full((1, 4), 0.5))
+    X = rng.normal(size=(6, 3))
+    mask = np.zeros((6, 3), dtype=bool)
+    mask[1, 2] = mask[4, 0] = True
+    cases = [
+        (dict(X_true=X[:, :-1], mask=mask[:, :-1]), r"shape \(6, 2\); Z @ A is 6 x 3"),
+        (dict(X_true=X[:-1], mask=mask[:-1]), r"shape \(5, 3\); Z @ A is 6 x 3"),
+        (dict(X_true=np.where(mask, np.nan, X), mask=mask), "not finite at some held-out"),
+        (dict(X_true=X, mask=mask, sigma_x=-1.0), "sigma_x must be positive"),
+        (dict(X_true=X, mask=mask, sigma_x=0.0), "sigma_x must be positive"),
+        (dict(X_true=X, mask=mask, last=0), "last must be a positive"),
+        (dict(X_true=X, mask=mask, a_name="B"), "no variable 'B'"),
+        (dict(X_true=X, mask=mask, sigma_x="s"), "no variable 's'"),
+        (dict(X_true=X, mask=mask, z_name="A"), "'A' is not a binary matrix"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(ValueError, match=match):
+            pmi.heldout_metrics(idata, **kwargs)
+    with pytest.raises(ValueError, match="not a binary matrix"):
+        pmi.heldout_metrics(fake_idata(3 * Z, A, np.full((1, 4), 0.5)), X, mask)
+    with pytest.raises(ValueError, match="n_missing is a number of entries"):
+        pmi.holdout_mask(X, 2.5)
+    # a posterior Dataset is accepted as pmi.summary accepts it
+    full = pmi.heldout_metrics(idata, X, mask)
+    assert pmi.heldout_metrics(idata["posterior"].to_dataset(), X, mask) == full

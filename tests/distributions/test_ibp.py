@@ -137,11 +137,45 @@ def test_batched_alpha_and_support_point():
         (dict(alpha=1.0, beta=0.0, shape=(5, 3)), "beta > 0"),
         (dict(alpha=np.nan, shape=(5, 3)), "alpha > 0"),
         (dict(alpha=1.0), "shape"),
+        (dict(alpha=1.0, shape=(4.5, 3)), "integer N"),
+        (dict(alpha=1.0, shape=(4, 3.7)), "integer K_max"),
+        (dict(alpha=1.0, shape=(True, 3)), "integer N"),
     ],
 )
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         pmi.IBP.dist(**kwargs)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 3), (4, 2), (4, 5)])
+def test_logp_of_a_value_of_another_shape_is_an_error(shape):
+    """The logp reads N and K_max from the distribution: a value of another shape is an error
+    (it was a finite number or +inf)."""
+    d = pmi.IBP.dist(1.0, shape=(4, 3))
+    for value in (np.zeros(shape, dtype=np.int8), np.ones(shape, dtype=np.int8)):
+        with pytest.raises(Exception, match=r"shape \(N, K_max\)"):
+            pm.logp(d, value).eval()
+
+
+def test_batched_logp_is_the_logp_of_each_matrix():
+    """Batched matrices (their draws are tested above) have a logp per matrix, in a model too."""
+    rng = np.random.default_rng(3)
+    v = (rng.random((2, 4, 3)) < 0.4).astype(np.int8)
+    lp = pm.logp(pmi.IBP.dist(np.array([1.0, 2.0]), shape=(2, 4, 3)), v).eval()
+    one = [pm.logp(pmi.IBP.dist(a, shape=(4, 3)), v[i]).eval() for i, a in enumerate([1.0, 2.0])]
+    np.testing.assert_allclose(lp, one)
+    with pm.Model() as m:
+        pmi.IBP("Z", 1.5, shape=(2, 4, 3))
+    total = m.compile_logp()({"Z": v})
+    np.testing.assert_allclose(
+        total, sum(pm.logp(pmi.IBP.dist(1.5, shape=(4, 3)), v[i]).eval() for i in range(2)))
+
+
+@pytest.mark.parametrize("where", ["observed", "initval"])
+def test_an_observed_or_initial_value_of_another_shape_is_refused(where):
+    with pm.Model():
+        with pytest.raises(pmi.DataError, match=r"has shape \(30, 7\); the variable has shape"):
+            pmi.IBP("Z", 1.0, shape=(30, 6), **{where: np.ones((30, 7))})
 
 
 def test_symbolic_invalid_alpha_follows_pymc_convention():

@@ -140,3 +140,45 @@ def test_non_finite_entry_finds_the_first_and_ignores_an_overflowing_sum():
     assert non_finite_entry(table) == ((2, 1), 2)
     table[0, 2] = np.nan
     assert non_finite_entry(table) == ((0, 2), 3)
+
+
+def _lg_model(X, free_sigma=True, k_max=6):
+    n, d = X.shape
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
+        sa = pm.HalfNormal("sigma_a", 2.0)
+        A = pm.Normal("A", 0.0, sa, shape=(k_max, d))
+        sx = pm.HalfNormal("sigma_x", 1.0) if free_sigma else 0.5
+        pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
+    return model
+
+
+def _sample(model):
+    with model:
+        return pm.sample(tune=3, draws=3, chains=1, cores=1, random_seed=1, progressbar=False,
+                         compute_convergence_checks=False)
+
+
+@pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+def test_data_without_an_observed_entry_is_an_error():
+    with pytest.raises(pmi.DataError, match="Every entry of the observed data .* is missing"):
+        _sample(_lg_model(np.full((20, 5), np.nan)))
+
+
+def test_constant_data_start_and_sample():
+    """Data constant in every column (spread 0 about the column means): the start search
+    (noise annealed from the data's variance, 0 here) runs, with a free or a fixed noise
+    (before: division by zero, or a failed Cholesky factorisation)."""
+    for free in (True, False):
+        idata = _sample(_lg_model(np.full((20, 5), 3.0), free_sigma=free))
+        assert np.all(np.isfinite(idata["sample_stats"]["ibp_log_joint"].values))
+    idata = _sample(_lg_model(np.zeros((20, 5)), free_sigma=False))
+    assert np.all(np.isfinite(idata["sample_stats"]["ibp_log_joint"].values))
+
+
+def test_residuals_exactly_zero_make_the_noise_scale_an_error():
+    """All-zero data fit exactly by Z = 0: sigma_x's conditional is improper (it piles up at
+    0); the scale step says so instead of dividing by zero."""
+    with pytest.raises(pmi.DataError, match="conditional of 'sigma_x' is then improper"):
+        _sample(_lg_model(np.zeros((20, 5))))
