@@ -903,8 +903,14 @@ class IBPGibbs(BlockedStep):
         # non-factorising likelihood would pass the check
         for name in self._other_binary:
             point[name] = np.ones_like(point[name])
-        ll = np.asarray(self._row_ll(point))
         names = [c.name for c in children]
+        try:
+            ll = np.asarray(self._row_ll(point))
+        except ValueError as err:  # e.g. observed data of another shape than their mean
+            raise DataError(
+                f"The element-wise logp of {names} cannot be evaluated at the initial point "
+                f"({err}). Check that the observed data have the shape of their likelihood's "
+                f"parameters (e.g. of Z @ A).") from err
         if ll.shape != (self.n,):
             raise ModelPatternError(
                 f"The element-wise logp of {names} reduces to shape {ll.shape}, not one term per "

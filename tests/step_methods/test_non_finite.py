@@ -182,3 +182,18 @@ def test_residuals_exactly_zero_make_the_noise_scale_an_error():
     0); the scale step says so instead of dividing by zero."""
     with pytest.raises(pmi.DataError, match="conditional of 'sigma_x' is then improper"):
         _sample(_lg_model(np.zeros((20, 5))))
+
+
+def test_data_of_another_shape_than_its_mean_is_named_by_ibpgibbs():
+    """X of 5 columns for Z @ A of 4 (dims that PyMC does not check against the data):
+    IBPGibbs says the likelihood cannot be evaluated and why, instead of PyTensor's bare
+    shape error (and does not fall back to whole-likelihood updates as for a likelihood that
+    does not factorise over the rows)."""
+    X = np.random.default_rng(0).normal(size=(12, 5))
+    with pm.Model(coords={"obs": range(12), "feature": range(3), "dim": range(4)}):
+        Z = pmi.IBP("Z", 1.0, dims=("obs", "feature"))
+        A = pm.Normal("A", 0.0, 1.0, dims=("feature", "dim"))
+        pm.Poisson("X", mu=pm.math.exp(Z @ A), observed=np.abs(X).astype("int64"),
+                   dims=("obs", "dim"))
+        with pytest.raises(pmi.DataError, match="cannot be evaluated at the initial point"):
+            pmi.IBPGibbs([Z])
