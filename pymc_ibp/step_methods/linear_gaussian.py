@@ -1236,9 +1236,10 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
 
     def __init__(self, vars=None, *, window=1, refresh=None, **kwargs):
         super().__init__(vars, **kwargs)
+        if isinstance(window, bool) or not float(window).is_integer() or window < 1:
+            raise ValueError(f"AcceleratedGibbs needs an integer window >= 1; got "
+                             f"window={window!r}.")
         self.window = int(window)
-        if self.window < 1:
-            raise ValueError(f"AcceleratedGibbs needs window >= 1; got window={window!r}.")
         if self.window > 1 and not self.mode.counts:
             raise ModelPatternError(
                 f"window > 1 is implemented for the pmi.IBP prior only; {self.z_name!r} has a "

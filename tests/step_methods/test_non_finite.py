@@ -1,5 +1,7 @@
-"""A term that is not finite (NaN or inf in an offset, a log density that is NaN) stops the
-chain with an error naming it: no slice sampler waits forever for a point on a NaN slice."""
+"""Bad input stops the chain with an error naming it. A term that is not finite (NaN or inf in
+an offset, a log density that is NaN): no slice sampler waits forever for a point on a NaN
+slice. Data the steps cannot use (no observed entry, residuals exactly 0 under a free noise,
+data of another shape than their mean) and bad step options; constant data do sample."""
 
 import math
 
@@ -197,3 +199,10 @@ def test_data_of_another_shape_than_its_mean_is_named_by_ibpgibbs():
                    dims=("obs", "dim"))
         with pytest.raises(pmi.DataError, match="cannot be evaluated at the initial point"):
             pmi.IBPGibbs([Z])
+
+
+@pytest.mark.parametrize("window", [0, 1.5, True])
+def test_window_must_be_a_positive_integer(window):
+    with _lg_model(np.random.default_rng(0).normal(size=(10, 3))) as model, pytest.raises(
+            ValueError, match="integer window >= 1"):
+        pmi.AcceleratedGibbs([model["Z"], model["A"]], window=window)
