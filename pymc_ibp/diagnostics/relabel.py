@@ -173,6 +173,10 @@ def relabel_permutations(
     """
     if order not in ("use", "reference"):
         raise ValueError(f"order must be 'use' or 'reference'; got {order!r}")
+    if not (np.isfinite(a_weight) and a_weight >= 0):
+        raise ValueError(f"a_weight must be a finite number >= 0; got {a_weight!r}.")
+    if isinstance(n_refine, bool) or not float(n_refine).is_integer() or n_refine < 0:
+        raise ValueError(f"n_refine must be an integer >= 0; got {n_refine!r}.")
     post = _posterior(idata)
     Z = _get_z(post, z_name)
     A, _ = _a_array(post, a_name, Z)

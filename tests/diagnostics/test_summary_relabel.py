@@ -249,6 +249,10 @@ def test_summary_errors():
         relabel(xr.DataTree.from_dict({"sample_stats": dt["sample_stats"].to_dataset()}))
     with pytest.raises(ValueError, match="no variable 'Q'"):
         relabel(dt, z_name="Q")
+    for kwargs in (dict(a_weight=-1.0), dict(a_weight=np.nan), dict(n_refine=-1),
+                   dict(n_refine=1.5)):
+        with pytest.raises(ValueError, match=next(iter(kwargs))):
+            relabel(dt, **kwargs)
     # a continuous matrix named as Z (its "feature sizes" would be sums of real numbers)
     for fn in (summary, relabel):
         with pytest.raises(ValueError, match="'A' is not a binary matrix"):
