@@ -81,16 +81,18 @@ def geweke_z(mc, sc):
     return (mc.mean(axis=0) - sc.mean(axis=0)) / np.sqrt(se_mc**2 + mcse_mean(sc)**2)
 
 
-def readme_model(X, k_max=8, sigma_x_initval=None):
+def readme_model(X, k_max=8, sigma_x_initval=None, sigma_x=None):
     """The README's model: IBP(alpha) with alpha ~ Gamma(1, 1), A ~ Normal(0, sigma_a), X ~
-    Normal(Z @ A, sigma_x), sigma_a and sigma_x half-normal (all hyperparameters free)."""
+    Normal(Z @ A, sigma_x), sigma_a and sigma_x half-normal (all hyperparameters free; or
+    the noise fixed at ``sigma_x``)."""
     n, d = X.shape
     with pm.Model(coords={"obs": range(n), "feature": range(k_max), "dim": range(d)}) as model:
         alpha = pm.Gamma("alpha", 1.0, 1.0)
         Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))
         sigma_a = pm.HalfNormal("sigma_a", 2.0)
         A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
-        sigma_x = pm.HalfNormal("sigma_x", 1.0, initval=sigma_x_initval)
+        if sigma_x is None:
+            sigma_x = pm.HalfNormal("sigma_x", 1.0, initval=sigma_x_initval)
         pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=X, dims=("obs", "dim"))
     return model
 

@@ -13,6 +13,7 @@ import pymc_ibp as pmi
 from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.dependent_ibp import elliptical_slice
 from pymc_ibp.step_methods.scales import slice_sample
+from tests._helpers import readme_model
 
 
 def _offset_model(likelihood, offset, n=12, d=4, k_max=4):
@@ -144,16 +145,8 @@ def test_non_finite_entry_finds_the_first_and_ignores_an_overflowing_sum():
     assert non_finite_entry(table) == ((0, 2), 3)
 
 
-def _lg_model(X, free_sigma=True, k_max=6):
-    n, d = X.shape
-    with pm.Model() as model:
-        alpha = pm.Gamma("alpha", 1.0, 1.0)
-        Z = pmi.IBP("Z", alpha, shape=(n, k_max))
-        sa = pm.HalfNormal("sigma_a", 2.0)
-        A = pm.Normal("A", 0.0, sa, shape=(k_max, d))
-        sx = pm.HalfNormal("sigma_x", 1.0) if free_sigma else 0.5
-        pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
-    return model
+def _lg_model(X, free_sigma=True):
+    return readme_model(X, k_max=6, sigma_x=None if free_sigma else 0.5)
 
 
 def _sample(model):
