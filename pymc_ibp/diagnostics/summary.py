@@ -303,7 +303,7 @@ def _interval_digits(table):
 
     With ``round_to="auto"`` ArviZ displays an interval's bounds to two significant figures, so
     a log joint near -29244 with ``sd`` 53 reads ``-29000  -29000``.  Here each row's bounds get
-    the decimals that show its ``sd`` to two significant figures (``-29330  -29160``), never
+    the decimals that show its ``sd`` to two significant figures (``-29327  -29162``), never
     fewer digits than ArviZ's.  Only the display changes (ArviZ's ``SummaryDataFrame`` keeps
     the raw numbers); other ``round_to`` settings are left as they are.
     """
