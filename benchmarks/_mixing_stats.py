@@ -1,5 +1,5 @@
 """Label-invariant statistics of sampler output: the collapsed log joint of a ``Z`` (the one
-formula, :func:`pymc_ibp.step_methods.kernels.log_joint_of`), traces of K+ / the log joint /
+formula, :func:`pymc_ibp.kernels.log_joint_of`), traces of K+ / the log joint /
 the hyperparameters per draw, ESS (ArviZ bulk and BDA-2) and R-hat.
 """
 
@@ -16,8 +16,8 @@ def collapsed_log_joint(Z, X, sigma_x, sigma_a, alpha, beta=1.0, prior=True, mis
     pmf of :class:`pymc_ibp.IBP`; the same number as the ``ibp_log_joint`` stat.
     ``prior=False``: the collapsed log-likelihood ``log p(X | Z)`` alone.  ``miss`` (an
     ``N x D`` boolean mask): the likelihood of the other entries alone,
-    :func:`pymc_ibp.step_methods.kernels.observed_loglik`."""
-    from pymc_ibp.step_methods import kernels
+    :func:`pymc_ibp.kernels.observed_loglik`."""
+    from pymc_ibp import kernels
 
     sx2, sa2 = float(sigma_x) ** 2, float(sigma_a) ** 2
     joint, ll = kernels.log_joint_of(Z, X, sx2, sa2, alpha, beta)

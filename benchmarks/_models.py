@@ -122,7 +122,7 @@ def _make_conjugate_a_class():
     from pymc.step_methods.compound import BlockedStep, Competence
     from pymc.util import get_random_generator, get_value_vars_from_user_vars
 
-    from pymc_ibp.step_methods import kernels
+    from pymc_ibp import kernels
 
     class ConjugateA(BlockedStep):
         """``A | Z, X, sigma_x, sigma_a`` drawn from its exact Gaussian conditional (Griffiths &

@@ -39,7 +39,7 @@ K_MAX = 20
 
 def kernel_rows(n, reps):
     import pymc_ibp as pmi
-    from pymc_ibp.step_methods import kernels
+    from pymc_ibp import kernels
 
     data = pmi.datasets.block_images(n, noise=0.5, seed=1)
     X, d = data.X, data.X.shape[1]

@@ -64,7 +64,7 @@ def build(name):
 def two_eval_sweep(step, point, rng):
     """One sweep of the two-evaluation column update, with the step's own kernels and
     statistics; returns the new point."""
-    from pymc_ibp.step_methods.uncollapsed import ibp_column_gibbs
+    from pymc_ibp.kernels.columns import ibp_column_gibbs
 
     Z = np.array(point[step.z_name], copy=True)
     alpha, beta = (float(np.asarray(h)) for h in step._hyper(point))

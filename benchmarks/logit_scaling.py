@@ -44,7 +44,7 @@ def run(n):
     import pymc as pm
 
     import pymc_ibp as pmi
-    from pymc_ibp.step_methods import kernels
+    from pymc_ibp import kernels
 
     X, z_true = data(n)
     d = X.shape[1]

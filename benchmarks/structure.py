@@ -24,7 +24,7 @@ step's default).  Data sets:
 Score.  Every kept (post-tuning) draw of ``Z`` is scored by a criterion independent of the
 chain's own hyperparameter draws: the collapsed log joint ``log p(X | Z) + log P(Z)`` (A
 integrated out, truncated IBP pmf) at FIXED reference hyperparameters, computed by
-``pymc_ibp.step_methods.kernels.log_joint_of`` (through _mixing_stats.collapsed_log_joint);
+``pymc_ibp.kernels.log_joint_of`` (through _mixing_stats.collapsed_log_joint);
 above N = 10^4 every 10th kept draw and the last.
 Reference values: ``block`` and ``glyphs``: sigma_x = 0.5 (the true noise), sigma_a = 1, alpha =
 1 (``glyphs``: 2); ``icml``:

@@ -83,7 +83,7 @@ def dgemm_rate(size=1500, reps=5):
 
 
 def measure(kind, n, reps, seed=0):
-    from pymc_ibp.step_methods import kernels
+    from pymc_ibp import kernels
 
     data, sa = timing_data(kind, n, K_MAX, seed=seed)
     sa2 = sa * sa

@@ -146,6 +146,6 @@ def rand_state(rng, n, k, d, p=0.4):
 
 def noise_of(step, sx2=0.25, sa2=1.0):
     """One-block :class:`kernels.Noise` for a linear-Gaussian step's data width."""
-    from pymc_ibp.step_methods import kernels
+    from pymc_ibp import kernels
 
     return kernels.noise_blocks(sx2, sa2, step.d)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from pymc_ibp.step_methods.stats import SEP
+from pymc_ibp._stat_names import SEP
 
 __all__ = ["chain_summary", "feature_sizes", "sorted_feature_sizes", "summary"]
 

@@ -1,6 +1,6 @@
 """Distributed execution: the data-parallel IBP sampler on Dask (``pip install
 pymc_ibp[distributed]``).  It only orchestrates the numba kernels of
-:mod:`pymc_ibp.step_methods.kernels`; see :class:`DataParallelGibbs`."""
+:mod:`pymc_ibp.kernels`; see :class:`DataParallelGibbs`."""
 
 from pymc.step_methods import STEP_METHODS
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 
 __all__ = ["ExactProposal", "ShardReport", "ShardResult", "Stats", "add_stats", "exact_iteration",
            "apply_changes", "exact_propose", "exact_reverse", "global_log_joint",

@@ -11,7 +11,7 @@ lives).  One PyMC iteration (one draw) is one outer iteration:
 2. every shard receives the global statistics and counts, forms the statistics of the *other*
    shards itself (``G - G_p``, ``RX - RX_p``; the information-form message of eq. 5.2), and
    runs ``inner_sweeps`` accelerated sweeps over its rows
-   (:func:`pymc_ibp.step_methods.kernels.shard_sweep`) with the rest held fixed;
+   (:func:`pymc_ibp.kernels.shard_sweep`) with the rest held fixed;
 3. only the shard holding the *feature token* may create features (births); the token moves
    round-robin, one shard per outer iteration, so features created in the same iteration never
    collide in a slot and a slot means the same feature on every shard (Doshi-Velez 2009, §5.1:

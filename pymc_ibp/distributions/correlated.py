@@ -55,7 +55,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_ibp._pytensor_utils import dim_lengths
+from pymc_ibp.distributions._shape import shape_from_dims
 from pymc_ibp.distributions.crp import CRP
 from pymc_ibp.distributions.ibp import IBP
 
@@ -71,10 +71,7 @@ def _obs_and_features(name, model, shape, dims):
         dims = (dims,) if isinstance(dims, str) else tuple(dims)
         if len(dims) != 2:
             raise ValueError(f"{name}: dims names the observation and feature axes; got {dims}.")
-        missing = [d for d in dims if d not in model.dim_lengths]
-        if missing:
-            raise ValueError(f"{name}: the model has no coords for dims {missing}.")
-        shape = dim_lengths(model, dims)
+        shape = shape_from_dims({"dims": dims}, name)["shape"]
     shape = tuple(int(v) for v in np.atleast_1d(shape))
     if len(shape) != 2 or min(shape) < 1:
         raise ValueError(f"{name}: Z is an N x K_max matrix with N, K_max >= 1; got shape "

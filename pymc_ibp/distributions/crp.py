@@ -69,7 +69,7 @@ from pymc_ibp._numba_utils import (
     partial_shuffle,
     source_cache_key,
 )
-from pymc_ibp._pytensor_utils import dim_lengths
+from pymc_ibp.distributions._shape import shape_from_dims
 
 __all__ = ["CRP", "CRPRV", "crp_draw_core", "crp_expected_tables", "crp_log_normaliser",
            "crp_logp_symbolic", "log_stirling1"]
@@ -297,16 +297,7 @@ class CRP(Discrete):
     rv_op = crp_rv
 
     def __new__(cls, name, *args, **kwargs):
-        dims = kwargs.get("dims")
-        if dims is not None and kwargs.get("shape") is None:
-            import pymc as pm
-
-            model = pm.modelcontext(None)
-            dims = (dims,) if isinstance(dims, str) else tuple(dims)
-            missing = [d for d in dims if d not in model.dim_lengths]
-            if missing:
-                raise ValueError(f"pmi.CRP: the model has no coords for dims {missing}.")
-            kwargs = {**kwargs, "shape": dim_lengths(model, dims)}
+        kwargs = shape_from_dims(kwargs, "pmi.CRP")
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod

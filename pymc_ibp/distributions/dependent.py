@@ -62,7 +62,7 @@ from pytensor.tensor.random.basic import MvNormalRV
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_ibp._numba_utils import source_cache_key
-from pymc_ibp._pytensor_utils import dim_lengths
+from pymc_ibp.distributions._shape import shape_from_dims
 from pymc_ibp.distributions.normal_math import ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreaking
 from pymc_ibp.exceptions import DataError
@@ -307,14 +307,7 @@ class DependentIBP(Discrete):
     rv_op = dependent_ibp_rv
 
     def __new__(cls, name, *args, **kwargs):
-        dims = kwargs.get("dims")
-        if dims is not None and kwargs.get("shape") is None:
-            model = pm.modelcontext(None)
-            dims = (dims,) if isinstance(dims, str) else tuple(dims)
-            missing = [d for d in dims if d not in model.dim_lengths]
-            if missing:
-                raise ValueError(f"pmi.DependentIBP: the model has no coords for dims {missing}.")
-            kwargs = {**kwargs, "shape": dim_lengths(model, dims)}
+        kwargs = shape_from_dims(kwargs, "pmi.DependentIBP")
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod
@@ -464,7 +457,7 @@ def dependent_ibp(name, covariate, *, alpha, k=None, item=None, variant="bag", c
     n = t.size
     if dims is not None:
         dims = (dims,) if isinstance(dims, str) else tuple(dims)
-        shape = dim_lengths(model, dims)
+        shape = shape_from_dims({"dims": dims}, "pmi.dependent_ibp")["shape"]
     if shape is not None:
         if len(shape) != 2 or shape[0] != n:
             raise ValueError(f"pmi.dependent_ibp: Z's shape {tuple(shape)} must be (N, K) with "

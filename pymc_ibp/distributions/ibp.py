@@ -75,8 +75,8 @@ from pymc_ibp._numba_utils import (
     partial_shuffle,
     source_cache_key,
 )
-from pymc_ibp._pytensor_utils import dim_lengths
 from pymc_ibp.distributions import ibp_math
+from pymc_ibp.distributions._shape import shape_from_dims
 from pymc_ibp.distributions.ibp_math import ibp_logp_symbolic, ibp_mass, log_beta_term
 
 __all__ = ["IBP", "IBPRV", "ibp_draw_core"]
@@ -219,7 +219,10 @@ class IBP(Discrete):
     rv_op = ibp_rv
 
     def __new__(cls, name, *args, **kwargs):
-        kwargs = _resolve_shape_from_dims(kwargs)
+        kwargs = shape_from_dims(
+            kwargs, "pmi.IBP", min_ndim=2,
+            too_few="pmi.IBP is a distribution over N x K_max matrices; got dims={dims!r}. "
+                    "Use dims=('obs', 'feature').")
         shape = kwargs.get("shape")
         if kwargs.get("observed") is not None:
             _check_binary(name, kwargs["observed"], shape=shape)
@@ -272,30 +275,6 @@ class IBP(Discrete):
         shape_ok = pt.eq(value.shape[-2], n) & pt.eq(value.shape[-1], k_max)
         return check_parameters(lp, alpha > 0, beta > 0, shape_ok,
                                 msg="alpha > 0, beta > 0, a value of the shape (N, K_max) of Z")
-
-
-def _resolve_shape_from_dims(kwargs):
-    """Turn ``dims=("obs", "feature")`` into a shape when the model has the coords."""
-    dims = kwargs.get("dims")
-    if dims is not None and kwargs.get("shape") is None:
-        import pymc as pm
-
-        model = pm.modelcontext(None)
-        dims = (dims,) if isinstance(dims, str) else tuple(dims)
-        if len(dims) < 2:
-            raise ValueError(
-                f"pmi.IBP is a distribution over N x K_max matrices; got dims={dims!r}. "
-                "Use dims=('obs', 'feature')."
-            )
-        missing = [d for d in dims if d not in model.dim_lengths]
-        if missing:
-            raise ValueError(f"pmi.IBP: the model has no coords for dims {missing}.")
-        try:
-            shape = dim_lengths(model, dims)
-        except Exception as err:  # pragma: no cover - symbolic dims
-            raise ValueError(f"pmi.IBP needs fixed-length dims; {dims!r} are not.") from err
-        kwargs = {**kwargs, "shape": shape}
-    return kwargs
 
 
 def _check_binary(name, observed, what="observed value", shape=None):

@@ -92,7 +92,7 @@ def log_split_prior(m1, m2, m, n, alpha, beta):
     (Ghahramani, Griffiths & Sollich 2007) when a column of size ``m`` becomes two of sizes
     ``m1``, ``m2`` in one of the empty slots: ``log αβ + log B(m1, N-m1+β) + log B(m2,
     N-m2+β) - log B(m, N-m+β)``, the ``(K_max - K+)!`` of the slots cancelled by the uniform
-    choice of the empty slot (:mod:`pymc_ibp.step_methods.kernels.split_merge`)."""
+    choice of the empty slot (:mod:`pymc_ibp.kernels.split_merge`)."""
     return (math.log(alpha * beta) + log_beta_term(m1, n, beta) + log_beta_term(m2, n, beta)
             - log_beta_term(m, n, beta))
 

@@ -34,7 +34,7 @@ from pymc.logprob.transforms import Transform
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_ibp._numba_utils import source_cache_key
-from pymc_ibp._pytensor_utils import dim_lengths
+from pymc_ibp.distributions._shape import shape_from_dims
 
 __all__ = ["IBPStickBreaking", "IBPStickBreakingRV", "StickBreakingTransform"]
 
@@ -168,13 +168,7 @@ class IBPStickBreaking(Continuous):
 
     def __new__(cls, name, *args, **kwargs):
         kwargs.setdefault("default_transform", stick_breaking_transform)
-        dims = kwargs.get("dims")
-        if dims is not None and kwargs.get("shape") is None:
-            import pymc as pm
-
-            model = pm.modelcontext(None)
-            dims = (dims,) if isinstance(dims, str) else tuple(dims)
-            kwargs["shape"] = dim_lengths(model, dims)
+        kwargs = shape_from_dims(kwargs, "pmi.IBPStickBreaking")
         return super().__new__(cls, name, *args, **kwargs)
 
     @classmethod

@@ -21,11 +21,11 @@ from typing import NamedTuple
 import numpy as np
 import pymc as pm
 
+from pymc_ibp import kernels
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods.model_matching import find_linear_gaussian, matched_models
-from pymc_ibp.step_methods.prior_modes import IBPMode, prior_mode
+from pymc_ibp.matching.linear_gaussian import find_linear_gaussian, matched_models
+from pymc_ibp.matching.prior_modes import IBPMode, prior_mode
 
 __all__ = ["GreedyResult", "greedy_map"]
 

@@ -37,12 +37,8 @@ from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.distributions.ibp_math import ibp_mass, log_beta_term
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.inference.submodular import MAXIMISERS, maximise_row, row_value
-from pymc_ibp.step_methods.model_matching import (
-    IBPPrior,
-    find_linear_gaussian,
-    match_prior,
-    matched_models,
-)
+from pymc_ibp.matching.linear_gaussian import find_linear_gaussian, matched_models
+from pymc_ibp.matching.priors import IBPPrior, match_prior
 
 __all__ = ["BPMeansResult", "MEIBPResult", "bp_means", "fit_bp_means", "fit_meibp", "tn_moments"]
 

@@ -44,12 +44,9 @@ from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn, constant_value
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.inference import vi_kernels as vk
-from pymc_ibp.step_methods.model_matching import (
-    IBPPrior,
-    find_linear_gaussian,
-    matched_models,
-)
-from pymc_ibp.step_methods.scales import data_start
+from pymc_ibp.kernels.gaussian import data_start
+from pymc_ibp.matching.linear_gaussian import find_linear_gaussian, matched_models
+from pymc_ibp.matching.priors import IBPPrior
 
 __all__ = ["VariationalResult", "fit_variational", "truncation_bound", "variational_elbo",
            "variational_z"]

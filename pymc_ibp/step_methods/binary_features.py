@@ -37,8 +37,7 @@ from pytensor.tensor.random.basic import BernoulliRV
 from pymc_ibp._numba_utils import bernoulli_logodds, column_rows, interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.hyperparameters import _users
-from pymc_ibp.step_methods.model_matching import boolean_masked, observed_data, one_value_var
+from pymc_ibp.matching.graph import boolean_masked, observed_data, one_value_var, rv_users
 
 __all__ = ["BinaryFeatureGibbs", "binary_feature_sweep"]
 
@@ -96,7 +95,7 @@ def match_binary_features(model, a_rv):
     full array."""
     if not isinstance(a_rv.owner.op, BernoulliRV) or a_rv.ndim != 2:
         raise ModelPatternError(f"{a_rv.name!r} must be a K x D pm.Bernoulli. Needed: {PATTERN}.")
-    users = _users(model, a_rv)
+    users = rv_users(model, a_rv)
     observed = [u for u in users if u in model.observed_RVs]
     if (not users or len(observed) != 1 or len(users) > 2
             or not all(isinstance(u.owner.op, BernoulliRV) for u in users)):

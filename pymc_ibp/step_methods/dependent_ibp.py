@@ -16,7 +16,7 @@ paper's §4; van Dyk & Park 2008):
    size of each stick adapts towards 40% acceptance during tuning;
 2. **auxiliary** ``h_nk | z, b, g``: ``N(g_k(l_n), ρ²)`` truncated below the threshold
    ``b̃_k(l_n)`` when ``z_nk = 1`` and above it when ``z_nk = 0``, for every entry, by the
-   tail-safe sampler of :mod:`pymc_ibp.step_methods.kernels.truncnorm`;
+   tail-safe sampler of :mod:`pymc_ibp.kernels.truncnorm`;
 3. **processes** ``g_k | h``: conjugate Gaussian.  Only the location means
    ``h̄_kl ~ N(g_k(l), ρ²/N_l)`` matter, and the draw uses Matheron's rule (pathwise
    conditioning): a prior draw ``f ~ N(μ, Σ)`` is moved by
@@ -67,48 +67,42 @@ sampling functions from Gaussian process posteriors. *ICML 2020* (Matheron's rul
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
-import numba
 import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-import scipy.linalg
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
-from pytensor.graph.basic import Constant
-from pytensor.graph.traversal import ancestors
-from pytensor.scalar.basic import Add as ScalarAdd
-from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import MvNormalRV
-from pytensor.tensor.shape import Reshape
 from scipy.special import expit as sp_expit
 from scipy.special import log_ndtr as sp_log_ndtr
 
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import (
-    DependentIBPRV,
     dibp_support_point,
     dibp_threshold,
     sticks_from_z,
 )
-from pymc_ibp.distributions.normal_math import log_ndtr, ndtr, ndtri
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above, truncnorm_below
-from pymc_ibp.step_methods.model_matching import StartDefaults, observed_data
-
-__all__ = ["DependentIBPGibbs", "draw_h_sums", "gp_conditional_draw", "stick_sweep"]
-
-PATTERN = (
-    "b = pmi.IBPStickBreaking('b', alpha, dims='feature'); "
-    "g = pm.MvNormal('g', mu, cov, dims=('feature', 't')) with cov (K, T, T) or (T, T); "
-    "Z = pmi.DependentIBP('Z', b, g, rho, index, dims=('obs', 'feature')) "
-    "(pmi.dependent_ibp builds it), with b and g used by nothing else"
+from pymc_ibp.init.given import StartDefaults
+from pymc_ibp.kernels.gp import (
+    draw_h_sums,
+    elliptical_slice,
+    gp_cholesky,
+    gp_conditional_draw,
+    marginal_z_loglik,
+    stick_sweep,
 )
+from pymc_ibp.matching.dependent_ibp import match_dependent_ibp, triples
+from pymc_ibp.matching.graph import observed_data
+from pymc_ibp.matching.rows import RowLikelihood
+
+__all__ = ["DependentIBPGibbs"]
+
 
 _TARGET_ACCEPT = 0.4
 
@@ -116,217 +110,11 @@ _TARGET_ACCEPT = 0.4
 # --------------------------------------------------------------------------------------------
 # numba kernels
 # --------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _stick_loglik(eta, sd, g, rho, n1, n_loc):
-    total = 0.0
-    for loc in range(g.shape[0]):
-        if n_loc[loc] == 0:
-            continue
-        u = (sd[loc] * eta - g[loc]) / rho
-        if n1[loc] > 0:
-            total += n1[loc] * log_ndtr(u)
-        if n_loc[loc] > n1[loc]:
-            total += (n_loc[loc] - n1[loc]) * log_ndtr(-u)
-    return total
-
-
-@numba.njit(cache=True)
-def stick_sweep(rng, b, g, g_var, rho, n1, n_loc, alpha, log_step, accepted):
-    """One Metropolis update of each stick (in place) in ``η = Φ⁻¹(b)`` (module docstring);
-    ``accepted[k]`` is set to 1 where stick ``k`` moved."""
-    k_max = b.shape[0]
-    sd = np.empty(g.shape[1])
-    for k in range(k_max):
-        for loc in range(g.shape[1]):
-            sd[loc] = math.sqrt(g_var[k, loc] + rho * rho)
-        eta = ndtri(b[k])
-        eta_new = eta + math.exp(log_step[k]) * rng.standard_normal()
-        b_new = ndtr(eta_new)
-        hi = b[k - 1] if k > 0 else 1.0
-        lo = b[k + 1] if k + 1 < k_max else 0.0
-        accepted[k] = 0
-        if not (b_new > 0.0 and lo <= b_new <= hi):
-            continue
-        power = (alpha - 1.0) if k == k_max - 1 else -1.0  # b_K^α / b_k
-        log_r = (power * (math.log(b_new) - math.log(b[k]))
-                 - 0.5 * (eta_new * eta_new - eta * eta)
-                 + _stick_loglik(eta_new, sd, g[k], rho, n1[k], n_loc)
-                 - _stick_loglik(eta, sd, g[k], rho, n1[k], n_loc))
-        if math.log(rng.random()) < log_r:
-            b[k] = b_new
-            accepted[k] = 1
-
-
-@numba.njit(cache=True)
-def draw_h_sums(rng, Z, g, thr, rho, index, h_out, keep):
-    """Draw ``h_nk`` for every entry from its truncated Gaussian and return the sums
-    ``S[k, l] = Σ_{n: l_n = l} h_nk``; ``h_out`` receives the draws when ``keep``."""
-    n, k_max = Z.shape
-    sums = np.zeros(g.shape)
-    for i in range(n):
-        loc = index[i]
-        for k in range(k_max):
-            if Z[i, k] != 0:
-                h = truncnorm_below(rng, g[k, loc], rho, thr[k, loc])
-            else:
-                h = truncnorm_above(rng, g[k, loc], rho, thr[k, loc])
-            sums[k, loc] += h
-            if keep:
-                h_out[i, k] = h
-    return sums
-
-
-def _cholesky(matrix, what):
-    try:
-        return scipy.linalg.cholesky(matrix, lower=True, check_finite=False)
-    except np.linalg.LinAlgError as err:
-        raise np.linalg.LinAlgError(
-            f"DependentIBPGibbs: the {what} is not numerically positive definite. Add jitter to "
-            "the GP covariance (pmi.dependent_ibp(..., jitter=1e-5)) or use a shorter length "
-            "scale prior.") from err
-
-
-def gp_conditional_draw(rng, mu, cov, h_sum, n_loc, rho):
-    r"""One draw of a GP ``g ~ N(mu, cov)`` (``T`` locations) given ``N_l`` noisy copies
-    ``h ~ N(g(l), ρ²)`` at each location with sum ``h_sum[l]`` (Matheron's rule; module
-    docstring).  Exact for any ``N_l >= 0``."""
-    T = mu.shape[0]
-    f = mu + _cholesky(cov, "GP covariance") @ rng.standard_normal(T)
-    obs = np.flatnonzero(n_loc > 0)
-    if obs.size == 0:
-        return f
-    noise_var = rho**2 / n_loc[obs]
-    y = h_sum[obs] / n_loc[obs]
-    resid = y - f[obs] - np.sqrt(noise_var) * rng.standard_normal(obs.size)
-    c = cov[np.ix_(obs, obs)] + np.diag(noise_var)
-    chol = _cholesky(c, "GP covariance plus item noise")
-    w = scipy.linalg.cho_solve((chol, True), resid, check_finite=False)
-    return f + cov[:, obs] @ w
-
-
-def elliptical_slice(rng, f, nu, loglik, cur_ll):
-    """One elliptical slice sampling update (Murray, Adams & MacKay 2010) of a zero-mean
-    Gaussian state ``f`` with prior draw ``nu`` (same covariance) under ``loglik``; returns
-    ``(f_new, loglik(f_new), evaluations)``.  The bracket shrinks towards ``f`` itself, so the
-    loop ends (``loglik`` must be finite at ``f``: ``FloatingPointError`` otherwise)."""
-    if not math.isfinite(cur_ll):
-        raise FloatingPointError(
-            f"elliptical slice sampling: the log-likelihood at the current state is {cur_ll} "
-            "(NaN or inf in the data, an offset or another variable's value).")
-    log_y = cur_ll + math.log(rng.random())
-    theta = rng.uniform(0.0, 2.0 * math.pi)
-    lo, hi = theta - 2.0 * math.pi, theta
-    for evals in range(1, 10_001):
-        prop = f * math.cos(theta) + nu * math.sin(theta)
-        ll = loglik(prop)
-        if ll > log_y:
-            return prop, ll, evals
-        if theta < 0.0:
-            lo = theta
-        else:
-            hi = theta
-        theta = rng.uniform(lo, hi)
-    raise RuntimeError("elliptical slice sampling did not find a point on the slice in 10,000 "
-                       "shrinks; the log-likelihood is not continuous at the current state.")
-
-
-def _marginal_z_loglik(delta, thr_rows, g_rows, rho):
-    """``Σ_n log(Φ(u_n) e^{Δ_n} + Φ(-u_n))`` with ``u = (thr - g)/ρ``: the likelihood of one
-    feature's process with its column of ``Z`` summed out (up to a constant), ``Δ_n`` the
-    row log-likelihood ratio of ``z_nk = 1`` to ``z_nk = 0``; rows with ``Δ = ±∞`` keep only
-    the possible value."""
-    u = (thr_rows - g_rows) / rho
-    l1, l0 = sp_log_ndtr(u), sp_log_ndtr(-u)
-    with np.errstate(invalid="ignore"):
-        terms = np.logaddexp(delta + l1, l0)
-    terms = np.where(delta == np.inf, l1, terms)
-    return float(terms.sum())
-
-
-def _triples(gp):
-    return [tuple(gp[i:i + 3]) for i in range(0, len(gp), 3)]
 
 
 # --------------------------------------------------------------------------------------------
 # model matching
 # --------------------------------------------------------------------------------------------
-def _strip_reshape(var):
-    while var.owner is not None and isinstance(var.owner.op, Reshape):
-        var = var.owner.inputs[0]
-    return var
-
-
-def _users(model, rv):
-    others = [r for r in model.basic_RVs if r is not rv]
-    return [r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))]
-
-
-class GPComponent(NamedTuple):
-    """One free ``pm.MvNormal`` term of the processes ``g`` of a DependentIBP: the random
-    variable (``K x ... x T``) and, when it is read through an index on its last axis
-    (``g_rv[:, idx]``), the constant index (``None``: reshaped to ``K x M`` as it is)."""
-
-    rv: object
-    index: np.ndarray | None
-
-
-def _add_terms(var):
-    if var.owner is not None and isinstance(var.owner.op, Elemwise) \
-            and isinstance(var.owner.op.scalar_op, ScalarAdd):
-        return [t for inp in var.owner.inputs for t in _add_terms(inp)]
-    return [var]
-
-
-def gp_components(model, g_in):
-    """The free ``pm.MvNormal`` terms of ``g_in`` (a sum of processes, each reshaped to
-    ``K x M`` or indexed ``rv[:, idx]`` on its last axis), or ``None`` if ``g_in`` is not of
-    that form (e.g. fixed processes)."""
-    comps = []
-    for term in _add_terms(g_in):
-        index = None
-        op = term.owner.op if term.owner is not None else None
-        if op is not None and type(op).__name__ == "AdvancedSubtensor" \
-                and len(term.owner.inputs) == 2 and tuple(op.idx_list)[:1] == (slice(None),) \
-                and isinstance(term.owner.inputs[1], Constant):
-            index = np.asarray(term.owner.inputs[1].data, dtype=np.int64)
-            term = term.owner.inputs[0]
-        rv = _strip_reshape(term)
-        if rv not in model.free_RVs or not isinstance(rv.owner.op, MvNormalRV):
-            return None
-        if rv.type.shape[0] is None or rv.ndim < 2 or (index is not None and rv.ndim != 2):
-            raise ModelPatternError(f"{rv.name!r} needs a fixed shape (K, ..., T) (and (K, T) "
-                                    "when it is indexed).")
-        comps.append(GPComponent(rv, index))
-    return comps
-
-
-def match_dependent_ibp(model, rv):
-    """``(z_rv, sticks_rv or None, components or None)`` of the dependent IBP that ``rv`` (its
-    sticks or one of its processes) belongs to; raises :class:`ModelPatternError` naming the
-    pattern otherwise."""
-    users = _users(model, rv)
-    z_rvs = [u for u in users if isinstance(u.owner.op, DependentIBPRV)]
-    if len(z_rvs) != 1 or len(users) != 1:
-        raise ModelPatternError(
-            f"{rv.name!r} must enter the model only through one pmi.DependentIBP (found "
-            f"{[u.name for u in users]}). Needed: {PATTERN}.")
-    z_rv = z_rvs[0]
-    sticks, g_in = z_rv.owner.inputs[2], z_rv.owner.inputs[3]
-    comps = gp_components(model, g_in)  # None: fixed processes, only the sticks are updated
-    sticks_rv = sticks if (sticks in model.free_RVs
-                           and isinstance(sticks.owner.op, IBPStickBreakingRV)) else None
-    comp_rvs = [c.rv for c in comps or []]
-    if rv is not sticks_rv and rv not in comp_rvs:
-        raise ModelPatternError(
-            f"{rv.name!r} is neither the sticks (a free pmi.IBPStickBreaking) nor a process "
-            f"(a free pm.MvNormal, reshaped to features x locations or indexed on its last "
-            f"axis, or a sum of such) of {z_rv.name!r}. Needed: {PATTERN}.")
-    for other in (sticks_rv, *comp_rvs):
-        if other is not None and other is not rv and len(_users(model, other)) != 1:
-            raise ModelPatternError(
-                f"{other.name!r} must enter the model only through {z_rv.name!r}. "
-                f"Needed: {PATTERN}.")
-    return z_rv, sticks_rv, comps
 
 
 @dataclass_state
@@ -576,8 +364,8 @@ class DependentIBPGibbs(BlockedStep):
                                    dibp_support_point(b, g_flat, g_var, rho, index) != 0))
 
     def _row_likelihood(self, model, z_rv, ip, joint_moves, compile_kwargs):
-        """The row log-likelihood of ``Z`` for the joint moves (an internal
-        :class:`pymc_ibp.IBPGibbs`, which compiles and checks it), or ``None``."""
+        """The row log-likelihood of ``Z`` for the joint moves (compiled and checked as in
+        :class:`pymc_ibp.IBPGibbs`), or ``None``."""
         if joint_moves is False:
             return None
         why = None
@@ -586,12 +374,13 @@ class DependentIBPGibbs(BlockedStep):
         elif not self.update_g:
             why = "the processes g are not updated by this step"
         if why is None:
-            from pymc_ibp.step_methods.uncollapsed import IBPGibbs  # no import cycle
-
             try:
-                return IBPGibbs([model.rvs_to_values[z_rv]], model=model, initial_point=ip,
-                                compile_kwargs=compile_kwargs, split_merge=0,
-                                combination_moves=0, factorise=True, _explain=False)
+                rows = RowLikelihood(model, z_rv, np.shape(ip[self.z_name])[0], ip,
+                                     compile_kwargs=compile_kwargs,
+                                     who="DependentIBPGibbs")
+                rows.compile()
+                rows.check_matrix_factorisation(ip)
+                return rows
             except ModelPatternError as err:
                 why = str(err)
         if joint_moves:
@@ -605,7 +394,7 @@ class DependentIBPGibbs(BlockedStep):
         ``Z`` that changed and the mean number of likelihood evaluations per slice update."""
         trial = dict(point)
         values, means, chols = [], [], []
-        for c, (value, mu, cov) in zip(self._comps, _triples(gp), strict=True):
+        for c, (value, mu, cov) in zip(self._comps, triples(gp), strict=True):
             shape3 = (self.k_max, c["n_gp"], c["T"])
             values.append(np.array(value, dtype=np.float64).reshape(shape3))
             means.append(np.broadcast_to(np.asarray(mu, dtype=np.float64),
@@ -618,11 +407,11 @@ class DependentIBPGibbs(BlockedStep):
         flips = evals = moves = 0
         # the rows' log-likelihoods at the current Z; the likelihood factorises over rows, so
         # one evaluation with column k flipped in every row gives each row's other option
-        cur = self._z_rows._rows_ll(trial, Z)
+        cur = self._z_rows.at(trial, Z)
         for k in self.rng.permutation(self.k_max):
             col = Z[:, k].copy()
             Z[:, k] = col == 0
-            flipped = self._z_rows._rows_ll(trial, Z)
+            flipped = self._z_rows.at(trial, Z)
             Z[:, k] = col
             ll1 = np.where(col == 1, cur, flipped)
             ll0 = np.where(col == 1, flipped, cur)
@@ -635,7 +424,7 @@ class DependentIBPGibbs(BlockedStep):
                                  f"({ll1[r]}, {ll0[r]}).")
             thr_rows = thr[k, index]
             gk = g_flat[k]
-            cur = _marginal_z_loglik(delta, thr_rows, gk[index], rho)
+            cur = marginal_z_loglik(delta, thr_rows, gk[index], rho)
             for i, c in enumerate(self._comps):
                 other = gk - self._contribution_k(c, values[i][k])
                 mu_k = means[i][k]
@@ -644,12 +433,12 @@ class DependentIBPGibbs(BlockedStep):
                 for j in range(c["n_gp"]):
                     key = (min(k, cov_r.shape[0] - 1), min(j, cov_r.shape[1] - 1))
                     if key not in cache:
-                        cache[key] = _cholesky(cov_r[key], "GP covariance")
+                        cache[key] = gp_cholesky(cov_r[key], "GP covariance")
                     nu[j] = cache[key] @ self.rng.standard_normal(c["T"])
 
                 def loglik(f, c=c, other=other, mu_k=mu_k, delta=delta, thr_rows=thr_rows):
                     g_new = other + self._contribution_k(c, mu_k + f)
-                    return _marginal_z_loglik(delta, thr_rows, g_new[index], rho)
+                    return marginal_z_loglik(delta, thr_rows, g_new[index], rho)
 
                 f, cur, e = elliptical_slice(self.rng, values[i][k] - mu_k, nu, loglik, cur)
                 values[i][k] = mu_k + f
@@ -675,9 +464,9 @@ class DependentIBPGibbs(BlockedStep):
         """Each process given ``h`` and the other processes (one Gibbs scan over the additive
         components); writes the new values into ``new`` and returns the total ``K x M``."""
         parts = []  # each component's current contribution at the M GP locations
-        for c, (value, _, _) in zip(self._comps, _triples(gp), strict=True):
+        for c, (value, _, _) in zip(self._comps, triples(gp), strict=True):
             parts.append(self._contribution(c, np.asarray(value, dtype=np.float64)))
-        for i, (c, (_, mu, cov)) in enumerate(zip(self._comps, _triples(gp), strict=True)):
+        for i, (c, (_, mu, cov)) in enumerate(zip(self._comps, triples(gp), strict=True)):
             other = sum(parts[j] for j in range(len(parts)) if j != i) if len(parts) > 1 \
                 else 0.0
             resid = sums - n_loc[None, :] * other  # Σ over rows of h - other components

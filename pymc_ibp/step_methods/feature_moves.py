@@ -70,6 +70,7 @@ from scipy import optimize, special
 
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.matching.rows import perturbed_point
 
 __all__ = ["FeatureParameterMoves"]
 
@@ -95,8 +96,9 @@ class FeatureParameterMoves:
     moves that change a feature together with its parameters: birth / death
     (:meth:`birth_death`) and split / merge (:meth:`split_merge`).  Build with :meth:`find`."""
 
-    def __init__(self, step, model, a_rv, row_ll, compile_kwargs, max_rows=1):
-        self.step = step
+    def __init__(self, moves, model, a_rv, compile_kwargs, max_rows=1):
+        self.moves = moves
+        self.rows = moves.rows
         self.max_rows = int(max_rows)
         self.a_rv = a_rv
         self.a_name = model.rvs_to_values[a_rv].name
@@ -104,7 +106,7 @@ class FeatureParameterMoves:
         [prior] = model.logp(vars=[a_rv], sum=False)
         prior_rows = _rows_sum(prior)
         direction = pt.tensor(_DIRECTION, shape=(None,) * a_val.ndim, dtype=a_val.dtype)
-        total = row_ll.sum() + prior_rows.sum()
+        total = self.rows.graph.sum() + prior_rows.sum()
         grad = pt.grad(total, a_val)
         hess_dir = pt.grad((grad * direction).sum(), a_val)
         self._grad = compile_point_fn(model, [grad, hess_dir], extra_inputs=[direction],
@@ -125,12 +127,12 @@ class FeatureParameterMoves:
         return self._q0[k]
 
     @classmethod
-    def find(cls, step, model, z_rv, children, row_ll, ip, compile_kwargs, required,
+    def find(cls, moves, model, z_rv, ip, compile_kwargs, required,
              max_rows=1):
         """The move for ``step`` (an :class:`pymc_ibp.IBPGibbs` of ``z_rv``), or ``None`` when
         no variable is a per-slot parameter matrix of ``Z`` (``required``: raise instead)."""
-        k_max = step.k_max
-        child_set = set(children)
+        k_max = moves.k_max
+        child_set = set(moves.rows.children)
         z_anc = set(ancestors([z_rv]))
         found, why = [], []
         for rv in model.free_RVs:
@@ -145,7 +147,7 @@ class FeatureParameterMoves:
                            f"all likelihood terms of {z_rv.name!r}")
                 continue
             try:
-                move = cls(step, model, rv, row_ll, compile_kwargs, max_rows)
+                move = cls(moves, model, rv, compile_kwargs, max_rows)
                 move._check(ip)
             except (ModelPatternError, NotImplementedError, TypeError, ValueError) as err:
                 why.append(str(err))
@@ -166,20 +168,18 @@ class FeatureParameterMoves:
     def _check(self, point):
         """Raise unless row ``k`` of ``A`` reaches the likelihood only through column ``k``
         of ``Z`` and the prior of ``A`` factorises over its rows (checked on slot 0)."""
-        from pymc_ibp.step_methods.uncollapsed import perturbed_point  # no import cycle
-
-        step = self.step
+        step = self.moves
         point = perturbed_point(point, seed=5)
         a = np.array(point[self.a_name], dtype=float, copy=True)
         bumped = a.copy()
         bumped[0] += 0.37 + 0.11 * np.arange(a[0].size).reshape(a[0].shape)
         Z = np.ones_like(point[step.z_name])
         Z[:, 0] = 0
-        off = step._rows_ll({**point, self.a_name: a}, Z.copy())
-        off2 = step._rows_ll({**point, self.a_name: bumped}, Z.copy())
+        off = self.rows.at({**point, self.a_name: a}, Z.copy())
+        off2 = self.rows.at({**point, self.a_name: bumped}, Z.copy())
         Z[:, 0] = 1
-        on = step._rows_ll({**point, self.a_name: a}, Z.copy())
-        on2 = step._rows_ll({**point, self.a_name: bumped}, Z.copy())
+        on = self.rows.at({**point, self.a_name: a}, Z.copy())
+        on2 = self.rows.at({**point, self.a_name: bumped}, Z.copy())
         if not np.allclose(off, off2, rtol=1e-9, atol=1e-9) or np.allclose(on, on2):
             raise ModelPatternError(
                 f"row 0 of {self.a_name!r} does not reach the likelihood through column 0 of "
@@ -195,7 +195,7 @@ class FeatureParameterMoves:
         approximation of ``p(A_k | rows owning k, ·)``: damped Newton steps from 0 with the
         diagonal of the Hessian (the Hessian applied to the indicator of row ``k``, exact
         when each entry of ``A_k`` reaches its own data)."""
-        step = self.step
+        step = self.moves
         a_all = np.array(trial[self.a_name], dtype=float, copy=True)
         direction = np.zeros_like(a_all)
         direction[k] = 1.0
@@ -221,7 +221,7 @@ class FeatureParameterMoves:
         ``maxiter`` iterations) from ``trial[A]`` with PyTensor's gradients, for any
         likelihood (a local mode where it is not log-concave, e.g. Student-t).  ``trial[A]``
         itself when the search does not improve on it."""
-        step = self.step
+        step = self.moves
         a0 = np.array(trial[self.a_name], dtype=np.float64, copy=True)
         active = np.flatnonzero(np.asarray(Z).sum(axis=0))
         shape = a0[active].shape
@@ -232,7 +232,7 @@ class FeatureParameterMoves:
             a = a0.copy()
             a[active] = x.reshape(shape)
             t = {**base, self.a_name: a}
-            val = float(np.sum(step._rows_ll(t, Z)) + np.sum(self._prior(t)))
+            val = float(np.sum(self.rows.at(t, Z)) + np.sum(self._prior(t)))
             grad = np.asarray(self._grad(t)[0], dtype=np.float64)[active].ravel()
             if not (math.isfinite(val) and np.all(np.isfinite(grad))):
                 return math.inf, np.zeros_like(x)
@@ -251,13 +251,13 @@ class FeatureParameterMoves:
         return float(np.sum(0.5 * np.log(prec / (2.0 * math.pi)) - 0.5 * prec * (x - mean) ** 2))
 
     # ---- the move ----------------------------------------------------------------------
-    def birth_death(self, Z, trial, alpha, beta):
+    def birth_death(self, rng, Z, trial, alpha, beta):
         """One birth or death proposal; returns ``(accepted, Z)``.  On acceptance
         ``trial[A]`` holds the new parameters (a new array).  Where the Laplace approximation
         cannot be formed (a non-finite gradient) the proposal is a null move: it depends only
         on what the move leaves unchanged, so the reverse proposal fails as well."""
         try:
-            return self._birth_death(Z, trial, alpha, beta)
+            return self._birth_death(rng, Z, trial, alpha, beta)
         except FloatingPointError:
             return 0, Z
 
@@ -274,8 +274,8 @@ class FeatureParameterMoves:
         t = {**trial, self.a_name: self._with_row(trial, k, mean)}
         on = Z_without.copy()
         on[:, k] = 1
-        without = self.step._rows_ll(dict(t), Z_without)  # A_k does not reach these rows
-        delta = self.step._rows_ll(dict(t), on) - without
+        without = self.rows.at(dict(t), Z_without)  # A_k does not reach these rows
+        delta = self.rows.at(dict(t), on) - without
         if not np.all(np.isfinite(delta)):
             raise FloatingPointError("non-finite likelihood gain of a seeded feature")
         return special.expit(delta - math.log(Z_without.shape[0])), float(np.sum(without))
@@ -290,8 +290,7 @@ class FeatureParameterMoves:
         terms[anchor] = 0.0
         return float(terms.sum())
 
-    def _birth_death(self, Z, trial, alpha, beta):
-        rng = self.step.rng
+    def _birth_death(self, rng, Z, trial, alpha, beta):
         n = Z.shape[0]
         m = Z.sum(axis=0).astype(np.int64)
         if rng.random() < 0.5:  # ---- birth
@@ -353,27 +352,27 @@ class FeatureParameterMoves:
         (``exp(log_group)``) and ``a_new ~ q1``; the reverse death picks the feature among
         those with at most ``max_rows`` rows (``1/F'``), the anchor among its rows
         (``1/|S|``) and the old parameters from ``q0``."""
-        step = self.step
+        step = self.moves
         n = Z.shape[0]
         a_old = np.array(trial[self.a_name], dtype=float)[k]
         mean0, prec0 = q0 if q0 is not None else self._prior_laplace(trial, Z, k)
         after = {**trial, self.a_name: self._with_row(trial, k, a_new)}
         if ll0 is None:  # the log-likelihood before the birth (column k of Z empty)
-            ll0 = float(np.sum(step._rows_ll(dict(trial), Z)))
-        ll1 = float(np.sum(step._rows_ll(after, born)))
+            ll0 = float(np.sum(self.rows.at(dict(trial), Z)))
+        ll1 = float(np.sum(self.rows.at(after, born)))
         p0 = float(np.asarray(self._prior(trial))[k])
         p1 = float(np.asarray(self._prior(after))[k])
         counts = born.sum(axis=0)
         n_small = int(((counts >= 1) & (counts <= self.max_rows)).sum())
         size = int(counts[k])
-        return (step._log_prior(born, alpha, beta) - step._log_prior(Z, alpha, beta)
+        return (step.log_prior(born, alpha, beta) - step.log_prior(Z, alpha, beta)
                 + ll1 - ll0 + p1 - p0
                 + self._log_q(a_old, mean0, prec0) - self._log_q(a_new, *q1)
                 + math.log(n_empty) + math.log(n) - log_group
                 - math.log(n_small) - math.log(size))
 
     # ---- split / merge with parameters -----------------------------------------------------
-    def split_merge(self, Z, trial, alpha, beta):
+    def split_merge(self, rng, Z, trial, alpha, beta):
         r"""One split or merge proposal of a feature together with its parameters; returns
         ``(accepted, Z)`` (on acceptance ``trial[A]`` holds the new parameters, a new array).
 
@@ -410,12 +409,11 @@ class FeatureParameterMoves:
         rows, so a feature that stands for two can split into two that fit.
         """
         try:
-            return self._split_merge(Z, trial, alpha, beta)
+            return self._split_merge(rng, Z, trial, alpha, beta)
         except FloatingPointError:  # the same fits fail in both directions: a null move
             return 0, Z
 
-    def _split_merge(self, Z, trial, alpha, beta):
-        rng = self.step.rng
+    def _split_merge(self, rng, Z, trial, alpha, beta):
         n, k_max = Z.shape
         m = Z.sum(axis=0).astype(np.int64)
         act = np.flatnonzero(m > 0)
@@ -493,7 +491,7 @@ class FeatureParameterMoves:
         alone[a, c] = 0
         alone[b, t] = 1
         s_t, _ = self.laplace(trial, alone, t)
-        ll = self.step._split_option_ll(self._rows(trial, {c: s_c, t: s_t}), merged, c, t,
+        ll = self.moves.split_option_ll(self._rows(trial, {c: s_c, t: s_t}), merged, c, t,
                                         merged[:, c] == 1)
         if not np.all(np.isfinite(ll[:, merged[:, c] == 1])):
             raise FloatingPointError("non-finite likelihood of a split allocation")
@@ -505,7 +503,7 @@ class FeatureParameterMoves:
         a_split)`` of the union in column ``c`` into ``c`` and ``t``.  ``fits``: ``q_c`` and
         ``q_t`` at ``split``; ``reverse``: ``q_u`` and ``q_0`` at ``merged`` (computed when
         ``None``)."""
-        step = self.step
+        step = self.moves
         n, k_max = merged.shape
         m = merged.sum(axis=0)
         kp = int((m > 0).sum())
@@ -521,11 +519,11 @@ class FeatureParameterMoves:
         (mean_c, prec_c), (mean_t, prec_t) = fits
         before = self._rows(trial, {c: a_merged[0], t: a_merged[1]})
         after = self._rows(trial, {c: a_split[0], t: a_split[1]})
-        ll0 = float(np.sum(step._rows_ll(dict(before), merged)))
-        ll1 = float(np.sum(step._rows_ll(dict(after), split)))
+        ll0 = float(np.sum(self.rows.at(dict(before), merged)))
+        ll1 = float(np.sum(self.rows.at(dict(after), split)))
         p0 = np.asarray(self._prior(before))
         p1 = np.asarray(self._prior(after))
-        return (step._log_prior(split, alpha, beta) - step._log_prior(merged, alpha, beta)
+        return (step.log_prior(split, alpha, beta) - step.log_prior(merged, alpha, beta)
                 + ll1 - ll0 + float(p1[c] + p1[t] - p0[c] - p0[t])
                 + math.log(k_max - kp) + math.log(rows.size) + math.log(rows.size - 1)
                 - math.log(kp + 1) - math.log(n_c) - math.log(n_t)

@@ -59,6 +59,7 @@ from pytensor.tensor.random.basic import MvNormalRV
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.matching.graph import rv_users
 
 __all__ = ["GPLengthScaleHMC", "gp_hyperparameter_users"]
 
@@ -66,16 +67,11 @@ _TARGET = 0.65
 _FLOATS = ("float16", "float32", "float64")
 
 
-def _users(model, rv):
-    others = [r for r in model.basic_RVs if r is not rv]
-    return [r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))]
-
-
 def gp_hyperparameter_users(model, rv):
     """The random variables whose density depends on ``rv``, if ``rv`` is a hyperparameter of
     the processes of a :class:`pymc_ibp.DependentIBP` (its users are ``pm.MvNormal``
     processes feeding a DependentIBP, and possibly the DependentIBP itself); else raise."""
-    users = _users(model, rv)
+    users = rv_users(model, rv)
     z_rvs = {u for u in model.basic_RVs if isinstance(u.owner.op, DependentIBPRV)}
     g_of_z = set()
     for z in z_rvs:
@@ -148,7 +144,7 @@ class GPLengthScaleHMC(BlockedStep):
         self.vars = value_vars
         self.names = [v.name for v in value_vars]
         rvs = [model.values_to_rvs[v] for v in value_vars]
-        terms = list(dict.fromkeys(rvs + [u for rv in rvs for u in _users(model, rv)]))
+        terms = list(dict.fromkeys(rvs + [u for rv in rvs for u in rv_users(model, rv)]))
         logp = model.logp(vars=terms, jacobian=True)
         grads = pt.grad(logp, value_vars)
         self._fn = compile_point_fn(model, [logp, *grads], compile_kwargs=compile_kwargs)

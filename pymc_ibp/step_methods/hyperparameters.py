@@ -45,12 +45,7 @@ from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import (
-    _strip,
-    boolean_masked,
-    observed_data,
-    one_value_var,
-)
+from pymc_ibp.matching.graph import boolean_masked, observed_data, one_value_var, rv_users, strip
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["CRPAlphaGibbs", "DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs",
@@ -105,23 +100,17 @@ def _gamma_prior(rv, pattern):
     return a, 1.0 / sc
 
 
-def _users(model, rv):
-    """The random variables whose parameters depend on ``rv`` other than through another RV."""
-    others = [r for r in model.basic_RVs if r is not rv]
-    return [r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))]
-
-
 RATE_PATTERN = ("lam = pm.Gamma('lam', a, b) with constant a, b, used only as the rate of "
                 "pm.Exponential variables: A = pm.Exponential('A', lam, ...)")
 
 
 def _strip_rate(scale):
     """``lam`` if ``scale`` is ``1/lam`` up to broadcasting, else ``None``."""
-    scale = _strip(scale)
+    scale = strip(scale)
     if scale.owner is None or type(getattr(scale.owner.op, "scalar_op", None)).__name__ \
             != "Reciprocal":
         return None
-    return _strip(scale.owner.inputs[0])
+    return strip(scale.owner.inputs[0])
 
 
 class ExponentialRateGibbs(BlockedStep):
@@ -182,7 +171,7 @@ class ExponentialRateGibbs(BlockedStep):
 def _match_rate(model, rate_rv):
     """``(a, b, [Exponential RVs])`` if ``rate_rv`` is a Gamma-prior exponential rate."""
     a, b = _gamma_prior(rate_rv, RATE_PATTERN)
-    users = _users(model, rate_rv)
+    users = rv_users(model, rate_rv)
     ok = users and all(isinstance(u.owner.op, ExponentialRV)
                        and _strip_rate(u.owner.inputs[2]) is rate_rv for u in users)
     if not ok:
@@ -196,7 +185,7 @@ def _match_alpha(model, alpha_rv):
     """Return ``(a, b, user_rv)`` if ``alpha_rv`` is a Gamma-prior IBP mass (of one pmi.IBP or
     one pmi.IBPStickBreaking), else raise."""
     a, b = _gamma_prior(alpha_rv, ALPHA_PATTERN)
-    users = _users(model, alpha_rv)
+    users = rv_users(model, alpha_rv)
     if (len(users) != 1 or not isinstance(users[0].owner.op, (IBPRV, IBPStickBreakingRV))
             or users[0].owner.inputs[2] is not alpha_rv):
         raise ModelPatternError(
@@ -311,7 +300,7 @@ def crp_alpha_update(rng, alpha, k, n, a, b, log_trunc):
 def _match_crp_alpha(model, alpha_rv):
     """``(a, b, crp_rv)`` if ``alpha_rv`` is the Gamma-prior mass of one pmi.CRP, else raise."""
     a, b = _gamma_prior(alpha_rv, CRP_ALPHA_PATTERN)
-    users = _users(model, alpha_rv)
+    users = rv_users(model, alpha_rv)
     if (len(users) != 1 or not isinstance(users[0].owner.op, CRPRV)
             or users[0].owner.inputs[2] is not alpha_rv or users[0].ndim != 1):
         raise ModelPatternError(
@@ -428,10 +417,10 @@ def _detection_parts(x_rvs, rate_name):
     sides of an imputation split, and all of them the same ``Switch``."""
     parts, switches = [], []
     for x_rv in x_rvs:
-        p, mask = _strip(x_rv.owner.inputs[-1]), None
+        p, mask = strip(x_rv.owner.inputs[-1]), None
         if boolean_masked(p) is not None:
             p, mask = boolean_masked(p)
-            p = _strip(p)
+            p = strip(p)
         if p.owner is None or type(getattr(p.owner.op, "scalar_op", None)).__name__ != "Switch":
             raise ModelPatternError(f"{x_rv.name!r}'s success probability is not the switch of "
                                     f"noisy_detection. Needed: {DETECTION_PATTERN}.")
@@ -456,7 +445,7 @@ def _match_detection(model, rate_rv):
     rate of ``x = 0`` where the condition ``Z @ A > 0`` holds) or ``"false"`` for ``f`` (the
     rate of ``x = 1`` where it does not)."""
     a, b = _beta_prior(rate_rv)
-    users = _users(model, rate_rv)
+    users = rv_users(model, rate_rv)
     observed = [u for u in users if u in model.observed_RVs]
     if not users or len(observed) != 1 or \
             not all(isinstance(u.owner.op, BernoulliRV) for u in users):
@@ -464,11 +453,11 @@ def _match_detection(model, rate_rv):
                                 f"pm.Bernoulli. Needed: {DETECTION_PATTERN}.")
     parts, p = _detection_parts(users, rate_rv.name)
     cond, on, off = p.owner.inputs
-    on, off = _strip(on), _strip(off)
+    on, off = strip(on), strip(off)
     if off is rate_rv:
         role = "false"
     elif (on.owner is not None and type(getattr(on.owner.op, "scalar_op", None)).__name__ == "Sub"
-          and _constant_value(on.owner.inputs[0]) == 1.0 and _strip(on.owner.inputs[1]) is rate_rv):
+          and _constant_value(on.owner.inputs[0]) == 1.0 and strip(on.owner.inputs[1]) is rate_rv):
         role = "miss"
     else:
         raise ModelPatternError(f"{rate_rv.name!r} is neither the false rate nor the miss rate of "

@@ -6,7 +6,7 @@ and every other step sees a consistent state), then imputed entries of ``X`` (if
 from ``N(Z A, σx²)`` — a data-augmentation Gibbs step that keeps the posterior of the observed
 entries exact.  ``Z`` may have the :class:`pymc_ibp.IBP` prior (column counts and births) or
 independent Bernoulli entries, e.g. under :class:`pymc_ibp.IBPStickBreaking` (per-entry prior
-log-odds, no births); see :mod:`pymc_ibp.step_methods.prior_modes`.
+log-odds, no births); see :mod:`pymc_ibp.matching.prior_modes`.
 
 Initialisation policy (``init_z="auto"``, the default): a chain starts from the ``Z`` it is
 given when the user gave one (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the
@@ -40,31 +40,23 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import NormalRV
 
+from pymc_ibp import kernels
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.ibp import ibp_draw_core
 from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
-from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods.model_matching import (
-    BINARY_MATRIX_OPS,
-    PATTERN,
-    RowOffset,
-    StartDefaults,
-    _strip,
-    check_binary_start,
-    find_linear_gaussian,
+from pymc_ibp.init.given import StartDefaults, check_binary_start, initial_value_given
+from pymc_ibp.kernels.offsets import RowOffset, group_labels, group_row_sums, joint_groups
+from pymc_ibp.matching.graph import (
     first_axis_index,
-    group_labels,
-    initial_value_given,
-    joint_groups,
-    match_prior,
-    matched_models,
     row_constant_variable,
     row_indexed_variable,
     slot_dim,
+    strip,
 )
-from pymc_ibp.step_methods.offsets import group_row_sums
-from pymc_ibp.step_methods.prior_modes import prior_mode
+from pymc_ibp.matching.linear_gaussian import PATTERN, find_linear_gaussian, matched_models
+from pymc_ibp.matching.prior_modes import prior_mode
+from pymc_ibp.matching.priors import BINARY_MATRIX_OPS, match_prior
 from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
 
 #: the split–merge proposals by name.  Steps keep the name, not the kernel: a numba dispatcher
@@ -154,7 +146,7 @@ def _search_baselines(model, spec, initial_point=None, model_point=None):
             rv = row_constant_variable(model, blk.offset)
             if rv is None:
                 rv = row_indexed_variable(model, blk.offset, *blk.shape)
-                group = None if rv is None else first_axis_index(_strip(blk.offset))
+                group = None if rv is None else first_axis_index(strip(blk.offset))
         rvs.append((rv, group))
     names = [rv for rv, _ in rvs]
     for (rv, group), c0, c1 in zip(rvs, spec.cols[:-1], spec.cols[1:], strict=True):
@@ -455,7 +447,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         ``ibp = (α, β)`` under the IBP prior at that mass whatever the model's prior (the
         start search of a per-entry prior, whose features are not yet in their slots).  With
         a mask ``M`` of missing entries the likelihood is that of the observed entries alone
-        (:func:`~pymc_ibp.step_methods.kernels.observed_loglik`): values imputed from one
+        (:func:`~pymc_ibp.kernels.observed_loglik`): values imputed from one
         ``Z`` would favour it over the others."""
         m = Z.sum(axis=0)
         act = np.flatnonzero(m > 0)
@@ -1095,7 +1087,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
 
     but keeps the feature posterior :math:`(\Sigma, \mu)` of all the data and removes/re-adds one
     row at a time by rank-one updates (window :math:`W=1` by default, in the corrected form derived
-    in :func:`pymc_ibp.step_methods.kernels.row_update`), so a sweep costs
+    in :func:`pymc_ibp.kernels.row_update`), so a sweep costs
     :math:`O(N(K^2+KD))`, linear in ``N``.  The posterior is recomputed from the exact
     statistics :math:`Z^\top Z, Z^\top X` every ``refresh`` rows (default ``max(5, N/10)``).
     Births: row ``n``'s singleton set is block-Gibbs sampled over all ``j`` that fit in the
@@ -1129,13 +1121,13 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
     split_merge_proposal : {"sequential", "random"}
         ``"sequential"`` (default): anchored, sequentially-allocated proposals whose owners
         are allocated by their collapsed predictive
-        (:mod:`pymc_ibp.step_methods.kernels.split_merge`);
+        (:mod:`pymc_ibp.kernels.split_merge`);
         they split and merge features of any size.  ``"random"``: the uniform
         allocation of Meeds et al. (2007), whose acceptance decays like ``3^{-m}`` in the
         feature size ``m``.
     column_split_merge : int
         Split–merge proposals per sweep whose selection is uniform over features instead of
-        rows (default 0: off; :func:`pymc_ibp.step_methods.kernels.column_split_merge`): with
+        rows (default 0: off; :func:`pymc_ibp.kernels.column_split_merge`): with
         row-anchored selection a pair of small duplicated features is almost never proposed
         for a merge, so surplus small features linger.  Measured (benchmarks/README.md): it
         helped on data with many small features (the accelerated-sampling paper's synthetic
@@ -1143,13 +1135,13 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         prior only.  Accepted moves count in ``ibp_split_merge_accepted``.
     birth_death : int
         Data-driven birth/death Metropolis–Hastings proposals after each sweep (default 3; 0
-        disables them; :func:`pymc_ibp.step_methods.kernels.sequential_birth_death`): a new
+        disables them; :func:`pymc_ibp.kernels.sequential_birth_death`): a new
         feature is built from the residuals of an anchor row and the rows of a random subset
         that resemble it, so a chain can gain a large feature in one move (e.g. leave
         ``K+ = 0``), and the reverse move deletes one.  ``pmi.IBP`` prior only.
     pair_swaps : int
         Pattern-swap Metropolis–Hastings proposals on feature pairs after each sweep (default
-        3; 0 disables them; :mod:`pymc_ibp.step_methods.kernels.pair_swaps`): one of five
+        3; 0 disables them; :mod:`pymc_ibp.kernels.pair_swaps`): one of five
         transpositions of the patterns ``(z_g, z_h) ∈ {00, 01, 10, 11}`` of two features,
         applied to every row at once.  They leave *complement modes*, where a feature is
         represented by one owned by almost every row plus a "negative" feature on the rows
@@ -1173,7 +1165,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         (:meth:`_dissolve_combinations`), ``0.4 · init_sweeps`` sweeps at ``σx²`` in all.
         With missing entries every score of the search (repairs, the choice among restarts)
         is that of the observed entries
-        (:func:`~pymc_ibp.step_methods.kernels.observed_loglik`).  It runs
+        (:func:`~pymc_ibp.kernels.observed_loglik`).  It runs
         before the first iteration, so runs with ``tune=0`` start from it too, and only chooses
         where the chain starts: every iteration of ``pm.sample`` is the exact kernel.  Under a
         per-entry prior (``pmi.IBPStickBreaking``, ``pmi.DependentIBP``) the search uses the

@@ -34,9 +34,9 @@ from pytensor.tensor.random.basic import BernoulliRV
 
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.hyperparameters import _users
-from pymc_ibp.step_methods.model_matching import BINARY_MATRIX_OPS, observed_data, one_value_var
-from pymc_ibp.step_methods.scales import adapt_width, slice_sample
+from pymc_ibp.kernels.slice import adapt_width, slice_sample
+from pymc_ibp.matching.graph import observed_data, one_value_var, rv_users
+from pymc_ibp.matching.priors import BINARY_MATRIX_OPS
 
 __all__ = ["NoisyOrQSlice", "noisy_or_log_lik"]
 
@@ -61,7 +61,7 @@ def _children_exponents(model, q_rv):
     """For every user of ``q``: ``(value name, S graph of the value variables)``, with
     ``p = 1 - q^S`` checked numerically (``S`` found at ``q = 1/e`` and compared with the one
     found at ``q = 0.3`` at a point with the other binary matrices set to ones)."""
-    users = _users(model, q_rv)
+    users = rv_users(model, q_rv)
     if not users:
         raise ModelPatternError(f"No variable depends on {q_rv.name!r}. Needed: {Q_PATTERN}.")
     out = []

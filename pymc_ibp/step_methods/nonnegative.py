@@ -17,7 +17,7 @@ with ``r = X - b - Z A`` the residual, i.e. precision ``P = m_k/σx,d² + 1/σa,
 the exponential one).  An unused feature (``m_k = 0``) is drawn from its prior.  The step keeps
 the residual up to date after every element (``O(m_k)`` each, ``O(N K D)`` to form it once
 per step), so a sweep over all of ``A`` costs ``O(N K D)``; the truncated draws are exact at
-any distance of the mean from the bound (:mod:`pymc_ibp.step_methods.kernels.truncnorm`).
+any distance of the mean from the bound (:mod:`pymc_ibp.kernels.truncnorm`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from pytensor.tensor.random.basic import ExponentialRV, HalfNormalRV
 
 from pymc_ibp._numba_utils import column_rows, interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above
-from pymc_ibp.step_methods.model_matching import find_nonnegative_features, one_value_var
+from pymc_ibp.kernels.truncnorm import truncnorm_above
+from pymc_ibp.matching.graph import one_value_var
+from pymc_ibp.matching.nonnegative import find_nonnegative_features
 
 __all__ = ["NonNegativeFeatureGibbs", "nonnegative_feature_sweep"]
 

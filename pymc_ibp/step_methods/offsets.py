@@ -27,15 +27,15 @@ from pytensor.tensor.random.basic import NormalRV
 
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.model_matching import (
-    _strip,
+from pymc_ibp.kernels.offsets import group_labels, group_row_sums
+from pymc_ibp.matching.graph import (
     first_axis_index,
-    group_labels,
-    matched_models,
     one_value_var,
     row_indexed_variable,
     same_for_every_row,
+    strip,
 )
+from pymc_ibp.matching.linear_gaussian import matched_models
 
 __all__ = ["IBPOffsetGibbs"]
 
@@ -58,10 +58,10 @@ def _match_offset(model, rv):
             if blk.offset is None:
                 continue
             group = None
-            if _strip(blk.offset) is not rv:
+            if strip(blk.offset) is not rv:
                 if row_indexed_variable(model, blk.offset, *blk.shape) is not rv:
                     continue
-                group = first_axis_index(_strip(blk.offset))
+                group = first_axis_index(strip(blk.offset))
             others = [r for r in model.basic_RVs if r is not rv]
             users = {r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))}
             if users <= set(blk.like_rvs):
@@ -76,17 +76,6 @@ def _sum_to_shape(R, shape):
     shape = (1,) * (R.ndim - len(shape)) + tuple(shape)
     axes = tuple(i for i, s in enumerate(shape) if s == 1 and R.shape[i] != 1)
     return R.sum(axis=axes, keepdims=True)
-
-
-def group_row_sums(M, labels, n_groups):
-    """``G x C`` sums of the rows of ``M`` (``N x C``) over each group of rows (``labels``:
-    every row's group in ``0 .. G-1``), one column at a time (no ``N x C`` temporary).  The one
-    home of per-group row sums: :class:`IBPOffsetGibbs`'s residual sums and the start search's
-    per-group baseline (:func:`~pymc_ibp.step_methods.linear_gaussian._baseline`)."""
-    out = np.empty((n_groups, M.shape[1]))
-    for j in range(M.shape[1]):
-        out[:, j] = np.bincount(labels, weights=M[:, j], minlength=n_groups)
-    return out
 
 
 def _residual_sums(X, Z, A, w, b_shape, group=None, per_row=False):

@@ -1,6 +1,6 @@
 r"""Pólya-Gamma Gibbs step for Bernoulli-logit latent feature models.
 
-Model (:data:`~pymc_ibp.step_methods.model_matching.LOGIT_PATTERN`)::
+Model (:data:`~pymc_ibp.matching.logit.LOGIT_PATTERN`)::
 
     Z = pmi.IBP("Z", alpha, dims=("obs", "feature"))      # or pm.Bernoulli("Z", p=P, ...)
     A = pm.Normal("A", 0.0, sigma_a, dims=("feature", "dim"))
@@ -10,15 +10,15 @@ Model (:data:`~pymc_ibp.step_methods.model_matching.LOGIT_PATTERN`)::
 One step is a sequence of exact conditional draws of the model augmented with Pólya-Gamma
 variables (Polson, Scott & Windle 2013): ``ω_nd ~ PG(1, ψ_nd)`` for every observed entry,
 ``ψ = Z A + b (+ offset)``; then every entry of ``Z`` by Gibbs sampling with ``A`` and ``b``
-integrated out given ``ω`` (:func:`~pymc_ibp.step_methods.kernels.logit_collapsed_sweep`: the
+integrated out given ``ω`` (:func:`~pymc_ibp.kernels.logit_collapsed_sweep`: the
 accelerated sampler of Doshi-Velez & Ghahramani 2009 with one Gaussian posterior per column;
 ``b`` enters as a column of ones with its own prior); then ``(A, b)`` jointly from their
 Gaussian conditional given ``Z`` and ``ω``
-(:func:`~pymc_ibp.step_methods.kernels.draw_logit_weights`), and ``b`` again given ``A`` by
+(:func:`~pymc_ibp.kernels.draw_logit_weights`), and ``b`` again given ``A`` by
 slice sampling under the exact likelihood
-(:func:`~pymc_ibp.step_methods.kernels.logit_offset_slice`); then ``feature_sweeps`` Gibbs
+(:func:`~pymc_ibp.kernels.logit_offset_slice`); then ``feature_sweeps`` Gibbs
 sweeps of ``Z`` given ``A`` and ``b`` under the exact Bernoulli likelihood, without ``ω``
-(:func:`~pymc_ibp.step_methods.kernels.logit_feature_sweep`); then the imputed entries of
+(:func:`~pymc_ibp.kernels.logit_feature_sweep`); then the imputed entries of
 ``X`` from ``Bernoulli(σ(ψ))``.  ``ω`` is redrawn at every step from its full conditional, so
 it is not part of the chain's state.  The first Z draw does not condition on ``A`` and ``b``
 and the next draw replaces them: a partially collapsed Gibbs sampler (van Dyk & Park 2008)
@@ -49,24 +49,18 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from scipy import special
 
+from pymc_ibp import kernels
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
-from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods.model_matching import (
-    LOGIT_PATTERN,
-    StartDefaults,
-    check_binary_start,
-    find_bernoulli_logit,
-    group_labels,
-    match_prior,
-    matched_logit_models,
-    non_finite_entry,
-    slot_dim,
-)
-from pymc_ibp.step_methods.prior_modes import prior_mode
+from pymc_ibp.init.given import StartDefaults, check_binary_start
+from pymc_ibp.kernels.offsets import group_labels, non_finite_entry
+from pymc_ibp.matching.graph import slot_dim
+from pymc_ibp.matching.logit import LOGIT_PATTERN, find_bernoulli_logit, matched_logit_models
+from pymc_ibp.matching.prior_modes import prior_mode
+from pymc_ibp.matching.priors import match_prior
 from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
 from pymc_ibp.step_methods.stats import (
     group_by_matrix,
@@ -134,7 +128,7 @@ class PolyaGammaGibbs(BlockedStep):
     :math:`O(N D K_{max}^2)` and memory :math:`O(N D + D K_{max}^2)`.
 
     ``pm.sample`` assigns this step to ``Z``, ``A``, ``b`` and the imputed ``X`` of every model
-    that has the pattern (see :data:`~pymc_ibp.step_methods.model_matching.LOGIT_PATTERN`);
+    that has the pattern (see :data:`~pymc_ibp.matching.logit.LOGIT_PATTERN`);
     ``alpha`` goes to :class:`pymc_ibp.IBPAlphaGibbs`, any scale parameters to PyMC's steps.
     ``b`` is taken by this step when it is a free ``pm.Normal`` with one value per column, or
     one per group of rows and column (``b[group]``, ``b`` of shape ``(G, D)``: the offset's
@@ -177,7 +171,7 @@ class PolyaGammaGibbs(BlockedStep):
         collapsed sweep (default 1; 0: the collapsed sweep only).
     offset_sweeps : int
         Slice-sampling updates of every entry of ``b`` given ``Z`` and ``A`` (exact
-        likelihood, :func:`~pymc_ibp.step_methods.kernels.logit_offset_slice`) per step,
+        likelihood, :func:`~pymc_ibp.kernels.logit_offset_slice`) per step,
         after the draw of ``A`` and ``b`` (default 1; 0: none).  Where an entry's rows hold
         (nearly) only zeros or ones, as a pixel that a class never sets, its draws given the
         Pólya-Gamma variables move slowly (Johndrow et al. 2019); the slice update does not.

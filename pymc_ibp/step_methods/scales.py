@@ -31,56 +31,16 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import ancestors
 
+from pymc_ibp import kernels
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import DataError, ModelPatternError
-from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods.model_matching import matched_models, side_by_side
+from pymc_ibp.kernels.gaussian import data_start
+from pymc_ibp.kernels.slice import adapt_width, slice_sample
+from pymc_ibp.matching.graph import side_by_side
+from pymc_ibp.matching.linear_gaussian import matched_models
 from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 
-__all__ = ["IBPScaleSlice", "slice_sample"]
-
-
-def slice_sample(rng, logp, x0, w, max_steps=50, name="the variable"):
-    """One univariate slice-sampling update of ``x0`` under the log density ``logp`` (Neal
-    2003, §4: stepping out by ``w`` at most ``max_steps`` times, then shrinkage).  Returns
-    ``(x1, evaluations)``; leaves the density invariant for any ``w > 0``.  A log density
-    that is not finite at ``x0`` raises ``FloatingPointError`` naming ``name`` (with ``NaN``
-    no point would ever enter the slice: the shrinkage would not end)."""
-    lp0 = logp(x0)
-    if not math.isfinite(lp0):
-        raise FloatingPointError(
-            f"The log density of {name} given the rest of the model is {lp0} at its current "
-            f"value {x0!r}: a term it depends on is not finite (NaN or inf in the data, an "
-            "offset or another variable's value).")
-    y = lp0 + math.log(rng.random())  # log(U) ~ -Exp(1)
-    evals = 1
-    left = x0 - w * rng.random()
-    right = left + w
-    j = int(max_steps * rng.random())
-    k = max_steps - 1 - j
-    while j > 0 and logp(left) > y:
-        left -= w
-        j -= 1
-        evals += 1
-    while k > 0 and logp(right) > y:
-        right += w
-        k -= 1
-        evals += 1
-    while True:
-        x1 = left + (right - left) * rng.random()
-        evals += 1
-        if logp(x1) > y:
-            return x1, evals
-        if x1 < x0:
-            left = x1
-        else:
-            right = x1
-
-
-def adapt_width(w, move, n_tuned):
-    """Running average of twice the absolute slice moves, the slice width adapted during
-    tuning (Neal 2003, §4.1); ``n_tuned`` counts this move."""
-    return max(w + (2.0 * abs(move) - w) / n_tuned, 1e-8)
+__all__ = ["IBPScaleSlice"]
 
 
 def _match_scale(model, rv):
@@ -119,17 +79,6 @@ def _group_by_matrix(model, vars_):
             key = None
         groups.setdefault(key, []).append(v)
     return list(groups.values())
-
-
-def data_start(X, role, spread=None):
-    """Data-driven starting value of a scale: the spread ``s`` (root mean square) of the
-    column-centred data ``X`` (NaN ignored; or ``spread`` given, e.g. from the column sums of
-    sharded data) for ``sigma_a``, ``s/2`` for ``sigma_x``.  Used when the user gave no
-    initial value (PyMC's default start, the prior's support point, can be far from the
-    data's scale) by :class:`IBPScaleSlice` and :func:`pymc_ibp.inference.fit_variational`."""
-    if spread is None:
-        spread = kernels.centred_spread(X)
-    return spread / 2.0 if role == "sigma_x" else spread
 
 
 @dataclass_state

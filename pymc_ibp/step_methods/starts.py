@@ -27,14 +27,14 @@ from pytensor.tensor.random.op import RandomVariable
 
 from pymc_ibp.distributions.ibp import IBP
 from pymc_ibp.exceptions import ModelPatternError
-from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
-from pymc_ibp.step_methods.model_matching import (
-    _mean_terms,
-    initial_value_given,
+from pymc_ibp.init.given import initial_value_given
+from pymc_ibp.matching.graph import (
+    mean_terms,
     observed_data,
     row_constant_variable,
     row_indexed_variable,
 )
+from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
 from pymc_ibp.step_methods.offsets import IBPOffsetGibbs
 from pymc_ibp.step_methods.scales import IBPScaleSlice
 
@@ -86,7 +86,7 @@ def _mean_offset(model, z_rv, like_rv):
         return None
     for param in like_rv.owner.inputs[2:]:  # after rng and size
         if z_rv in set(ancestors([param])):
-            terms = _mean_terms(param, left=z_rv)
+            terms = mean_terms(param, left=z_rv)
             if terms is not None:
                 return terms[2]
     return None
@@ -95,9 +95,9 @@ def _mean_offset(model, z_rv, like_rv):
 def _offset_handover(model, offset, initial_point, shape):
     """``(name, groups)`` for ``offset`` when it is one free untransformed variable whose
     initial value the user did not give, with ``name`` its value's name: the same for every
-    row (:func:`~pymc_ibp.step_methods.model_matching.row_constant_variable`; ``groups`` is
+    row (:func:`~pymc_ibp.matching.graph.row_constant_variable`; ``groups`` is
     ``False``), it starts at the surrogate's offset; indexed by the rows' groups
-    (:func:`~pymc_ibp.step_methods.model_matching.row_indexed_variable`, ``b[group]``;
+    (:func:`~pymc_ibp.matching.graph.row_indexed_variable`, ``b[group]``;
     ``groups`` is ``True``), every group's row starts there.  ``(None, False)`` otherwise."""
     rv = row_constant_variable(model, offset)
     groups = rv is None

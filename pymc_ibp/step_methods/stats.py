@@ -10,17 +10,15 @@ and the plots look up the names of the matrix the user names (:func:`matrix_stat
 from __future__ import annotations
 
 from pymc_ibp._pytensor_utils import compile_point_fn
+from pymc_ibp._stat_names import SEP
 
-__all__ = ["SEP", "group_by_matrix", "matrix_stat", "model_logp_fn", "one_step_per_matrix",
+__all__ = ["group_by_matrix", "matrix_stat", "model_logp_fn", "one_step_per_matrix",
            "per_matrix_stats", "sampled_matrices"]
-
-SEP = "__"
-
 
 def sampled_matrices(model):
     """The free binary feature matrices of ``model`` (a recognised prior: pmi.IBP, 2-D
     Bernoulli)."""
-    from pymc_ibp.step_methods.model_matching import match_prior
+    from pymc_ibp.matching.priors import match_prior
 
     return [rv for rv in model.free_RVs if match_prior(model, rv) is not None]
 

@@ -4,9 +4,9 @@ the other rows' statistics, and the feature token."""
 import numpy as np
 
 import pymc_ibp as pmi
+from pymc_ibp import kernels
 from pymc_ibp.distributed import shard_stats, shard_sweeps
 from pymc_ibp.distributed.shards import apply_changes, exact_propose, proposal_summary
-from pymc_ibp.step_methods import kernels
 from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior
 
 SX, SA, ALPHA = 0.7, 1.0, 1.0

@@ -8,10 +8,10 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
+from pymc_ibp import kernels
 from pymc_ibp.distributed import DataParallelGibbs
 from pymc_ibp.distributed.shards import shard_sweeps
 from pymc_ibp.exceptions import ModelPatternError, ShardFailure
-from pymc_ibp.step_methods import kernels
 from tests._helpers import DIST_WAIT, lg_model, readme_model
 
 distributed = pytest.importorskip("distributed")

@@ -24,7 +24,7 @@ def test_greedy_map_is_monotone_and_finds_a_good_mode():
     assert np.all(np.diff(res.log_joint) >= -1e-6 * np.abs(res.log_joint[:-1]))
     truth = np.zeros((100, 8), dtype=np.int64)
     truth[:, :4] = data.Z
-    from pymc_ibp.step_methods import kernels
+    from pymc_ibp import kernels
 
     lj_truth = kernels.log_joint_of(truth, data.X, 0.25, 1.0, 1.0)[0]
     assert res.log_joint[-1] > lj_truth - 0.05 * abs(lj_truth)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 from tests._helpers import rand_state
 
 #: per-column scales making three column blocks

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
+from pymc_ibp import kernels
 from pymc_ibp.distributions.ibp_math import ibp_log_pmf
-from pymc_ibp.step_methods import kernels
 from tests._helpers import (
     all_binary_matrices,
     assert_follows_grid_density,

@@ -3,7 +3,7 @@
 import numpy as np
 from scipy import stats
 
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 from tests._helpers import chi2_pooled, codes, exact_posterior
 
 X = np.array([[1.2, -0.3], [np.nan, 0.9], [0.1, 1.1], [1.3, np.nan]])

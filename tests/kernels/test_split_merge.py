@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior
 
 N_DRAWS = 40000

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_ibp.step_methods.kernels.truncnorm import truncnorm_above, truncnorm_below
+from pymc_ibp.kernels.truncnorm import truncnorm_above, truncnorm_below
 
 N = 20_000
 

@@ -10,7 +10,7 @@ import pytest
 from pymc.sampling.mcmc import assign_step_methods
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 
 N, K, D = 150, 12, 36
 DATA = pmi.datasets.block_images(N, noise=0.5, seed=11)
@@ -301,7 +301,7 @@ KINDS = ["scalar", "per-column", "per-row", "per-group", "one-per-group", "group
 def test_group_labels_read_negative_labels_and_refuse_out_of_range_ones():
     """b[group]'s labels as the steps read them: negative ones counted from the end, and a
     label b[group] could not index named with its row instead of wrapped onto a group."""
-    group_labels = pmi.step_methods.model_matching.group_labels
+    group_labels = pmi.kernels.offsets.group_labels
     np.testing.assert_array_equal(group_labels(np.array([0, -1, 2, -3]), 3), [0, 2, 2, 0])
     with pytest.raises(pmi.DataError, match=r"group\[2\] = 3 is out of range .* 3 groups"):
         group_labels(np.array([0, 1, 3, 4]), 3)
@@ -315,13 +315,13 @@ def test_joint_groups_number_every_combination_of_labels_once():
     row of each combination."""
     rng = np.random.default_rng(5)
     a, b, c = rng.integers(0, 4, 200), rng.integers(-2, 3, 200), rng.integers(0, 2, 200)
-    first, index = pmi.step_methods.model_matching.joint_groups(a, b, c)
+    first, index = pmi.kernels.offsets.joint_groups(a, b, c)
     combos = np.stack([a, b, c], axis=1)
     assert first.size == len(np.unique(combos, axis=0)) == index.max() + 1
     np.testing.assert_array_equal(combos[first][index], combos)  # each row's combination
     np.testing.assert_array_equal(index[first], np.arange(first.size))
     # a grouping given twice changes nothing
-    again = pmi.step_methods.model_matching.joint_groups(a, b, a.copy(), c)
+    again = pmi.kernels.offsets.joint_groups(a, b, a.copy(), c)
     np.testing.assert_array_equal(again[1], index)
 
 
@@ -343,12 +343,12 @@ def test_an_offset_is_read_as_one_row_or_one_row_per_group(kind, monkeypatch):
         offset = {"per-group": lambda: b[group], "one-per-group": lambda: b[group][:, None],
                   "group-plus-column": lambda: b[group] + c}.get(kind, lambda: b)()
         pm.Normal("X", mu=Z @ A + offset, sigma=0.5, observed=DATA.X)
-    spec = pmi.step_methods.model_matching.find_linear_gaussian(model, model["Z"])
+    spec = pmi.matching.linear_gaussian.find_linear_gaussian(model, model["Z"])
     point = model.initial_point()
     point["b"], point["c"] = rng.normal(size=shape), rng.normal(size=D)
     off = spec.compile_offset(model)(point)
     # tables are expanded in chunks of rows: chunks of 7 rows here, a last one of 3
-    monkeypatch.setattr(pmi.step_methods.model_matching, "_OFFSET_CHUNK", 7)
+    monkeypatch.setattr(pmi.kernels.offsets, "_OFFSET_CHUNK", 7)
     value = {"per-group": lambda v: v[group], "one-per-group": lambda v: v[group][:, None],
              "group-plus-column": lambda v: v[group] + point["c"]}.get(kind, lambda v: v)(
         point["b"])
@@ -363,7 +363,7 @@ def test_an_offset_is_read_as_one_row_or_one_row_per_group(kind, monkeypatch):
     np.testing.assert_array_equal(off.subtract_from(DATA.X), DATA.X - full)
     np.testing.assert_array_equal(off.columns(5, 9) + np.zeros((N, 4)), full[:, 5:9])
     base = rng.normal(size=(N, D))
-    RowOffset = pmi.step_methods.model_matching.RowOffset
+    RowOffset = pmi.kernels.offsets.RowOffset
     np.testing.assert_allclose(off.plus(RowOffset(base.copy())).dense(N), base + full,
                                rtol=1e-15)
     np.testing.assert_allclose(off.plus(RowOffset(base[:1])).dense(N), base[:1] + full,
@@ -429,7 +429,7 @@ def test_offset_per_row_as_a_column_with_as_many_rows_as_columns():
         pm.Normal("X", mu=Z @ A + b[:, None], sigma=0.5, observed=X)
     assert assigned(model)["IBPOffsetGibbs"] == ["b"]
     point = {**model.initial_point(), "Z": Zt, "A": At, "b": true_b}
-    spec = pmi.step_methods.model_matching.find_linear_gaussian(model, model["Z"])
+    spec = pmi.matching.linear_gaussian.find_linear_gaussian(model, model["Z"])
     np.testing.assert_allclose(spec.compile_offset(model)(point).dense(n),
                                np.broadcast_to(true_b[:, None], (n, D)))
     with model:
@@ -566,7 +566,7 @@ def test_start_offsets_give_each_group_its_own_row_of_the_searched_baseline(per_
     starts at its initial value plus its group's row of the search's baseline table (one row
     per group present, read through the rows' groups), and the data and the offset the first
     ``A`` draw sees follow it."""
-    from pymc_ibp.step_methods.model_matching import RowOffset, joint_groups
+    from pymc_ibp.kernels.offsets import RowOffset, joint_groups
 
     G = 5
     rng = np.random.default_rng(4)
@@ -710,7 +710,7 @@ def test_noise_varying_across_rows_is_refused_with_the_reason():
         s = pm.HalfNormal("s", 1.0, shape=(N, 1))
         pm.Normal("X", mu=Z @ A, sigma=s, observed=DATA.X)
     with pytest.raises(pmi.ModelPatternError, match="varies across rows"):
-        pmi.step_methods.model_matching.find_linear_gaussian(model, model["Z"])
+        pmi.matching.linear_gaussian.find_linear_gaussian(model, model["Z"])
 
 
 def test_covariates_times_weights_beside_z_at_a_are_an_offset():

@@ -125,7 +125,7 @@ def test_split_merge_moves_leave_the_label_posterior_invariant(mu):
     """Exact draws of c from p(c | mu, X) (enumerated over all 3^5 labellings) pushed
     through split-merge proposals alone stay exactly distributed (chi-square), and the moves
     are accepted often enough to matter."""
-    from pymc_ibp.step_methods.crp_gibbs import crp_split_merge
+    from pymc_ibp.kernels.crp import crp_split_merge
 
     X = np.array([-1.0, -0.6, 0.2, 0.4, 1.9])
     mu = np.array(mu)  # two nearly equal means (frequent moves), or three distinct ones

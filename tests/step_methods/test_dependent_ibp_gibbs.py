@@ -9,7 +9,7 @@ from pymc.step_methods.compound import CompoundStep
 from scipy import special, stats
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods.dependent_ibp import gp_conditional_draw
+from pymc_ibp.kernels.gp import gp_conditional_draw
 from tests._helpers import all_binary_matrices, chi2_pooled, codes, exact_posterior
 
 T_VALS = np.array([0.0, 1.0])

@@ -13,8 +13,8 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
+from pymc_ibp import kernels
 from pymc_ibp.distributions.ibp import ibp_draw_core
-from pymc_ibp.step_methods import kernels
 from pymc_ibp.step_methods.hyperparameters import alpha_update
 from tests._helpers import geweke_z
 

@@ -8,7 +8,7 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 from tests._helpers import (
     ENUM_X,
     chi2_pooled,
@@ -222,7 +222,7 @@ def test_truncation_warning_names_the_dim_to_raise():
     matrix of pmi.ibp_ibp that is 'Z_category', of length l_max, not 'feature'), or the last
     entry of shape= without dims."""
     from pymc_ibp.exceptions import warn_slots_in_use
-    from pymc_ibp.step_methods.model_matching import slot_dim
+    from pymc_ibp.matching.graph import slot_dim
 
     with pm.Model(coords={"obs": range(6), "feature": range(3)}) as model:
         pmi.IBP("Z", 1.0, dims=("obs", "feature"))

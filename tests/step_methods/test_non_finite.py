@@ -10,9 +10,9 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods.dependent_ibp import elliptical_slice
-from pymc_ibp.step_methods.scales import slice_sample
+from pymc_ibp import kernels
+from pymc_ibp.kernels.gp import elliptical_slice
+from pymc_ibp.kernels.slice import slice_sample
 from tests._helpers import readme_model
 
 
@@ -134,7 +134,7 @@ def test_a_non_finite_offset_of_a_second_matrix_is_named_with_its_value():
 
 
 def test_non_finite_entry_finds_the_first_and_ignores_an_overflowing_sum():
-    from pymc_ibp.step_methods.model_matching import non_finite_entry
+    from pymc_ibp.kernels.offsets import non_finite_entry
 
     table = np.zeros((4, 3))
     assert non_finite_entry(table) is None

@@ -19,7 +19,7 @@ from numba.core.dispatcher import Dispatcher
 from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 from tests._helpers import readme_model
 
 

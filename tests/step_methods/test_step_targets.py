@@ -1,5 +1,5 @@
 """Steps that update one variable say so, by name, when one instance is given several (one
-home: :func:`pymc_ibp.step_methods.model_matching.one_value_var`)."""
+home: :func:`pymc_ibp.matching.graph.one_value_var`)."""
 
 import pymc as pm
 import pytest

@@ -6,7 +6,7 @@ import pymc as pm
 import pytest
 
 import pymc_ibp as pmi
-from pymc_ibp.step_methods import kernels
+from pymc_ibp import kernels
 from tests._helpers import ENUM_X, chi2_pooled, codes, exact_posterior, run_chain
 
 P = np.array([[0.7, 0.4, 0.15], [0.7, 0.4, 0.15], [0.6, 0.3, 0.9]])  # per-entry probabilities

@@ -71,8 +71,8 @@ def test_a_sweep_evaluates_the_likelihood_once_per_column():
     model, step, _, _ = ibp_bernoulli_problem(1.5)
     step.split_merge = step.combination_moves = 0
     step.setup_chain(np.random.default_rng(0), tune=0, draws=5)
-    compiled, calls = step._row_ll, []
-    step._row_ll = lambda point: calls.append(1) or compiled(point)
+    compiled, calls = step._rows._fn, []
+    step._rows._fn = lambda point: calls.append(1) or compiled(point)
     point = model.initial_point()
     for _ in range(5):
         calls.clear()
@@ -351,11 +351,11 @@ def test_surrogate_start_learns_the_scales_and_offset_of_continuous_data():
     for shift in (0.0, 3.0):
         model, step, truth = _student_t_block_images(shift)
         assert len(step._surrogate.steps) == (3 if shift else 2)
-        ll_truth = float(np.sum(step._row_ll(truth)))
+        ll_truth = float(np.sum(step._rows(truth)))
         for seed in (0, 1):
             step.setup_chain(np.random.default_rng(seed), 0, 1)
             new, _ = step.step(model.initial_point())
-            ll = float(np.sum(step._row_ll(new)))
+            ll = float(np.sum(step._rows(new)))
             assert ll > ll_truth - 20.0, (shift, seed, ll, ll_truth)
             assert 2 <= int((new["Z"].sum(axis=0) > 0).sum()) <= 9
             if shift:
@@ -405,7 +405,7 @@ def test_surrogate_start_sets_an_offset_per_group(per_column):
         assert step._surrogate.offset == (None if given is not None else "b")
         step.setup_chain(np.random.default_rng(0), 0, 1)
         new, _ = step.step(model.initial_point())
-        first[given] = float(np.sum(step._row_ll(new)))
+        first[given] = float(np.sum(step._rows(new)))
         if given is not None:
             np.testing.assert_array_equal(new["b"], init)
             continue
@@ -418,7 +418,7 @@ def test_surrogate_start_sets_an_offset_per_group(per_column):
         truth["A"][:4] = data.A
         truth["b"] = shifts[:, None] * np.ones((3, d)) if per_column else shifts.copy()
         if per_column:
-            assert first[None] > float(np.sum(step._row_ll(truth))) - 20.0
+            assert first[None] > float(np.sum(step._rows(truth))) - 20.0
     assert first[None] > first[0.0] + 5000.0, first
 
 
@@ -548,7 +548,7 @@ def test_missing_entries_are_attributed_to_their_rows():
         A = pm.Normal("A", 0.0, 1.0, shape=(2, 3))
         pm.Normal("X", mu=Z @ A, sigma=0.7, observed=X)
         step = pmi.IBPGibbs([Z])
-    np.testing.assert_array_equal(step._entry_rows["X_unobserved"], [1, 3, 3, 3])
+    np.testing.assert_array_equal(step._rows.entry_rows["X_unobserved"], [1, 3, 3, 3])
     point = model.initial_point()
     point["Z"] = np.array([[1, 0], [1, 1], [0, 1], [1, 1]])
     point["A"] = rng.normal(size=(2, 3))
@@ -556,7 +556,7 @@ def test_missing_entries_are_attributed_to_their_rows():
     full = X.copy()
     full[np.isnan(X)] = point["X_unobserved"]
     expected = stats.norm.logpdf(full, point["Z"] @ point["A"], 0.7).sum(axis=1)
-    np.testing.assert_allclose(step._row_ll(point), expected, rtol=1e-12)
+    np.testing.assert_allclose(step._rows(point), expected, rtol=1e-12)
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
@@ -583,7 +583,7 @@ def test_missing_entries_of_a_multivariate_likelihood(missing):
     full = X.copy()
     full[np.isnan(X)] = point["X_unobserved"].ravel()
     expected = stats.norm.logpdf(full, point["Z"] @ point["A"], np.sqrt(0.5)).sum(axis=1)
-    np.testing.assert_allclose(step._row_ll(point), expected, rtol=1e-10)
+    np.testing.assert_allclose(step._rows(point), expected, rtol=1e-10)
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
@@ -603,8 +603,8 @@ def test_uncollapsed_split_merge_move_leaves_posterior_invariant():
     IBPGibbs's split–merge proposals alone still follow the exact posterior (χ²)."""
     alpha = 1.5
     model, step, mats, post = ibp_bernoulli_problem(alpha)
-    accepted, res = push_exact_draws(step.split_merge_move, model, step, mats, post, alpha,
-                                     12000, seed=4)
+    accepted, res = push_exact_draws(step._row_moves.split_merge_move, model, step, mats, post,
+                                     alpha, 12000, seed=4)
     assert accepted > 0.05 * 12000
     assert res.pvalue > 1e-3, res
 
@@ -623,11 +623,11 @@ def push_exact_draws(move, model, step, mats, post, alpha, n, seed):
     accepted = 0
     for j, i in enumerate(idx):
         Zn = mats[i].copy()
-        cur = step._rows_ll(trial, Zn.copy())
+        cur = step._rows.at(trial, Zn.copy())
         for _ in range(2):
             if cur is None:
-                cur = step._rows_ll(trial, Zn.copy())
-            acc, Zn = move(Zn, trial, alpha, 1.0, cur)
+                cur = step._rows.at(trial, Zn.copy())
+            acc, Zn = move(step.rng, Zn, trial, alpha, 1.0, cur)
             accepted += acc
             cur = None if acc else cur
         out[j] = codes(Zn[None])[0]
@@ -653,8 +653,8 @@ def test_uncollapsed_combination_move_leaves_posterior_invariant(k_max):
     logits = mats @ A + B_FIXED
     lp = prior + np.sum(X_BIN * logits - np.logaddexp(0, logits), axis=(1, 2))
     post = np.exp(lp - special.logsumexp(lp))
-    accepted, res = push_exact_draws(step.combination_move, model, step, mats, post, alpha,
-                                     30000, seed=5)
+    accepted, res = push_exact_draws(step._row_moves.combination_move, model, step, mats, post,
+                                     alpha, 30000, seed=5)
     assert accepted > 0.02 * 30000, accepted
     assert res.pvalue > 1e-3, res
 
@@ -690,7 +690,7 @@ def push_exact_joint_draws(move, model, step, k_max, X, alpha, sx, sa, n, seed, 
         trial = {name: np.copy(value) for name, value in start.items()}
         trial["A"] = _a_given_z(rng, Zn.astype(float), X, sx, sa)[0]
         for _ in range(moves):
-            acc, Zn = move(Zn, trial, alpha, 1.0)
+            acc, Zn = move(step.rng, Zn, trial, alpha, 1.0)
             accepted += acc
         out[j] = codes(Zn[None])[0]
         _, mean, L = _a_given_z(rng, Zn.astype(float), X, sx, sa)

@@ -41,8 +41,8 @@ from pymc_ibp.distributions.ibp_math import (
     log_birth_rate,
     prior_logodds,
 )
-from pymc_ibp.step_methods.kernels.gaussian import offset_row
-from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
+from pymc_ibp.kernels.gaussian import offset_row
+from pymc_ibp.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 
 __all__ = [
     "draw_logit_weights",
@@ -366,7 +366,7 @@ def logit_offset_slice(rng, x, obs, psi, B, rows, starts, mu, var):
 def logit_linear_predictor(Z, A, b, off, rows, out):
     """``out = Z A + 1 bᵀ + off`` (``Z`` binary ``N x K``, ``A`` ``K x D``; ``off`` ``N x D``,
     one row for all rows, or one row per group with ``rows`` every row's group, read by
-    :func:`~pymc_ibp.step_methods.kernels.gaussian.offset_row`); returns ``out``."""
+    :func:`~pymc_ibp.kernels.gaussian.offset_row`); returns ``out``."""
     n, k = Z.shape
     d = A.shape[1]
     for i in range(n):

@@ -1,11 +1,11 @@
 """How the prior of ``Z`` enters the linear-Gaussian samplers: one class per prior mode.
 
-The sweeps of :mod:`pymc_ibp.step_methods.kernels.sweeps` need only one thing from the prior of
+The sweeps of :mod:`pymc_ibp.kernels.sweeps` need only one thing from the prior of
 ``Z``: either the IBP's column counts (with births of new features), or one prior log-odds per
 entry (no births).  A mode turns the current values of the prior's parameters into what the
 kernels take, draws ``Z`` from the prior (chain starts, multi-start burn-in), and evaluates
 ``log P(Z)`` for the ``ibp_log_joint`` stat.  The model matcher
-(:func:`pymc_ibp.step_methods.model_matching.match_prior`) says which prior a model has;
+(:func:`pymc_ibp.matching.priors.match_prior`) says which prior a model has;
 :func:`prior_mode` maps it to its mode.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymc_ibp import kernels
 from pymc_ibp.distributions.ibp import ibp_draw_core
-from pymc_ibp.step_methods import kernels
-from pymc_ibp.step_methods.model_matching import IBPPrior, LogOddsPrior
+from pymc_ibp.matching.priors import IBPPrior, LogOddsPrior
 
 __all__ = ["IBPMode", "LogOddsMode", "prior_mode"]
 
@@ -46,7 +46,7 @@ class IBPMode:
 
     def log_joint(self, G, RX, Z, m, act, trXX, noise):
         """``(log p(X | Z) + log P(Z), log p(X | Z))`` (the one home:
-        :func:`pymc_ibp.step_methods.kernels.collapsed_log_joint`) for the rows of ``Z``: all
+        :func:`pymc_ibp.kernels.collapsed_log_joint`) for the rows of ``Z``: all
         ``N`` of them, or the subset a start search runs on (scored as an IBP of that many
         rows; at ``N`` the search's candidates were compared under a prior for rows they do
         not have)."""

@@ -33,19 +33,19 @@ import numpy as np
 
 from pymc_ibp._numba_utils import bernoulli_logodds, categorical_logp, partial_shuffle
 from pymc_ibp.distributions.ibp_math import log_birth_rate, prior_logodds
-from pymc_ibp.step_methods.kernels.gaussian import (
+from pymc_ibp.kernels.gaussian import (
     collapsed_loglik,
     posterior_from_stats,
     stats_with_row,
 )
-from pymc_ibp.step_methods.kernels.linalg import forward_sub
-from pymc_ibp.step_methods.kernels.rows import (
+from pymc_ibp.kernels.linalg import forward_sub
+from pymc_ibp.kernels.rows import (
     birth_count,
     gibbs_row_entries,
     row_dims,
     row_update,
 )
-from pymc_ibp.step_methods.kernels.slots import (
+from pymc_ibp.kernels.slots import (
     append_empty,
     random_free_slots,
     reset_to_prior,
@@ -91,7 +91,7 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     Maintains the full-data feature posterior ``(Σ, μ)`` and updates it by rank-one
     Sherman–Morrison down/up-dates as each row is removed and re-added, so each element costs
     ``O(K + D)`` and a sweep ``O(N(K² + KD))`` (``O(N(BK² + KD))`` with ``B`` column blocks
-    of their own scales, :class:`pymc_ibp.step_methods.kernels.gaussian.Noise`).  ``Σ, μ`` are
+    of their own scales, :class:`pymc_ibp.kernels.gaussian.Noise`).  ``Σ, μ`` are
     recomputed from the exact statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` every ``refresh`` rows
     (drift control).
 

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 from pymc_ibp._numba_utils import partial_shuffle
-from pymc_ibp.step_methods.kernels.gaussian import suff_stats
+from pymc_ibp.kernels.gaussian import suff_stats
 
 
 @numba.njit(cache=True)

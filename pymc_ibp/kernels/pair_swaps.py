@@ -25,7 +25,7 @@ proposal is symmetric, and the move is accepted with probability
 ``m``; ``B`` as in :func:`pymc_ibp.distributions.ibp_math.log_beta_term`).  Exactness is tested
 by pushing exact-posterior draws through the move (tests/kernels/test_split_merge.py).  Cost
 per proposal ``O(N(K + D) + K³ + K²D)``: the two columns' statistics and one collapsed
-likelihood (:func:`pymc_ibp.step_methods.kernels.gaussian.collapsed_loglik`).
+likelihood (:func:`pymc_ibp.kernels.gaussian.collapsed_loglik`).
 
 This is the deterministic-involution form of Metropolis–Hastings (Tierney 1998; Green 1995)
 applied to the feature-pair moves that the split–merge proposals of Meeds et al. (2007) and
@@ -52,8 +52,8 @@ import numba
 import numpy as np
 
 from pymc_ibp.distributions.ibp_math import log_beta_term
-from pymc_ibp.step_methods.kernels.gaussian import collapsed_loglik, suff_stats
-from pymc_ibp.step_methods.kernels.slots import active_slots
+from pymc_ibp.kernels.gaussian import collapsed_loglik, suff_stats
+from pymc_ibp.kernels.slots import active_slots
 
 #: transpositions of the patterns 2·z_g + z_h ∈ {0, 1, 2, 3}, without 01 ↔ 10 (a label swap)
 _SWAPS = np.array([[0, 3], [0, 1], [0, 2], [1, 3], [2, 3]], dtype=np.int64)

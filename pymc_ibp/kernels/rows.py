@@ -3,7 +3,7 @@
 Given the feature posterior ``(Σ, μ)`` of all rows but one, the row's entries are drawn from
 their exact conditionals at ``O(BK + D)`` each (Doshi-Velez & Ghahramani 2009, eq. 7–8 and
 Alg. 1, with the rank-one updates written out in :func:`row_update`); ``B`` is the number of
-column blocks with their own scales (:class:`pymc_ibp.step_methods.kernels.gaussian.Noise`),
+column blocks with their own scales (:class:`pymc_ibp.kernels.gaussian.Noise`),
 each with its own ``Σ_b``.  The prior enters only
 through one log-odds per entry, so the same kernels serve the IBP's counts, a stick-breaking
 prior's feature probabilities and any per-entry prior.

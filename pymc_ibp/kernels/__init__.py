@@ -24,7 +24,7 @@ The IBP's own formulas (mass, log-Beta terms, prior log-odds, birth rate, trunca
 normaliser, pmf) live in :mod:`pymc_ibp.distributions.ibp_math`.
 """
 
-from pymc_ibp.step_methods.kernels.gaussian import (
+from pymc_ibp.kernels.gaussian import (
     NO_ROWS,
     Noise,
     block_sq_norms,
@@ -44,8 +44,8 @@ from pymc_ibp.step_methods.kernels.gaussian import (
     stats_with_row,
     suff_stats,
 )
-from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
-from pymc_ibp.step_methods.kernels.logit import (
+from pymc_ibp.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
+from pymc_ibp.kernels.logit import (
     draw_logit_weights,
     logit_collapsed_sweep,
     logit_feature_sweep,
@@ -55,9 +55,9 @@ from pymc_ibp.step_methods.kernels.logit import (
     logit_precisions,
     logit_targets,
 )
-from pymc_ibp.step_methods.kernels.pair_swaps import pair_pattern_swaps
-from pymc_ibp.step_methods.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
-from pymc_ibp.step_methods.kernels.rows import (
+from pymc_ibp.kernels.pair_swaps import pair_pattern_swaps
+from pymc_ibp.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
+from pymc_ibp.kernels.rows import (
     birth_count,
     gibbs_row_entries,
     residual,
@@ -67,7 +67,7 @@ from pymc_ibp.step_methods.kernels.rows import (
     row_update,
     sig_z,
 )
-from pymc_ibp.step_methods.kernels.slots import (
+from pymc_ibp.kernels.slots import (
     active_slots,
     append_empty,
     random_free_slots,
@@ -76,13 +76,13 @@ from pymc_ibp.step_methods.kernels.slots import (
     sweep_state,
     write_row,
 )
-from pymc_ibp.step_methods.kernels.split_merge import (
+from pymc_ibp.kernels.split_merge import (
     column_split_merge,
     random_split_merge,
     sequential_birth_death,
     sequential_split_merge,
 )
-from pymc_ibp.step_methods.kernels.sweeps import (
+from pymc_ibp.kernels.sweeps import (
     NO_EXT,
     NO_LOGODDS,
     NO_MISS,

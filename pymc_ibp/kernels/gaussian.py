@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from pymc_ibp.distributions.ibp_math import ibp_log_pmf
-from pymc_ibp.step_methods.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
+from pymc_ibp.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 
 LOG2PI = math.log(2.0 * math.pi)
 
@@ -337,3 +337,14 @@ def log_joint_of(Z, X, sx2, sa2, alpha, beta=1.0, trXX=None):
     trXX = block_sq_norms(X, noise) if trXX is None else np.asarray(trXX, dtype=np.float64)
     return collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX.reshape(-1), n, noise,
                                float(alpha), float(beta), Z.shape[1])
+
+
+def data_start(X, role, spread=None):
+    """Data-driven starting value of a scale: the spread ``s`` (root mean square) of the
+    column-centred data ``X`` (NaN ignored; or ``spread`` given, e.g. from the column sums of
+    sharded data) for ``sigma_a``, ``s/2`` for ``sigma_x``.  Used when the user gave no
+    initial value (PyMC's default start, the prior's support point, can be far from the
+    data's scale) by :class:`IBPScaleSlice` and :func:`pymc_ibp.inference.fit_variational`."""
+    if spread is None:
+        spread = centred_spread(X)
+    return spread / 2.0 if role == "sigma_x" else spread

@@ -72,14 +72,14 @@ import numpy as np
 
 from pymc_ibp._numba_utils import categorical_logp, partial_shuffle
 from pymc_ibp.distributions.ibp_math import log_beta_term, log_split_prior
-from pymc_ibp.step_methods.kernels.gaussian import (
+from pymc_ibp.kernels.gaussian import (
     collapsed_loglik,
     posterior_from_stats,
     stats_with_row,
     suff_stats,
 )
-from pymc_ibp.step_methods.kernels.rows import residual, row_update, sig_z
-from pymc_ibp.step_methods.kernels.slots import active_slots, random_free_slots
+from pymc_ibp.kernels.rows import residual, row_update, sig_z
+from pymc_ibp.kernels.slots import active_slots, random_free_slots
 
 _LOG3 = math.log(3.0)
 

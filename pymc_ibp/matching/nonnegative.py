@@ -1,0 +1,120 @@
+"""The non-negative linear-Gaussian pattern of :class:`pymc_ibp.NonNegativeFeatureGibbs`
+(:func:`find_nonnegative_features`): ``A ~ Exponential`` or ``HalfNormal`` whose only child
+is ``X ~ Normal(Z @ A (+ offset), σx)`` with ``Z`` any binary-valued expression."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.basic import HalfNormalRV, NormalRV
+
+from pymc_ibp._pytensor_utils import compile_point_fn
+from pymc_ibp.exceptions import DataError, ModelPatternError
+from pymc_ibp.matching.graph import block_data, column_scale, is_zero_constant, mean_terms
+from pymc_ibp.matching.linear_gaussian import GaussianBlock
+
+__all__ = ["NONNEGATIVE_PATTERN", "NonNegativeFeatures", "find_nonnegative_features"]
+
+
+NONNEGATIVE_PATTERN = (
+    "A = pm.Exponential('A', lam, shape=(K, D)) or pm.HalfNormal('A', sigma_a, shape=(K, D)); "
+    "pm.Normal('X', mu=Z @ A (+ offset), sigma=sigma_x, observed=X) with Z any binary matrix "
+    "(pmi.IBP, a Bernoulli matrix, M[c], ...), sigma_x a scalar or one per column, and no other "
+    "variable depending on A"
+)
+
+
+@dataclass
+class NonNegativeFeatures:
+    """A non-negative feature matrix ``A`` (K x D) whose only child is a linear-Gaussian
+    likelihood ``X ~ Normal(Z @ A (+ offset), σx)`` with ``Z`` any binary-valued expression."""
+
+    a_rv: object
+    prior: str  # "exponential" (rate = 1/scale) or "halfnormal" (scale = sigma_a)
+    scale: object  # symbolic prior scale of A, broadcast to K x D
+    z: object  # symbolic Z (in the model's random variables)
+    block: GaussianBlock  # the likelihood (sigma_a unused)
+
+    def compile(self, model, compile_kwargs=None):
+        """Point function giving ``(Z, prior scale K x D, σx per column, offset N x D)``."""
+        b = self.block
+        n, d = b.shape
+        k = int(model.initial_point()[model.rvs_to_values[self.a_rv].name].shape[0])
+        off = pt.zeros((n, d)) if b.offset is None else pt.broadcast_to(b.offset, (n, d))
+        outs = model.replace_rvs_by_values([
+            self.z, pt.broadcast_to(self.scale, (k, d)), pt.broadcast_to(b.sigma_x, (d,)), off])
+        return compile_point_fn(model, outs, compile_kwargs=compile_kwargs)
+
+
+def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
+    """Match the non-negative linear-Gaussian pattern around the feature matrix ``a_rv``
+    (``pm.Exponential`` or ``pm.HalfNormal``, K x D) or raise :class:`ModelPatternError`."""
+    from pytensor.tensor.random.basic import ExponentialRV
+
+    op = a_rv.owner.op if a_rv.owner is not None else None
+    if not isinstance(op, (ExponentialRV, HalfNormalRV)) or a_rv.ndim != 2:
+        raise ModelPatternError(
+            f"{a_rv.name!r} is not a 2-D pm.Exponential or pm.HalfNormal feature matrix. "
+            f"Needed pattern: {NONNEGATIVE_PATTERN}.")
+    if a_rv not in model.free_RVs:
+        raise ModelPatternError(f"{a_rv.name!r} is observed; nothing to sample.")
+    if isinstance(op, HalfNormalRV):
+        _, _, loc, scale = a_rv.owner.inputs
+        if not is_zero_constant(loc):
+            raise ModelPatternError(f"{a_rv.name!r} must be a HalfNormal with loc 0. Needed "
+                                    f"pattern: {NONNEGATIVE_PATTERN}.")
+        prior = "halfnormal"
+    else:
+        _, _, scale = a_rv.owner.inputs
+        prior = "exponential"
+    children = [rv for rv in model.basic_RVs if rv is not a_rv and a_rv in set(ancestors([rv]))]
+    obs, missing, z, sigma, offset = [], [], None, None, None
+    for rv in children:
+        mm = mean_terms(rv.owner.inputs[2]) if isinstance(rv.owner.op, NormalRV) else None
+        if mm is None or mm[1] is not a_rv or a_rv in set(ancestors([mm[0]])) or (
+                mm[2] is not None and a_rv in set(ancestors([mm[2]]))):
+            raise ModelPatternError(
+                f"{rv.name!r} ({type(rv.owner.op).__name__}) depends on {a_rv.name!r} other "
+                f"than through a Normal mean Z @ {a_rv.name}. Needed pattern: "
+                f"{NONNEGATIVE_PATTERN}.")
+        left, _, off, mask = mm
+        if not left.type.dtype.startswith(("int", "uint", "bool")):
+            raise ModelPatternError(
+                f"In {rv.name!r} the left factor of Z @ {a_rv.name} has dtype "
+                f"{left.type.dtype}; it must be a binary (integer) matrix. Needed pattern: "
+                f"{NONNEGATIVE_PATTERN}.")
+        z = left if z is None else z
+        sigma = sigma if sigma is not None else column_scale(
+            rv.owner.inputs[3], f"The noise sigma of {rv.name!r}", NONNEGATIVE_PATTERN,
+            masked=mask is not None)
+        offset = off if offset is None else offset
+        (obs if rv in model.observed_RVs else missing).append((rv, mask))
+    if len(obs) != 1 or len(missing) > 1:
+        raise ModelPatternError(
+            f"Expected exactly one observed Normal with mean Z @ {a_rv.name}, found "
+            f"{len(obs)}. Needed pattern: {NONNEGATIVE_PATTERN}.")
+    ip = model.initial_point()
+    a_shape = ip[model.rvs_to_values[a_rv].name].shape
+    z_shape = tuple(z.type.shape)
+    if None in z_shape:  # no static shape: evaluate Z once (this runs in competence too)
+        [z_val] = model.replace_rvs_by_values([z])
+        z_shape = compile_point_fn(model, z_val)(ip).shape
+    if len(z_shape) != 2 or z_shape[1] != a_shape[0]:
+        raise ModelPatternError(f"Shape mismatch: Z is {z_shape} but {a_rv.name!r} is "
+                                f"{a_shape}; A must be K x D with K the columns of Z.")
+    obs_rv, obs_mask = obs[0]
+    X = block_data(model, a_rv, obs_rv, obs_mask, (z_shape[0], a_shape[1]))
+    missing_rv, missing_mask = missing[0] if missing else (None, None)
+    bad = ~np.isfinite(X) & (True if missing_mask is None else ~np.asarray(missing_mask))
+    if bad.any():
+        r, c = (int(v) for v in np.argwhere(bad)[0])
+        raise DataError(f"The observed data of {obs_rv.name!r} contains {X[r, c]} at (row {r}, "
+                        f"column {c}); pass missing values as NaN so that PyMC imputes them.")
+    block = GaussianBlock(obs_rv=obs_rv, a_rv=a_rv, sigma_x=sigma, sigma_a=None, X=X,
+                          missing_rv=missing_rv,
+                          missing_mask=None if missing_mask is None else np.asarray(missing_mask),
+                          offset=offset)
+    return NonNegativeFeatures(a_rv=a_rv, prior=prior, scale=scale, z=z, block=block)
