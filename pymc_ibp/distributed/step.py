@@ -366,19 +366,13 @@ class DataParallelGibbs(AcceleratedGibbs):
             self._run(lambda client: self._ensure_data(client, None))
         return super()._trXX(X, noise)
 
-    def _start(self, Z, X, noise, owned=False):
-        Z, base, fit = super()._start(Z, X, noise, owned)
-        if self._sharded is not None:  # no multi-start segments: they score Z on all rows
-            self.restarts, self.segment = 1, 0
-        return Z, base, fit
-
-    def _assign_rows(self, Z, X, noise, ibp):
+    def _assign_rows(self, rng, Z, X, noise, ibp):
         """With sharded data the rows outside the start's subset are on the workers: each
         shard sweeps its rows once, without births, given the start's features (the global
         statistics of ``Z`` before the sweep, as in one synchronous outer iteration), at the
         start's noise; ``Z`` in place."""
         if self._sharded is None:
-            super()._assign_rows(Z, X, noise, ibp)
+            super()._assign_rows(rng, Z, X, noise, ibp)
             return
 
         def assign(client):

@@ -764,3 +764,9 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
             ll = ll_without if not birth else ll_with
             accepted += 1
     return accepted
+
+
+#: the split–merge proposals by name.  Steps keep the name, not the kernel: a numba dispatcher
+#: held by a step would be pickled by value when PyMC sends the step to a spawned worker, and
+#: rebuilt there without its on-disk cache (compiled again in every worker, about 26 s).
+SPLIT_MERGE_PROPOSALS = {"sequential": sequential_split_merge, "random": random_split_merge}

@@ -522,7 +522,7 @@ class IBPGibbs(BlockedStep):
         it (one call of that step, which makes no other move right after its search).
         ``None`` when the chain starts at its initial point instead."""
         starter = self._starter
-        if not starter._will_search(np.asarray(point[self.z_name], dtype=np.int8)):
+        if not starter.search.will_search(np.asarray(point[self.z_name], dtype=np.int8)):
             return None
         starter.rng = self.rng  # the chain's own stream: the same draws under any cores
         starter._reset_chain(0)

@@ -114,5 +114,5 @@ def test_a_handed_over_z_is_kept_not_searched():
                                         initial_point=point if at_point else None)
         step._hyper(point)
         assert step.mode.is_support_point(init["Z"])
-        searches.append(step._will_search(np.asarray(init["Z"], dtype=np.int8)))
+        searches.append(step.search.will_search(np.asarray(init["Z"], dtype=np.int8)))
     assert searches == [True, False, False]

@@ -507,11 +507,11 @@ def test_a_subset_searchs_per_group_baseline_covers_every_row(shared):
         pm.Normal("X1", mu=Z @ A1 + b1[g1], sigma=0.5, observed=X1)
         pm.Normal("X2", mu=Z @ A2 + b2[g2], sigma=0.25, observed=X2)
         step = pmi.AcceleratedGibbs([Z, A1, A2])
-    step._groups = [g1, g2]  # what step() reads at the point
+    step.search.groups = [g1, g2]  # what step() reads at the point
     rows = np.flatnonzero((g1 != 2) & (g2 != 1))[::2]  # no row of g1's group 2 or g2's 1
     t1, t2 = rng.normal(size=(G, 18)), rng.normal(size=(G, 18))
     base = np.hstack([t1[g1[rows]], t2[g2[rows]]])  # a per-group baseline on the subset
-    full = step._full_baseline(base, rows)
+    full = step.search.full_baseline(base, rows)
     expected = np.hstack([np.where(np.isin(g, g[rows])[:, None], t[g], 0.0)
                           for g, t in ((g1, t1), (g2, t2))])
     assert not expected[g1 == 2, :18].any() and not expected[g2 == 1, 18:].any()
@@ -548,7 +548,7 @@ def test_start_search_fits_a_baseline_per_group(per_column, subsample):
                                                                     init_subsample=subsample)]
     idata = sample(model, tune=0, draws=1, var_names=["Z", "b"], step=step)
     if step is not None:
-        np.testing.assert_array_equal(step[0]._groups[0], group)
+        np.testing.assert_array_equal(step[0].search.groups[0], group)
     z = idata["posterior"]["Z"].values[0, 0]
     z = z[:, z.sum(axis=0) > 0]
     glyph = np.abs(np.corrcoef(z.T, DATA.Z.T)[: z.shape[1], z.shape[1]:])
@@ -579,12 +579,12 @@ def test_start_offsets_give_each_group_its_own_row_of_the_searched_baseline(per_
                   observed=DATA.X)
         step = pmi.AcceleratedGibbs([Z])
     point = model.initial_point()
-    step._groups = [group]
+    step.search.groups = [group]
     first, index = joint_groups(group)
     table = rng.normal(size=(first.size, D))
     if not per_column:  # one value per group, in every column
         table[:] = table[:, :1]
-    X, offset, moved = step._start_offsets(RowOffset(table.copy(), index), DATA.X,
+    X, offset, moved = step.search.start_offsets(RowOffset(table.copy(), index), DATA.X,
                                            step._offset(point), point, shifted=False)
     shift = moved["b"] - point["b"]
     row = table[index] if per_column else table[index, 0]
@@ -607,15 +607,15 @@ def test_a_start_search_on_one_row_gives_only_that_rows_group_its_baseline():
         b = pm.Normal("b", 0.0, 3.0, shape=(G, D))
         pm.Normal("X", mu=Z @ A + b[group], sigma=0.5, observed=DATA.X)
         step = pmi.AcceleratedGibbs([Z])
-    step._groups = [group]
+    step.search.groups = [group]
     base = np.arange(1.0, D + 1.0)[None, :]  # fitted on row 4 alone (group 1)
-    full = step._full_baseline(base, np.array([4]))
+    full = step.search.full_baseline(base, np.array([4]))
     assert full.rows is not None
     dense = full.dense(N)
     np.testing.assert_allclose(dense[group == 1], np.broadcast_to(base, ((group == 1).sum(), D)))
     np.testing.assert_array_equal(dense[group != 1], 0.0)
     point = model.initial_point()
-    _, _, moved = step._start_offsets(full, DATA.X, step._offset(point), point, shifted=False)
+    _, _, moved = step.search.start_offsets(full, DATA.X, step._offset(point), point, shifted=False)
     np.testing.assert_allclose(moved["b"][1], base[0])
     np.testing.assert_array_equal(moved["b"][[0, 2]], 0.0)
 

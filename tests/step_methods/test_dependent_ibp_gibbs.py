@@ -333,7 +333,7 @@ def test_first_sweep_leaves_a_default_z_to_the_start_search():
     np.testing.assert_array_equal(first["Z"], z0)
     assert stats[0]["ibp_dibp_joint_flips"] == 0 and np.isnan(stats[0]["ibp_dibp_ess_evals"])
     zstep._hyper(first)  # the probabilities the sticks and processes have moved to
-    assert zstep._will_search(first["Z"].astype(np.int8))
+    assert zstep.search.will_search(first["Z"].astype(np.int8))
     _, stats = step.step(dict(first))
     assert np.isfinite(stats[0]["ibp_dibp_ess_evals"])  # second sweep: the joint moves ran
     step.setup_chain(np.random.default_rng(1), tune=5, draws=5)

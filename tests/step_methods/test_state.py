@@ -67,9 +67,10 @@ def test_checkpoint_and_resume_gives_the_same_draws(init_sweeps):
     point, part1 = drive(first, model.initial_point(), 0, split, tune)
     zstep = first.methods[0]
     if init_sweeps == 0:
-        assert 0 < zstep.segment and zstep.candidates  # restarts in flight at the checkpoint
+        # restarts in flight at the checkpoint
+        assert 0 < zstep.search.segment and zstep.search.candidates
     else:
-        assert zstep.started and zstep.segment == 0  # the start search is done
+        assert zstep.started and zstep.search.segment == 0  # the start search is done
     blob = pickle.dumps((point, first.sampling_state))
 
     resumed = build(model)  # a new process would build the step again from the model
@@ -115,10 +116,10 @@ def test_initvals_for_z_are_honoured():
     # the variable's own initial value (initval= / model.set_initval) counts as given too,
     # even when it equals PyMC's default start (all zeros)
     with model:
-        assert pmi.AcceleratedGibbs([model["Z"]])._from_prior(0 * Z0)
+        assert pmi.AcceleratedGibbs([model["Z"]]).search.from_prior(0 * Z0)
     model.set_initval(model["Z"], np.zeros_like(Z0, dtype=np.int8))
     with model:
-        assert not pmi.AcceleratedGibbs([model["Z"]])._from_prior(0 * Z0)
+        assert not pmi.AcceleratedGibbs([model["Z"]]).search.from_prior(0 * Z0)
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 4 binds
@@ -223,9 +224,11 @@ def test_init_z_policy_unit():
         with model:
             step = pmi.AcceleratedGibbs([model["Z"]], init_z=init_z)
         step.setup_chain(np.random.default_rng(0), 100, 10)
-        out, *_ = step._start(given.copy(), step._X, noise_of(step))
+        out, *_ = step.search.start(step.rng, given.copy(), step._X, noise_of(step),
+                                    n_tune=step.n_tune)
         assert np.array_equal(out, given) == expect_same, init_z
-        assert step.restarts == 1 and step.segment == 0  # the start search replaces segments
+        # the start search replaces segments
+        assert step.search.restarts == 1 and step.search.segment == 0
     with pytest.raises(ValueError, match="init_z"):
         with model:
             pmi.AcceleratedGibbs([model["Z"]], init_z="nope")
@@ -248,13 +251,14 @@ def test_bernoulli_support_point_start_counts_as_not_given():
         np.testing.assert_array_equal(point["Z"], p >= 0.5)
         step.setup_chain(np.random.default_rng(1), 100, 10)
         step._hyper(point)
-        assert step._will_search(point["Z"]) == (sweeps > 0)
-        out, *_ = step._start(point["Z"].copy(), step._X, noise_of(step))
+        assert step.search.will_search(point["Z"]) == (sweeps > 0)
+        out, *_ = step.search.start(step.rng, point["Z"].copy(), step._X, noise_of(step),
+                                    n_tune=step.n_tune)
         assert not np.array_equal(out, point["Z"])
         if sweeps:
-            assert step.restarts == 1 and np.all(np.diff(out.sum(axis=0)) <= 0)
+            assert step.search.restarts == 1 and np.all(np.diff(out.sum(axis=0)) <= 0)
         else:
-            assert step.restarts > 1
+            assert step.search.restarts > 1
 
 
 def test_vi_start_policy():
@@ -265,8 +269,9 @@ def test_vi_start_policy():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi")
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    out, *_ = step._start(np.zeros((300, 8), dtype=np.int8), step._X, noise_of(step, 0.25, 1.0))
-    assert step.restarts == 1 and step.segment == 0
+    out, *_ = step.search.start(step.rng, np.zeros((300, 8), dtype=np.int8), step._X,
+                                noise_of(step, 0.25, 1.0), n_tune=step.n_tune)
+    assert step.search.restarts == 1 and step.search.segment == 0
     Zb = out.astype(bool)
     for k in range(4):
         t = data.Z[:, k].astype(bool)
@@ -275,7 +280,8 @@ def test_vi_start_policy():
     Z0 = np.zeros((300, 8), dtype=np.int64)
     Z0[:, :4] = data.Z
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    assert np.array_equal(step._start(Z0.copy(), step._X, noise_of(step))[0], Z0)
+    assert np.array_equal(step.search.start(step.rng, Z0.copy(), step._X, noise_of(step),
+                                            n_tune=step.n_tune)[0], Z0)
     with pytest.raises(ValueError, match="init_method"):
         with model:
             pmi.AcceleratedGibbs([model["Z"]], init_method="nope")
@@ -289,7 +295,8 @@ def test_vi_start_on_a_subset_assigns_the_other_rows():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi", init_subsample=100)
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    out, *_ = step._start(np.zeros((300, 8), dtype=np.int8), step._X, noise_of(step, 0.25, 1.0))
+    out, *_ = step.search.start(step.rng, np.zeros((300, 8), dtype=np.int8), step._X,
+                                noise_of(step, 0.25, 1.0), n_tune=step.n_tune)
     assert (out.sum(axis=1) > 0).sum() > 250  # not only the 100 fitted rows (281 have glyphs)
     m = out.sum(axis=0)
     assert (m > 0).sum() >= 3 and m.max() > 120  # features of the fit, given to other rows

@@ -112,8 +112,9 @@ def test_prior_started_chain_searches_for_the_structure(prior):
     step.setup_chain(np.random.default_rng(2), 0, 10)
     step._hyper(point)
     noise = kernels.noise_blocks(0.25, 1.0, 36)
-    assert step._will_search(point["Z"])
-    start, *_ = step._start(point["Z"].astype(np.int8), data.X, noise)
+    assert step.search.will_search(point["Z"])
+    start, *_ = step.search.start(step.rng, point["Z"].astype(np.int8), data.X, noise,
+                                  n_tune=step.n_tune)
 
     def loglik(Z):
         act = np.flatnonzero(Z.sum(axis=0) > 0)
@@ -144,19 +145,19 @@ def test_default_z_still_counts_as_prior_start_after_the_probabilities_moved():
     point = model.initial_point()
     z0 = point["Z"].astype(np.int8)
     step._hyper(point)
-    assert step.mode.is_support_point(z0) and step._will_search(z0)
+    assert step.mode.is_support_point(z0) and step.search.will_search(z0)
     moved = dict(point)
     moved[model.rvs_to_values[pi].name] = model.rvs_to_transforms[pi].forward(
         np.linspace(0.99, 0.95, 6)).eval()  # every stick above 1/2: the support point is all ones
     step._hyper(moved)
     assert not step.mode.is_support_point(z0)
-    assert step._will_search(z0)
+    assert step.search.will_search(z0)
     # the support point at the current probabilities (PyMC's start of Z when the user gave
     # the sticks' start and not Z's) is a prior start too
-    assert step._will_search(np.ones_like(z0))
+    assert step.search.will_search(np.ones_like(z0))
     other = z0.copy()
     other[0, 0] = 1 - other[0, 0]  # any other Z is the user's: kept
-    assert not step._will_search(other)
+    assert not step.search.will_search(other)
 
 
 def test_start_search_never_breaks_a_hard_zero_of_the_prior():
@@ -175,7 +176,7 @@ def test_start_search_never_breaks_a_hard_zero_of_the_prior():
     step.setup_chain(np.random.default_rng(2), 0, 10)
     noise = step._hyper(point)
     z0 = point["Z"].astype(np.int8)
-    assert step._will_search(z0)
-    start, *_ = step._start(z0, data.X, noise)
+    assert step.search.will_search(z0)
+    start, *_ = step.search.start(step.rng, z0, data.X, noise, n_tune=step.n_tune)
     assert np.isfinite(step.mode.log_prior(start))
     np.testing.assert_array_equal(start, z0)

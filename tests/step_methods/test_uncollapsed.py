@@ -210,14 +210,14 @@ def test_linear_gaussian_chains_start_from_the_start_search(monkeypatch):
     at the accelerated step's start search: its first draw has the four glyph features, with A
     drawn given them and no sweep (no flips).  init_z="point" starts at the all-zero Z; a
     user's Z (initvals) is kept and no search runs, unless init_z="prior"."""
-    from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
+    from pymc_ibp.init.search import AnnealedSearch
 
     data = pmi.datasets.block_images(80, noise=0.3, seed=2)
     X = data.X.copy()
     X[3, 5] = X[40, 0] = np.nan
     searches = []
-    search = AcceleratedGibbs._search
-    monkeypatch.setattr(AcceleratedGibbs, "_search",
+    search = AnnealedSearch.search
+    monkeypatch.setattr(AnnealedSearch, "search",
                         lambda self, *a, **k: searches.append(1) or search(self, *a, **k))
     common = dict(draws=1, tune=0, chains=1, random_seed=4, progressbar=False,
                   compute_convergence_checks=False)
