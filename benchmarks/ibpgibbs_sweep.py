@@ -75,9 +75,9 @@ def two_eval_sweep(step, point, rng):
     for k in rng.permutation(step.k_max):
         col = Z[:, k].copy()
         Z[:, k] = 1
-        ll1 = step._rows_ll(trial, Z)
+        ll1 = step._rows.at(trial, Z)
         Z[:, k] = 0
-        ll0 = step._rows_ll(trial, Z)
+        ll0 = step._rows.at(trial, Z)
         Z[:, k] = col
         _, n_active = ibp_column_gibbs(rng, Z, k, ll1, ll0, m, n_active, alpha, beta)
         loglik = float(np.where(Z[:, k] == 1, ll1, ll0).sum())
@@ -88,13 +88,13 @@ def two_eval_sweep(step, point, rng):
 
 def counting(step):
     """Wrap the step's compiled row log-likelihood with a call counter; returns the counter."""
-    compiled, calls = step._row_ll, [0]
+    compiled, calls = step._rows._fn, [0]
 
     def counted(point):
         calls[0] += 1
         return compiled(point)
 
-    step._row_ll = counted
+    step._rows._fn = counted
     return calls
 
 

@@ -8,8 +8,8 @@ sizes N x D x K_max: 3 x 3 x 2 (the exact-posterior tests' size), 30 x 16 x 8 an
 (the digits example).
 
 Reported per size:
-* ``us_per_call``: microseconds per call of the row log-likelihood graph (IBPGibbs' ``_row_ll``,
-  the function it calls most), compiled both ways; best of 5 repetitions;
+* ``us_per_call``: microseconds per call of the row log-likelihood graph (IBPGibbs'
+  ``RowLikelihood``, the function it calls most), compiled both ways; best of 5 repetitions;
 * ``step_ms``: milliseconds per ``pmi.IBPGibbs`` step (default moves, A and b fixed), with the
   step's own point functions and with each of them replaced by PyMC's ``PointFunc`` of the same
   compiled function; both runs start from the same point and seed, and ``same_draws`` says

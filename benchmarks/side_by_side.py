@@ -8,8 +8,9 @@ interleaved, so that the machine's drift hits both alike.
   block images, K_max = 20, one chain): the wall time of the whole process, import and
   compiles included (PyTensor's compile cache warmed once beforehand for both trees);
 * **warm**: the same run again, numba's cache now filled;
-* **per iteration**: in one process, ``pm.sample`` of 6 iterations and then of 206, both from
-  the start search; the difference over 200 iterations.
+* **per iteration**: in one process, after a first 6-iteration run, ``pm.sample`` of 6
+  iterations and then of 406, both from the start search; the difference over 400
+  iterations.
 
 Run from the repository root, with the other tree checked out elsewhere (e.g.
 ``git worktree add /tmp/base <commit>``)::
@@ -61,9 +62,10 @@ if mode == "short":
     run(3, 3)
     print("WALL", time.perf_counter() - t0)
 else:
+    run(3, 3)  # first calls: numba's dispatchers load their cache, PyTensor compiles
     short = run(3, 3)
-    long = run(103, 103)
-    print("PER_ITER", (long - short) / 200)
+    long = run(203, 203)
+    print("PER_ITER", (long - short) / 400)
 """
 
 
@@ -124,7 +126,8 @@ def main():
                       f"medians of {args.reps} interleaved repetitions; ratio = this / base",
                       "cold: a 6-iteration run's whole process with the tree's numba cache "
                       "deleted (PyTensor's cache warm); warm: the same with numba's cache "
-                      "filled; per_iter: (206 - 6 iterations) / 200 in one process",
+                      "filled; per_iter: (406 - 6 iterations) / 400 in one process, after a first "
+                      "6-iteration run",
                   ], info)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from pymc_ibp.diagnostics.summary import _get_z, _posterior
+from pymc_ibp.diagnostics._idata import _get_z, _posterior
 
 __all__ = ["plot_assignments", "plot_features", "posterior_features"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_ibp.diagnostics.summary import _get_z, _posterior
+from pymc_ibp.diagnostics._idata import _get_z, _posterior
 
 __all__ = ["bernoulli_heldout_metrics", "heldout_metrics", "holdout_mask",
            "logit_heldout_metrics"]

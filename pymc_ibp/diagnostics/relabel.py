@@ -38,7 +38,7 @@ import numpy as np
 import xarray as xr
 from scipy.optimize import linear_sum_assignment
 
-from pymc_ibp.diagnostics.summary import _SAMPLE_DIMS, _get_z, _posterior, _sample_stats
+from pymc_ibp.diagnostics._idata import _SAMPLE_DIMS, _get_z, _posterior, _sample_stats
 
 __all__ = ["relabel", "relabel_permutations"]
 

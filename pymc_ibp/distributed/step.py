@@ -44,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 import pymc as pm
 from pymc.step_methods.compound import Competence
+from pymc.step_methods.state import dataclass_state
 
 from pymc_ibp.datasets.sharded import (
     ShardSummary,
@@ -68,107 +69,89 @@ from pymc_ibp.distributed.shards import (
     tree_sum,
 )
 from pymc_ibp.exceptions import ModelPatternError, ShardFailure, ShardRecoveryWarning
-from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
+from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs, LinearGaussianIBPState
 
 __all__ = ["DataParallelGibbs"]
 
 
+@dataclass_state
+class DataParallelGibbsState(LinearGaussianIBPState):
+    """The accelerated step's state plus the outer iterations' own: the shard holding the
+    feature token (asynchronous mode), the outer iterations since the statistics were last
+    recomputed from the shards, and the exact mode's accepted proposals of the last
+    iteration."""
+
+    token: int
+    since_refresh: int
+    exact_accepted: int
+
+
 class DataParallelGibbs(AcceleratedGibbs):
     r"""Data-parallel accelerated Gibbs sampler for the linear-Gaussian IBP on a Dask cluster
-    (Doshi-Velez 2009, ch. 5, synchronous mode; module docstring).
+    (Doshi-Velez 2009, ch. 5).
 
-    Select it with one line; the other variables get their usual steps::
+    The rows are split into ``P`` shards, each held by one worker for the whole run.  The
+    statistics add over shards (Doshi-Velez 2009, eq. 5.1),
 
-        with model:
-            idata = pm.sample(step=[pmi.DataParallelGibbs([Z], n_shards=4)], cores=1)
+    .. math:: Z^\top Z = \sum_p Z_p^\top Z_p, \qquad Z^\top X = \sum_p Z_p^\top X_p,
 
-    When the observed data is a :class:`~pymc_ibp.datasets.ShardedData` (``observed=data.tensor()``:
-    ``.npy`` files, a Dask array's row chunks), ``pm.sample()`` assigns this step by itself,
-    one shard per file or chunk, and each worker loads its own shard: the driver never holds
-    ``X`` (it receives the column sums of squares once and, for the start search, the rows of
-    a random subset of ``init_subsample`` rows).  Pass options through
-    ``pm.sample(data_parallel_gibbs={"client": client, ...})``.
+    so in each iteration every shard forms the other shards' part from the global sums
+    (eq. 5.2) and runs accelerated sweeps of its rows given it; only the shard holding a
+    round-robin *feature token* creates features.  The driver sums the new statistics exactly
+    and draws ``A``; the other variables keep their usual steps.  Shards that sweep at the same
+    time see each other's statistics from the start of the iteration, an approximation for
+    ``P > 1`` that ``mode="exact"`` corrects by Metropolis–Hastings (eqs. 5.3–5.4).
+
+    Use it when a linear-Gaussian model has too many rows for one process, or its data live
+    next to the workers (a :class:`~pymc_ibp.datasets.ShardedData`, to which ``pm.sample``
+    assigns it): ``pm.sample(step=[pmi.DataParallelGibbs([Z], n_shards=4)], cores=1)``.
 
     Parameters
     ----------
     vars : list
-        The ``pmi.IBP`` variable ``Z`` (``A`` is added automatically), in a model with the
-        pattern of :class:`~pymc_ibp.AcceleratedGibbs`: complete data (no NaN), no offset.
+        ``Z`` (``A`` is added) of a model with the pattern of :class:`~pymc_ibp.AcceleratedGibbs`,
+        with complete data and no offset.
     client : distributed.Client, optional
-        The cluster to run on.  Default: a ``LocalCluster`` of ``min(n_shards, CPUs)`` process
-        workers with one thread each, started at the first sweep and closed with the step.
+        The cluster (default: a ``LocalCluster`` of process workers, started at the first
+        sweep); see the docs page *Data-parallel sampling on Dask*.
     n_shards : int, optional
-        ``P``, the number of row shards (default: the number of workers; with sharded data,
-        its number of files or chunks).  Shard ``p`` lives on worker ``p mod W``.
+        ``P`` (default: the number of workers; with sharded data, its files or chunks); see
+        the docs page *Data-parallel sampling on Dask*.
     inner_sweeps : int
-        Sweeps of its rows each shard runs per outer iteration (default 5; the thesis used
-        5–20).
+        Sweeps of its rows each shard runs per iteration (default 5); see the docs page.
     timeout : float
-        Seconds to wait for the shards of one outer iteration before failing (default 600).
+        Seconds to wait for one iteration's shards (default 600); see the docs page.
     mode : {"sync", "async", "exact"}
-        ``"sync"`` (default): every shard sweeps all its rows given the others' statistics from
-        the start of the iteration (an approximation for ``P > 1``).  ``"async"``: an
-        iteration waits for the first shard(s) to finish, folds their changes into the global
-        statistics and restarts them from the latest global state while the others keep
-        running (Doshi-Velez 2009, §5.1, asynchronous mode; an approximation for ``P > 1``,
-        and not reproducible for a seed since it depends on which shard finishes first).  The
-        feature token passes when its holder reports; it may create features only when no
-        slot freed in the meantime is still in use in a running shard's view.  ``"exact"``:
-        the exact parallel Metropolis–Hastings correction (Doshi-Velez 2009, eqs. 5.3–5.4;
-        :func:`pymc_ibp.distributed.exact_iteration`): ``inner_sweeps`` Gibbs sweeps of
-        ``exact_rows`` rows per shard chosen by a shared seed, a noisy proposal, and one global
-        accept/reject, so the chain targets the exact posterior for any ``P``.
+        ``"sync"`` (default) and ``"async"``, approximations for ``P > 1``, or ``"exact"``; see
+        the docs page *Data-parallel sampling on Dask* and :mod:`pymc_ibp.distributed`.
     exact_rows : int
-        Rows per shard that one exact-mode iteration may change (default 5; the thesis used 1,
-        5 or 10 to keep the acceptance rate up).
+        Rows per shard that one exact-mode iteration may change (default 5); see the docs page.
     exact_flip : float
-        Probability that the exact mode's proposal flips an entry of ``f_r(Z)`` (default
-        0.01).
+        Probability that the exact mode's proposal flips an entry (default 0.01); see
+        :func:`pymc_ibp.distributed.exact_iteration`.
     on_worker_loss : {"resume", "raise"}
-        ``"resume"`` (default): when shards lose their worker (their futures are cancelled),
-        warn with :class:`~pymc_ibp.ShardRecoveryWarning` naming them, wait for a worker,
-        re-send every shard's rows and ``Z`` from the driver's last global state and repeat
-        the iteration with the same seeds, so the chain is the one an uninterrupted run gives
-        (in the synchronous and exact modes).  ``"raise"``: raise
-        :class:`~pymc_ibp.ShardFailure` naming the shard.
+        On a lost worker, resume the iteration from the driver's state (default) or raise
+        :class:`~pymc_ibp.ShardFailure`; see the docs page.
     max_recoveries : int
-        Recoveries allowed within one iteration before :class:`~pymc_ibp.ShardFailure`
-        (default 3).
+        Recoveries allowed within one iteration (default 3); see the docs page.
     refresh_every : int
-        Asynchronous mode: the global statistics, updated by the shards' changes, are re-summed
-        from the shards every this many iterations (default 50), so float round-off in
-        ``Z'X`` cannot accumulate.
+        Asynchronous mode: iterations between exact re-sums of the statistics (default 50);
+        see the docs page.
     tree_reduce_min : int
-        With at least this many shards (default 8) the synchronous mode sums the shards'
-        statistics on the workers along a tree (:func:`~pymc_ibp.distributed.tree_sum`), so
-        the driver receives one ``O(K² + KD)`` message instead of ``P``; with fewer, the
-        driver gathers each shard's result and sums them itself (fewer task round trips).
+        Shards from which the sums run on the workers along a tree (default 8); see
+        :func:`~pymc_ibp.distributed.tree_sum`.
     **kwargs
-        As for :class:`~pymc_ibp.AcceleratedGibbs`.  ``split_merge``, ``birth_death`` and
-        ``pair_swaps`` default to 0 here: those moves run on the driver over all rows (the
-        shards' ``Z`` is then re-sent).
+        As for :class:`~pymc_ibp.AcceleratedGibbs`; ``split_merge``, ``birth_death`` and
+        ``pair_swaps`` default to 0 here.
 
-    Notes
-    -----
-    After its sweeps each shard reports only the entries of its ``Z_p`` that changed (and,
-    with fewer than ``tree_reduce_min`` shards, its statistics): the driver patches its copy
-    of ``Z`` (the draw ``pm.sample`` records) in ``O(changes)``, never gathering a whole
-    ``Z_p`` (the exact mode's proposals likewise stay on the workers).  With sharded data it
-    publishes the statistics of each new ``Z`` on the :class:`~pymc_ibp.datasets.ShardedData`, from
-    which :class:`~pymc_ibp.IBPScaleSlice` forms ``‖X - ZA‖²``.
-
-    Besides the ``ibp_`` stats of :class:`~pymc_ibp.AcceleratedGibbs` it records
-    ``ibp_shard_token`` (the shard that held the feature token) and ``ibp_exact_accepted``
-    (1 when the exact mode's proposal was accepted; always 0 in the other modes).  Per-shard
-    diagnostics (work, time, state bytes and worker memory per iteration) come from
-    :meth:`shard_diagnostics` as an extra DataTree group.  In the synchronous and exact modes
-    a chain is reproducible for a seed given ``P`` (each shard's sweeps use a seed drawn from
-    the step's generator).  A task that fails or times out raises an error naming the shard
-    and its rows.  Use ``cores=1`` in ``pm.sample``: the parallelism is across shards, not
-    chains.
+    References
+    ----------
+    F. Doshi-Velez (2009). *The Indian buffet process: scalable inference and extensions*. MSc
+    thesis, University of Cambridge.
     """
 
     name = "data_parallel_gibbs"
+    _state_class = DataParallelGibbsState
     supports_sharded = True
     stats_dtypes_shapes = {
         **AcceleratedGibbs.stats_dtypes_shapes,
@@ -242,13 +225,13 @@ class DataParallelGibbs(AcceleratedGibbs):
     def _drop_shards(self):
         #: per shard, what the last outer iteration did, and which shard held the token
         self.last_iteration = None
-        self._accepted = 0
+        self.exact_accepted = 0
         self._results = None  # per shard: future of its latest ShardResult
         self._global = None  # Stats summed over the shards' latest results
         self._z_last = None  # Z as the shards hold it
         self._inflight = {}  # async: shard -> _Flight
-        self._token = 0  # async: the shard holding the feature token
-        self._since_refresh = 0
+        self.token = 0  # async: the shard holding the feature token
+        self.since_refresh = 0
 
     def _reset_chain(self, tune):
         super()._reset_chain(tune)
@@ -472,7 +455,7 @@ class DataParallelGibbs(AcceleratedGibbs):
         self._gather(client, futs, "computing their statistics")
         self._results = futs
         self._global = self._tree_total(client, futs)
-        self._since_refresh = 0
+        self.since_refresh = 0
         self._z_last = Z.copy()
 
     def _recover(self, client, err):
@@ -483,9 +466,9 @@ class DataParallelGibbs(AcceleratedGibbs):
                       ShardRecoveryWarning, stacklevel=4)
         self._cancel_inflight()
         self._x = None
-        token = self._token
+        token = self.token
         self._drop_shards()
-        self._token = token
+        self.token = token
         try:
             client.wait_for_workers(1, timeout=self.timeout)
         except Exception as exc:
@@ -582,7 +565,7 @@ class DataParallelGibbs(AcceleratedGibbs):
         G, RX, m_glob = self._global
         free = m_glob == 0
         zombies = any(np.any(free & fl.view) for fl in self._inflight.values())
-        births = p == self._token and not zombies
+        births = p == self.token and not zombies
         _, _, _, xf = self._x[p]
         fut = self._submit(client, p, shard_sweeps, xf, self._results[p], m_glob, G, RX, noise,
                            self.mode.alpha, self.mode.beta, self.n, self.inner_sweeps, int(seed),
@@ -617,19 +600,19 @@ class DataParallelGibbs(AcceleratedGibbs):
         reports = self._gather(client, [fl.report for fl in flights], "their sweeps", done)
         deltas = self._gather(client, [fl.delta for fl in flights], "their statistics", done)
         G, RX, m_glob = self._global
-        token = self._token
+        token = self.token
         for p, fl, r, d in zip(done, flights, reports, deltas, strict=True):
             apply_changes(Z, self._x[p][0], r.changes)
             G, RX, m_glob = G + d.G, RX + d.RX, m_glob + d.m
             self._results[p] = fl.result
             del self._inflight[p]
-            if p == self._token and fl.births:
-                self._token = (p + 1) % P
+            if p == self.token and fl.births:
+                self.token = (p + 1) % P
         self._global = Stats(G, RX, m_glob)
-        self._since_refresh += 1
-        if self._since_refresh >= self.refresh_every:  # the float sums of RX, recomputed
+        self.since_refresh += 1
+        if self.since_refresh >= self.refresh_every:  # the float sums of RX, recomputed
             self._global = self._tree_total(client, self._results)
-            self._since_refresh = 0
+            self.since_refresh = 0
         self.last_iteration = {"token": token, "reported": done,
                                "births": [r.births for r in reports],
                                "deaths": [r.deaths for r in reports],
@@ -670,7 +653,7 @@ class DataParallelGibbs(AcceleratedGibbs):
                 apply_changes(Z, a, c)
         self._results = sources
         self._global = add_stats(*[Stats(*s) for s in stats])
-        self._accepted = int(accepted)
+        self.exact_accepted = int(accepted)
         self.last_iteration = {"token": token, "accepted": accepted,
                                "rows": [f.rows for f in fwd]}
         return flips, 0, 0, int(np.all(self._global.m > 0))
@@ -737,7 +720,7 @@ class DataParallelGibbs(AcceleratedGibbs):
             token = self.last_iteration["token"] if self.last_iteration else 0
         else:
             token = int((self.sweeps - 1) % len(self._x)) if self._x else 0
-        return {"ibp_shard_token": int(token), "ibp_exact_accepted": int(self._accepted)}
+        return {"ibp_shard_token": int(token), "ibp_exact_accepted": int(self.exact_accepted)}
 
     def _feature_stats(self, Z, X, act):
         """The aggregated statistics of the shards when ``Z`` is what they hold (no pass over

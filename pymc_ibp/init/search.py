@@ -36,6 +36,7 @@ from pymc_ibp import kernels
 from pymc_ibp.distributions.ibp import ibp_draw_core
 from pymc_ibp.inference.variational import variational_z
 from pymc_ibp.init.baselines import any_grouped, baseline, group_values
+from pymc_ibp.init.policy import init_z_policy
 from pymc_ibp.kernels.offsets import RowOffset, joint_groups
 from pymc_ibp.kernels.split_merge import SPLIT_MERGE_PROPOSALS
 
@@ -114,9 +115,7 @@ class AnnealedSearch(WithSamplingState):
         self.spec, self.mode, self.starts, self.z_name = spec, mode, starts, z_name
         self.n, self.k_max = spec.shape[0], spec.k_max
         self.mask, self.sharded = spec.missing_mask, spec.sharded
-        if init_z not in ("auto", "prior", "point"):
-            raise ValueError(f"init_z must be 'auto', 'prior' or 'point'; got {init_z!r}.")
-        self.init_z = init_z
+        self.init_z = init_z_policy(init_z, "the start search", on_the_model=True)
         self.init_restarts = int(init_restarts)
         if self.init_restarts < 1:
             raise ValueError(f"init_restarts must be >= 1; got {init_restarts!r}.")
@@ -280,12 +279,9 @@ class AnnealedSearch(WithSamplingState):
         shape ``(D,)`` or ``()``), the search also fits a *baseline*, the correction of that
         offset's current value: the data's mean to begin with, then after every sweep the
         mean of what the features' posterior mean leaves (an EM-style update, as for the
-        missing entries).  Without it, data far from the offset's initial value (block images
-        plus 3, ``b`` starting at its prior mean 0) were explained by features that every row
-        uses, which ``b`` cannot take over (``b`` and such a feature's row of ``A`` only
-        trade along a ridge): of four chains, two kept one feature in all 60 rows and nothing
-        else, two filled all ``K_max`` slots, five or more with such features, 165–315 nats
-        below a chain started at the truth.
+        missing entries).  Without it, data far from the offset's initial value are explained
+        by features that every row uses, which ``b`` cannot take over (``b`` and such a
+        feature's row of ``A`` only trade along a ridge).
 
         Returns ``(Z, X, noise, base)`` with ``X`` as filled last (minus the baseline),
         ``noise`` the final noise (a free ``σx`` or ``σa`` re-estimated after every sweep and
@@ -342,11 +338,7 @@ class AnnealedSearch(WithSamplingState):
         init_sweeps`` sweeps follow at ``σx²``.  ``span = 0.6 · init_sweeps`` when
         ``log(v0 / σx²) <= 1.5`` (e.g. block images at their noise) and proportionally more
         for a larger ratio (at most ``5 · init_sweeps``): the same cooling rate per sweep
-        whatever the signal-to-noise ratio.  Measured: the accelerated-sampling paper's data
-        (``σx = 0.2``, ``log(v0 / σx²) = 4.5``) with 20% of the entries missing, 6 of 8
-        searches at N = 500 (each the best of 4) within 20 nats of the true ``Z``
-        (observed-data log joint) with this schedule (``span`` 179) against none of 8 with
-        ``span`` 60; with complete data 8/8 against 5/8."""
+        whatever the signal-to-noise ratio (measurements: docs page "AcceleratedGibbs")."""
         s = self.init_sweeps
         efolds = float(np.max(np.log(np.maximum(v0, noise.sx2) / noise.sx2)))
         stretch = min(max(1.0, efolds / SEARCH_COOL_EFOLDS),
@@ -395,9 +387,7 @@ class AnnealedSearch(WithSamplingState):
         posterior given ``Z`` (``‖μ_k‖² + d_b Σ_kk``; an EM update of a Normal(0, σa²) prior's
         variance): the start search's estimate of a free ``σa²``, as
         :meth:`residual_variance` is of a free ``σx²`` (a far-off initial ``σa`` otherwise
-        shapes the start: at four times the glyphs' scale, searches on the dependent IBP's
-        tracking data merged glyphs, 360 nats below the truth).  Unchanged without active
-        features."""
+        shapes the start).  Unchanged without active features."""
         act = np.flatnonzero(np.asarray(m) > 0)
         if act.size == 0:
             return noise.sa2
@@ -528,11 +518,9 @@ class AnnealedSearch(WithSamplingState):
     def assign_local(self, rng, Z, X, noise, ibp):
         """After a start fitted on a subset of the rows (the search, the variational start),
         one sweep of all rows given the fitted features, at the fit's estimate of the noise
-        and without births (``Z`` in place): the start then covers every row.  Left empty,
-        the other rows made the first steps of the hyperparameters see a ``Z`` that explains
-        almost nothing (a free ``σx`` jumped to the data's spread, about twice the noise on
-        block images) and the first sweeps of the chain ran at that noise; at N = 10^6 the
-        chain then kept 7 features for the 4 glyphs, 2.6 x 10^5 nats below the truth."""
+        and without births (``Z`` in place): the start then covers every row (left empty,
+        the other rows would make the first updates of the scales see a ``Z`` that explains
+        almost nothing)."""
         miss = kernels.NO_MISS if self.mask is None else self.mask
         kernels.accelerated_sweep_core(
             rng, Z, X, Z.sum(axis=0).astype(np.int64), noise, ibp[0], ibp[1],
@@ -624,9 +612,7 @@ class AnnealedSearch(WithSamplingState):
         prior, data on the driver; at least 10 tuning iterations).  Tuning only, like the
         restarts: it only chooses where the kept chain starts.  It catches what the start
         search cannot see when it ran on a subset of the rows (``N > init_subsample``): a
-        feature the first full sweeps split between two slots (measured on block images,
-        N = 10⁴, the chain of seed 3: a 66-row copy of a glyph's feature, 495 nats below the
-        truth, dissolved by one repair to 53 nats below)."""
+        feature the first full sweeps split between two slots."""
         t, T = sweeps, n_tune
         return (self.tuning_repairs and T >= 10 and t in (T // 2, T - 1)
                 and self.sharded is None)

@@ -34,6 +34,7 @@ from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
 from pymc_ibp.init.baselines import search_baselines
 from pymc_ibp.init.given import StartDefaults, check_binary_start
+from pymc_ibp.init.policy import init_z_policy
 from pymc_ibp.init.search import AnnealedSearch, AnnealedSearchState, column_mean_fill, fill_from_z
 from pymc_ibp.kernels.offsets import group_labels
 from pymc_ibp.kernels.split_merge import SPLIT_MERGE_PROPOSALS
@@ -204,7 +205,8 @@ class _LinearGaussianIBPStep(BlockedStep):
             spec=spec, mode=self.mode, z_name=self.z_name,
             starts=(StartDefaults(model, [spec.z_rv], initial_point, ip) if self.update_z
                     else None),
-            init_z=init_z, init_restarts=init_restarts, init_anneal=init_anneal,
+            init_z=init_z_policy(init_z, type(self).__name__, on_the_model=True),
+            init_restarts=init_restarts, init_anneal=init_anneal,
             init_subsample=init_subsample, init_sweeps=init_sweeps, init_method=init_method,
             # the search's moves (IBP prior only): the chain's own, at least the defaults, plus
             # column split–merge proposals (whatever the chain itself uses)
@@ -439,147 +441,68 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
     r"""Accelerated collapsed Gibbs sampler for the linear-Gaussian IBP (Doshi-Velez & Ghahramani
     2009, §4, eqs. 7–8, Alg. 1).
 
-    Samples from exactly the same conditionals as :class:`CollapsedGibbs`,
-
     .. math:: P(z_{nk}=1\mid\cdot) \propto \frac{m_{-n,k}}{N-1-m_{-n,k}+\beta}\,
-        \mathcal N\big(x_n;\ z_n\mu_{-n},\ (z_n\Sigma_{-n}z_n^\top+\sigma_x^2) I_D\big),
+        \mathcal N\big(x_n;\ z_n\mu_{-n},\ (z_n\Sigma_{-n}z_n^\top+\sigma_x^2) I_D\big)
 
-    but keeps the feature posterior :math:`(\Sigma, \mu)` of all the data and removes/re-adds one
-    row at a time by rank-one updates (window :math:`W=1` by default, in the corrected form derived
-    in :func:`pymc_ibp.kernels.row_update`), so a sweep costs
-    :math:`O(N(K^2+KD))`, linear in ``N``.  The posterior is recomputed from the exact
-    statistics :math:`Z^\top Z, Z^\top X` every ``refresh`` rows (default ``max(5, N/10)``).
-    Births: row ``n``'s singleton set is block-Gibbs sampled over all ``j`` that fit in the
-    free slots (:math:`\mathrm{Poisson}(j; \alpha\beta/(N-1+\beta))` prior), exactly the
-    conditional of :class:`pymc_ibp.IBP`; new features take uniformly random empty slots.
-    After the sweep ``A`` is drawn from :math:`\mathcal N(\mu, \Sigma)` column-wise and empty
-    slots of ``A`` from the prior.
+    These are the conditionals of :class:`CollapsedGibbs`, computed from the feature posterior
+    :math:`(\Sigma, \mu)` of all rows by removing and re-adding one row at a time (rank-one
+    updates, :func:`pymc_ibp.kernels.row_update`): :math:`O(N(K^2+KD))` per sweep.  Births are
+    block-Gibbs sampled into free slots; after the sweep ``A`` is drawn from
+    :math:`\mathcal N(\mu, \Sigma)`, then the missing entries of ``X``.
+
+    ``pm.sample`` picks it for every model with the linear-Gaussian pattern (``X ~ Normal(Z @ A,
+    σx)``, ``A ~ Normal(0, σa)``): it mixes like the collapsed sampler at about the cost of the
+    uncollapsed one.  Other likelihoods go to :class:`pymc_ibp.IBPGibbs`.  Details: the docs
+    page *AcceleratedGibbs*.
 
     Parameters
     ----------
     vars : list
         The ``pmi.IBP`` variable (``A`` and imputed data are added automatically).
+    model, rng, initial_point, compile_kwargs, blocked
+        As for PyMC's steps.
     window : int
-        Rows removed from the posterior at a time (``W``, default 1, the cheapest; ``W > 1``
-        uses the matrix-normal window likelihood of Doshi-Velez 2009, eq. 4.2 at ``O(W³ + W²D)``
-        per entry).
+        Rows removed from the posterior at a time (default 1, the cheapest); see the docs page.
     refresh : int, optional
-        Rows between from-scratch recomputations of the posterior.
-    init_z : {"auto", "prior", "point"}
-        ``"auto"`` (default): start from the chain's initial ``Z`` when the user gave one
-        (``pm.sample(initvals={"Z": ...})`` or ``initval=`` on the variable; PyMC's default,
-        the prior's support point, does not count), otherwise from a draw of the prior
-        (custom-step runs are not jittered by PyMC, so chains would otherwise all start at the
-        same point).
-        ``"prior"``: always a prior draw; ``"point"``: always the chain's initial point.
+        Rows between recomputations of the posterior (default ``max(5, N/10)``); see the docs page.
+    init_z : {"auto", "point", "prior", "surrogate"}
+        Where a chain starts (default ``"auto"``: a given ``Z``, else the start search); see
+        :mod:`pymc_ibp.init.policy`.
     split_merge : int
-        Split–merge Metropolis–Hastings proposals after each sweep (Meeds et al. 2007; Dahl 2005;
-        default 5, 0 to
-        disable).  They move between modes that single-site Gibbs cannot, e.g. two halves of
-        one feature merging.
+        Split–merge proposals per sweep (Meeds et al. 2007; default 5, 0: off); see the docs page.
     split_merge_proposal : {"sequential", "random"}
-        ``"sequential"`` (default): anchored, sequentially-allocated proposals whose owners
-        are allocated by their collapsed predictive
-        (:mod:`pymc_ibp.kernels.split_merge`);
-        they split and merge features of any size.  ``"random"``: the uniform
-        allocation of Meeds et al. (2007), whose acceptance decays like ``3^{-m}`` in the
-        feature size ``m``.
+        Their allocation (default ``"sequential"``); see :mod:`pymc_ibp.kernels.split_merge`.
     column_split_merge : int
-        Split–merge proposals per sweep whose selection is uniform over features instead of
-        rows (default 0: off; :func:`pymc_ibp.kernels.column_split_merge`): with
-        row-anchored selection a pair of small duplicated features is almost never proposed
-        for a merge, so surplus small features linger.  Measured (benchmarks/README.md): it
-        helped on data with many small features (the accelerated-sampling paper's synthetic
-        data) but made short runs on block images worse, hence off by default.  ``pmi.IBP``
-        prior only.  Accepted moves count in ``ibp_split_merge_accepted``.
+        Split–merge proposals chosen uniformly over features (default 0: off); see the docs page.
     birth_death : int
-        Data-driven birth/death Metropolis–Hastings proposals after each sweep (default 3; 0
-        disables them; :func:`pymc_ibp.kernels.sequential_birth_death`): a new
-        feature is built from the residuals of an anchor row and the rows of a random subset
-        that resemble it, so a chain can gain a large feature in one move (e.g. leave
-        ``K+ = 0``), and the reverse move deletes one.  ``pmi.IBP`` prior only.
-    pair_swaps : int
-        Pattern-swap Metropolis–Hastings proposals on feature pairs after each sweep (default
-        3; 0 disables them; :mod:`pymc_ibp.kernels.pair_swaps`): one of five
-        transpositions of the patterns ``(z_g, z_h) ∈ {00, 01, 10, 11}`` of two features,
-        applied to every row at once.  They leave *complement modes*, where a feature is
-        represented by one owned by almost every row plus a "negative" feature on the rows
-        that lack it.  ``O(N(K + D) + K³)`` per proposal.  ``pmi.IBP`` prior only; accepted
-        moves in ``ibp_pair_swap_accepted``.
+        Data-driven birth / death proposals per sweep (default 3, 0: off); see the docs page.
     birth_rows : int
-        Size of the random row subset a birth allocates (default 64); larger subsets propose
-        larger features at ``O(birth_rows (K² + KD))`` per proposal.
+        Rows a birth draws its feature from (default 64); see the docs page.
+    pair_swaps : int
+        Pattern swaps of feature pairs per sweep (default 3, 0: off); see the docs page.
     init_sweeps : int
-        The annealed start search (default 100; 0 turns it off): a chain starting from the
-        prior (``init_z="auto"`` without a user's ``Z``, or ``init_z="prior"``) starts from the
-        best, by collapsed log joint at the chain's initial hyperparameters, of
-        ``init_restarts`` searches, each ``init_sweeps`` sweeps from its own prior draw of ``Z``
-        with split–merge, column split–merge, birth/death and pair-swap moves (at least 5, 5,
-        3 and 5 per sweep whatever the chain's own settings), the noise
-        variance the ``Z`` moves see falling geometrically from the data's variance ``v0`` to
-        ``σx²`` over the first 60% of the sweeps, so that features appear largest first (over
-        proportionally more sweeps when ``log(v0/σx²) > 1.5``, at most ``5 · init_sweeps``:
-        the same cooling rate at any signal-to-noise ratio, :meth:`_search_schedule`), a
-        greedy repair of combination and noise features every 10 sweeps after that
-        (:meth:`_dissolve_combinations`), ``0.4 · init_sweeps`` sweeps at ``σx²`` in all.
-        With missing entries every score of the search (repairs, the choice among restarts)
-        is that of the observed entries
-        (:func:`~pymc_ibp.kernels.observed_loglik`).  It runs
-        before the first iteration, so runs with ``tune=0`` start from it too, and only chooses
-        where the chain starts: every iteration of ``pm.sample`` is the exact kernel.  Under a
-        per-entry prior (``pmi.IBPStickBreaking``, ``pmi.DependentIBP``) the search uses the
-        IBP's counts and births at the mass that prior implies (the mean number of features
-        per row) and puts the features found in the slots in decreasing order of use.  A model
-        with an offset (``Z @ A + b``) uses the multi-start segments of ``init_sweeps=0``
-        instead, since the offset is learned during tuning.  A free ``σx`` or ``σa`` is
-        re-estimated given ``Z`` after every sweep of the search (residuals; an EM update of
-        the features' variance), so that far-off initial values do not shape the start.  Cost:
-        ``init_restarts · init_sweeps`` sweeps of at most ``init_subsample`` rows (3-7 s
-        per chain at N = 1000, D = 36 with about 5 features; about 30 s when the features fill
-        ``K_max = 30``: docs page "AcceleratedGibbs").  Measured against ``init_sweeps=0``
-        (benchmarks/structure.py, README model; docs page "AcceleratedGibbs"): block images
-        N = 1000 with ``tune=0``, final gaps to the true ``Z`` of −31 to +18 nats against
-        −1330 to +15; the accelerated-sampling paper's data, N = 500, K_max = 40, −172 to −79
-        against −1682 to −350.  The first iteration after a search draws only ``A``, so that
-        the other steps update the hyperparameters given the searched ``Z`` first.
-    init_subsample : int
-        For large data sets (``N > init_subsample``, default 1000 rows) the start search
-        runs on one random subset of ``init_subsample`` rows; one sweep of all rows without
-        births then assigns the other rows to the features found (about ``1 + init_restarts ·
-        init_sweeps · 1000 / N`` full sweeps of work).  0: search on all rows.
+        Sweeps of each annealed start search (default 100; 0: no search); see the docs page.
     init_restarts : int
-        Number of annealed start searches (default 4; the best is kept).  With
-        ``init_sweeps=0`` it is the older multi-start burn-in instead: the first half of the
-        tuning sweeps is split into ``init_restarts`` segments of at least 10 sweeps, each
-        from its own prior draw of ``Z`` (annealed over its first 60% with ``init_anneal``),
-        and the chain continues from the segment end with the highest collapsed log joint.
-        Either way it only chooses the starting point of the kept chain (poor local modes,
-        e.g. a union feature plus "negative" features, are otherwise practically never left).
+        Start searches, the best one kept (default 4); see :mod:`pymc_ibp.init.search`.
+    init_subsample : int
+        Rows the start search runs on for larger ``N`` (default 1000; 0: all); see the docs page.
     init_method : {"anneal", "vi"}
-        How a chain without a given ``Z`` starts (``pmi.IBP`` prior only).  ``"anneal"``
-        (default): the annealed start search of ``init_sweeps``.  ``"vi"``: a fit of the
-        finite variational approximation (:func:`pymc_ibp.inference.variational_z`; scales
-        and ``alpha`` learned inside the fit only; on ``init_subsample`` random rows when
-        ``N > 2 · init_subsample``; the best of 3 runs), with no search or multi-start
-        burn-in; about 2 s per chain at N = 1000.  Measured against the older multi-start
-        burn-in (8 chains, structure.py's protocol): block images N = 1000 with ``tune=0``,
-        6/8 chains reached the structure against 3/8; the accelerated-sampler paper's data
-        (N = 500, K_max = 40, ``tune=100``), final gaps to the true Z of 67-273 nats against
-        370-1913.  Not the default: two short composition runs (two observed matrices with
-        different noise, per-dimension noise) ended in poorer modes than with ``"anneal"``.
+        The annealed search (default) or a variational fit (``"vi"``); see the docs page.
     tuning_repairs : bool
-        Apply the start search's greedy repair (:meth:`_dissolve_combinations`) to all rows
-        at the middle and the last tuning iteration (default True; ``pmi.IBP`` prior, at least
-        10 tuning iterations).  Tuning only: it chooses where the kept chain starts, every
-        kept draw is the exact kernel.  It undoes what a search on a subset of the rows cannot
-        see: on block images at N = 10⁴ one chain of four kept a 66-row copy of a glyph's
-        feature after the first full sweeps (495 nats below the truth); the repair removed it.
+        Repairs of combination modes on all rows during tuning (default True); see the docs page.
     init_anneal : bool
-        With ``init_sweeps=0``: within each multi-start segment, anneal the noise variance used
-        by the ``Z`` moves from the data's variance down to the current ``σx²`` over the
-        segment's first 60% (default True): features then emerge largest first, instead of the
-        first sweep from a prior draw filling every slot when ``σx`` is small.  Tuning only,
-        like the restarts.
+        Annealing of the multi-start tuning of ``init_sweeps=0`` (default True); see the docs page.
+
+    References
+    ----------
+    F. Doshi-Velez and Z. Ghahramani (2009). Accelerated sampling for the Indian buffet
+    process. *ICML*, 273-280.
+
+    F. Doshi-Velez (2009). *The Indian buffet process: scalable inference and extensions*. MSc
+    thesis, University of Cambridge.
+
+    E. Meeds, Z. Ghahramani, R. M. Neal and S. T. Roweis (2007). Modeling dyadic data with
+    binary latent factors. *NIPS 19*.
     """
 
     name = "accelerated_gibbs"

@@ -56,6 +56,7 @@ from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
 from pymc_ibp.init.given import StartDefaults, check_binary_start
+from pymc_ibp.init.policy import init_z_policy
 from pymc_ibp.kernels.offsets import group_labels, non_finite_entry
 from pymc_ibp.matching.graph import slot_dim
 from pymc_ibp.matching.logit import LOGIT_PATTERN, find_bernoulli_logit, matched_logit_models
@@ -99,91 +100,46 @@ def _group_by_logit_matrix(model, vars_):
 
 
 class PolyaGammaGibbs(BlockedStep):
-    r"""Gibbs sampler for a Bernoulli-logit latent feature model by Pólya-Gamma augmentation:
-    ``Z`` with the feature matrix ``A`` integrated out, then ``A`` and the per-column offset
-    ``b`` drawn exactly, then imputed entries of ``X``.
+    r"""Gibbs sampler for a Bernoulli-logit latent feature model by Pólya-Gamma augmentation.
 
-    Given ``ω_nd ~ PG(1, ψ_nd)`` the likelihood of the linear predictor ``ψ = Z A + b`` is
-    Gaussian: pseudo-observations ``y_nd = κ_nd/ω_nd - μ_{b,d}`` (``κ = x - 1/2``) with noise
-    precision ``ω_nd``, and ``b - μ_b`` is the coefficient of a column of ones.  Each entry of
-    ``Z`` is then drawn from
+    Given ``ω_nd ~ PG(1, ψ_nd)`` the likelihood of ``ψ = Z A + b`` is Gaussian: pseudo-data
+    ``y_nd = κ_nd/ω_nd - μ_{b,d}`` (``κ = x - 1/2``) with noise precision ``ω_nd`` (Polson,
+    Scott & Windle 2013).  Each entry of ``Z`` is drawn with ``A`` and ``b`` integrated out,
 
     .. math:: \frac{P(z_{nk}=1\mid\cdot)}{P(z_{nk}=0\mid\cdot)} = \text{prior odds}\times
         \prod_d \frac{\mathcal N\big(y_{nd};\ z_n\mu_{d,-n},\
         z_n P_{d,-n} z_n^\top + \omega_{nd}^{-1}\big)\big|_{z_{nk}=1}}
         {\mathcal N(\cdots)\big|_{z_{nk}=0}},
 
-    :math:`(P_{d,-n}, \mu_{d,-n})` the Gaussian posterior of column ``d`` of ``[A; b]`` given
-    the other rows (kept by rank-one updates, recomputed by Cholesky every sweep), with the prior
-    odds of :class:`pymc_ibp.IBP` truncated to ``K_max`` slots (Griffiths & Ghahramani 2011;
-    a birth into an empty slot at rate ``αβ/(N-1+β)``) or per-entry ``p/(1-p)`` for
-    ``Z = pm.Bernoulli(p=...)`` (e.g. under :class:`pymc_ibp.IBPStickBreaking`).  Then column
-    ``d`` of ``[A; b]`` is drawn from its Gaussian conditional given ``Z`` and ``ω`` (Polson,
-    Scott & Windle 2013, §3.1), every entry of ``b`` again given ``Z`` and ``A`` by slice
-    sampling under the exact likelihood (``offset_sweeps``; Neal 2003), ``Z`` again given
-    ``A`` and ``b`` under the exact likelihood
-    (``feature_sweeps`` times; for the IBP the entries whose column has another owner, for a
-    per-entry prior every entry), and missing entries of ``X`` from ``Bernoulli(σ(ψ))``.
-    Each draw is exact, so the chain targets the model's posterior exactly; a step costs
-    :math:`O(N D K_{max}^2)` and memory :math:`O(N D + D K_{max}^2)`.
+    :math:`(P_{d,-n}, \mu_{d,-n})` the posterior of column ``d`` of ``[A; b]`` given the other
+    rows (rank-one updates; Doshi-Velez & Ghahramani 2009) and the prior odds of
+    :class:`pymc_ibp.IBP` (Griffiths & Ghahramani 2011) or ``p/(1-p)``.  Then ``[A; b]`` is
+    drawn from its Gaussian conditional, ``b`` again by slice sampling (Neal 2003), ``Z`` again
+    given ``A`` and ``b``, and the missing ``X``; every draw is exact (a partially collapsed
+    Gibbs sampler, van Dyk & Park 2008).
 
-    ``pm.sample`` assigns this step to ``Z``, ``A``, ``b`` and the imputed ``X`` of every model
-    that has the pattern (see :data:`~pymc_ibp.matching.logit.LOGIT_PATTERN`);
-    ``alpha`` goes to :class:`pymc_ibp.IBPAlphaGibbs`, any scale parameters to PyMC's steps.
-    ``b`` is taken by this step when it is a free ``pm.Normal`` with one value per column, or
-    one per group of rows and column (``b[group]``, ``b`` of shape ``(G, D)``: the offset's
-    coefficients then go with one indicator column per group instead of a column of ones),
-    used by this likelihood alone; one value for all columns (a scalar ``b``, or one per group,
-    ``b[group][:, None]`` with ``b`` of shape ``(G,)``), which ties the columns together, is
-    read as a fixed offset by the sweep and the draw of ``A`` and then gets the slice update
-    alone; any other offset (a constant, a linear predictor of covariates) is read from the
-    current point and left to other steps.  When ``Z`` is
-    updated by another step (e.g. ``pmi.IBPGibbs([Z])``), the step draws ``A`` (and ``b``)
-    only: an exact Gibbs update that replaces NUTS for them; when ``A`` too has another step,
-    ``b`` gets the slice update alone.
-
-    Initialisation policy (``init_z``): with ``"auto"`` (the default) a chain starts at the
-    ``Z`` the user gave (``pm.sample(initvals=...)`` or ``initval=``), and otherwise, for a
-    :class:`pymc_ibp.IBP` with no missing data, at the *surrogate start*
-    (:mod:`pymc_ibp.step_methods.starts`: the annealed search of
-    :class:`pymc_ibp.AcceleratedGibbs` on the data treated as linear-Gaussian); from PyMC's
-    empty start the first sweep would give most early rows a feature of their own (a
-    singleton feature with ``A`` integrated out fits a row's binary pattern well) and the
-    chain would spend its first hundreds of iterations merging them.  ``"point"``: start at
-    the point given (e.g. PyMC's default, all zeros); ``"surrogate"``: always the surrogate
-    start.
+    Use it for binary data with a logistic link: ``pm.sample`` assigns it to ``Z``, ``A``,
+    ``b`` and the imputed ``X`` of every model with the pattern
+    :data:`~pymc_ibp.matching.logit.LOGIT_PATTERN`, and to ``A`` and ``b`` alone when ``Z``
+    has another step.  Details: the docs page *PolyaGammaGibbs*.
 
     Parameters
     ----------
     vars : list
-        ``Z`` (then ``A``, ``b`` and the imputed ``X`` of its likelihood are updated too),
-        ``Z`` with some of those (as ``pm.sample`` passes the variables that no other step
-        has: then those, which must include ``A``, drawn after the sweep that integrates it
-        out; a ``b`` left out is read as a fixed offset, an imputed ``X`` left out is left to
-        its own step), ``A`` (and ``b``) alone, or ``b`` alone (its slice update given ``Z``
-        and ``A``).
-    model, rng, initial_point, compile_kwargs
+        ``Z`` (then ``A``, ``b`` and the imputed ``X`` too), ``Z`` with some of those, ``A``
+        (and ``b``), or ``b`` alone; see the docs page *PolyaGammaGibbs*.
+    model, rng, initial_point, compile_kwargs, blocked
         As for PyMC's steps.
-    init_z : {"auto", "point", "surrogate"}
-        Where a chain starts (above).
+    init_z : {"auto", "point", "prior", "surrogate"}
+        Where a chain starts (default ``"auto"``: a given ``Z``, else the surrogate start of
+        :mod:`pymc_ibp.step_methods.starts`; ``"prior"`` is ``"surrogate"`` here); see
+        :mod:`pymc_ibp.init.policy`.
     feature_sweeps : int
-        Gibbs sweeps of ``Z`` given ``A`` and ``b`` (exact likelihood) per step, after the
-        collapsed sweep (default 1; 0: the collapsed sweep only).
+        Gibbs sweeps of ``Z`` given ``A`` and ``b`` under the exact likelihood per step
+        (default 1; 0: none); see the docs page *PolyaGammaGibbs*.
     offset_sweeps : int
-        Slice-sampling updates of every entry of ``b`` given ``Z`` and ``A`` (exact
-        likelihood, :func:`~pymc_ibp.kernels.logit_offset_slice`) per step,
-        after the draw of ``A`` and ``b`` (default 1; 0: none).  Where an entry's rows hold
-        (nearly) only zeros or ones, as a pixel that a class never sets, its draws given the
-        Pólya-Gamma variables move slowly (Johndrow et al. 2019); the slice update does not.
-
-    Notes
-    -----
-    **Sample stats.**  ``ibp_n_active`` (K+), ``ibp_flips`` (entries changed by both Z
-    sweeps), ``ibp_log_lik`` (the log-likelihood of the observed entries at the returned
-    point), ``ibp_model_logp`` (the model's log density, no Jacobians, at the returned
-    point), ``ibp_kmax_hit`` and
-    ``ibp_refreshes`` (rank-one downdates that lost positive definiteness and were recomputed
-    from scratch; rare).  With ``A`` alone, no stats.
+        Slice-sampling updates of every entry of ``b`` per step (default 1; 0: none); see
+        :func:`~pymc_ibp.kernels.logit_offset_slice` and Johndrow et al. (2019).
 
     References
     ----------
@@ -200,7 +156,7 @@ class PolyaGammaGibbs(BlockedStep):
     T. L. Griffiths and Z. Ghahramani (2011). The Indian buffet process: an introduction and
     review. *Journal of Machine Learning Research* 12, 1185-1224.
 
-    R. M. Neal (2003). Slice sampling. *Annals of Statistics* 31, 705-767.
+    R\. M. Neal (2003). Slice sampling. *Annals of Statistics* 31, 705-767.
 
     J. E. Johndrow, A. Smith, N. Pillai and D. B. Dunson (2019). MCMC for imbalanced
     categorical data. *Journal of the American Statistical Association* 114(527), 1394-1403.
@@ -326,9 +282,7 @@ class PolyaGammaGibbs(BlockedStep):
                             if self.update_z else None)
         self._stat_names = per_matrix_stats(self, model, spec.z_rv.name,
                                             only=None if self.update_z else ())
-        if init_z not in ("auto", "point", "surrogate"):
-            raise ValueError(f"init_z must be 'auto', 'point' or 'surrogate'; got {init_z!r}.")
-        self.init_z = init_z
+        init_z = self.init_z = init_z_policy(init_z, "PolyaGammaGibbs", on_the_model=False)
         if int(feature_sweeps) != feature_sweeps or feature_sweeps < 0:
             raise ValueError(f"feature_sweeps must be an integer >= 0; got {feature_sweeps!r}.")
         self.feature_sweeps = int(feature_sweeps)

@@ -120,13 +120,7 @@ def surrogate_starter(model, z_rv, children, shape, alpha, beta, compile_kwargs,
     and an :class:`~pymc_ibp.IBPScaleSlice` updates them; and where the likelihood's location is
     ``Z @ A`` plus other terms, a per-column offset ``b' ~ Normal(mean, SURROGATE_SIGMA_B
     s0)`` (``s0`` the entries' root mean square) that the search fits beside ``Z`` and an
-    :class:`~pymc_ibp.IBPOffsetGibbs` updates.  Measured (block images, N = 60,
-    noise 0.5, a Student-t likelihood under :class:`~pymc_ibp.IBPGibbs`): with the noise fixed
-    at ``s`` (0.69) the first point (the surrogate's ``Z``, ``A`` at its Laplace means) held 2
-    merged features, 178-212 nats of row log-likelihood below the true ``Z`` and ``A``, in 6
-    of 6 seeds; with free scales 25-45 nats above it (4-7 features); on the data plus 3 with
-    an offset ``b`` in the model, 134,809 nats below without the surrogate's offset and
-    26-69 above with it (``tests/step_methods/test_uncollapsed.py``)."""
+    :class:`~pymc_ibp.IBPOffsetGibbs` updates (measurements: docs page "IBPGibbs")."""
     observed = [c for c in children if c in set(model.observed_RVs)]
     data = None
     if len(children) == 1 and len(observed) == 1:

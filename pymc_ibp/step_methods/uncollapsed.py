@@ -36,6 +36,7 @@ from pymc_ibp.distributions.ibp_math import (
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
 from pymc_ibp.init.given import StartDefaults, check_binary_start
+from pymc_ibp.init.policy import INIT_Z, init_z_policy
 from pymc_ibp.kernels.columns import bernoulli_column_gibbs, ibp_column_gibbs
 from pymc_ibp.matching.graph import one_value_var, slot_dim
 from pymc_ibp.matching.linear_gaussian import find_linear_gaussian
@@ -99,167 +100,56 @@ class IBPGibbsState(StepMethodState):
 class IBPGibbs(BlockedStep):
     r"""Uncollapsed Gibbs sampler for a binary ``N x K_max`` matrix under any likelihood.
 
-    For ``Z = pmi.IBP(...)`` each entry is drawn from
+    .. math:: \frac{P(z_{nk}=1\mid\cdot)}{P(z_{nk}=0\mid\cdot)} = \text{prior odds}\times
+        \frac{p(\text{children}\mid z_{nk}=1)}{p(\text{children}\mid z_{nk}=0)}
 
-    .. math:: \frac{P(z_{nk}=1\mid\cdot)}{P(z_{nk}=0\mid\cdot)} =
-        \text{prior odds}\times
-        \frac{p(\text{children}\mid z_{nk}=1)}{p(\text{children}\mid z_{nk}=0)},
+    Each entry is drawn from this exact full conditional, with the prior odds of
+    :class:`pymc_ibp.IBP` truncated to ``K_max`` slots (Griffiths & Ghahramani 2011) or
+    ``p/(1-p)`` for ``Z = pm.Bernoulli(p=...)`` and the likelihood ratio from the model's logp;
+    Metropolis–Hastings moves follow each sweep.  Missing data are imputed by their own step
+    (data augmentation, Tanner & Wong 1987).
 
-    with prior odds :math:`m_{-n,k}/(N-1-m_{-n,k}+\beta)` for an active column and
-    :math:`\frac{\alpha\beta/(N-1+\beta)}{K_{max}-K'_{-}}` for an empty slot (a birth, using the
-    current draw of that slot's parameters), so the step targets the IBP prior of Griffiths &
-    Ghahramani (2011) truncated to ``K_max`` slots exactly.  For ``Z = pm.Bernoulli(p=...)``
-    (e.g. under :class:`pymc_ibp.IBPStickBreaking`) the prior odds are ``p/(1-p)`` per entry.
-
-    The likelihood ratio of a whole column comes from the model's compiled element-wise logp
-    of every variable that depends on ``Z``, reduced over all but the row axis: evaluated once
-    with column ``k`` flipped in every row, it gives each row's other option, while the rows'
-    values at the current ``Z`` are carried from column to column, so a sweep costs
-    ``K_max + 1`` likelihood evaluations plus ``O(N K_max)``.  The
-    likelihood must factorise over the rows of ``Z`` (checked at construction by flipping
-    ``Z[r, 0]`` in the first and last rows and in rows with missing entries).
+    Use it for IBP models that are neither linear-Gaussian (:class:`pymc_ibp.AcceleratedGibbs`)
+    nor Bernoulli-logit (:class:`pymc_ibp.PolyaGammaGibbs`), where ``pm.sample`` picks it; it
+    updates ``Z`` only and mixes more slowly than a collapsed sampler (docs page *IBPGibbs*).
 
     Parameters
     ----------
     vars : list
         The binary matrix (a ``pmi.IBP`` or a 2-D ``pm.Bernoulli``).
+    model, rng, initial_point, compile_kwargs, blocked
+        As for PyMC's steps.
     split_merge : int
-        Split–merge Metropolis–Hastings proposals on ``Z`` after each sweep (``pmi.IBP`` only;
-        default 5, 0 disables them); see
-        :meth:`~pymc_ibp.step_methods.ibp_gibbs_moves.RowMoves.split_merge_move`.
+        Split–merge proposals on ``Z`` per sweep (``pmi.IBP`` only; default 5); see the docs page.
     combination_moves : int
-        Dissolve / compose Metropolis–Hastings proposals on ``Z`` after each sweep (``pmi.IBP``
-        only; default 5, 0 disables them): a feature replaced by a pair of others in all its
-        rows, or a new feature taking over rows that own a pair; see
-        :meth:`~pymc_ibp.step_methods.ibp_gibbs_moves.RowMoves.combination_move`.
+        Dissolve / compose proposals per sweep (``pmi.IBP`` only; default 5); see the docs page.
     factorise : bool, optional
-        Whether the likelihood factorises over the rows of ``Z`` (checked at construction
-        when ``None``, the default).  If it does not, ``Z`` is updated entry by entry, each
-        entry from its exact conditional with the whole likelihood evaluated with the entry
-        flipped (``N K_max`` evaluations per sweep; e.g. the category-feature matrix ``M`` of
-        :func:`pymc_ibp.ibp_ibp`), without the split-merge and dissolve / compose moves.
-        ``True`` raises :class:`ModelPatternError` instead; ``False`` forces the entry-wise
-        updates.
+        Whether the likelihood factorises over the rows of ``Z`` (default ``None``: checked;
+        if not, entry-wise updates); see the docs page.
     block_moves : bool, optional
-        After each sweep, for every column ``k`` and row ``n``, a Metropolis–Hastings flip of
-        ``z_nk`` together with the entries of a Bernoulli child matrix ``Y`` whose
-        probability it changes, redrawn from their new conditional prior (see
-        :meth:`~pymc_ibp.step_methods.noisy_or_moves.ChildBlockMoves.block_move`).  For the
-        noisy-or IBP-IBP (``Z`` = the categories ``C``, ``Y ~ Bernoulli(1 - q^(C M))`` the
-        features) these are the joint moves of
-        Doshi-Velez (2009, §7.2.3) that single-site Gibbs lacks.  Default: on when ``Z`` is a
-        ``pmi.IBP`` and exactly one variable depending on it is a free ``N x K``
-        ``pm.Bernoulli`` matrix; ``True`` raises if that is not so.  Stat
-        ``ibp_block_accepted``.
+        Joint flips of ``z_nk`` and a Bernoulli child matrix (Doshi-Velez 2009, §7.2.3; default
+        ``None``: on where one exists); see the docs page.
     turn_on_moves : int
-        Passes of the targeted *turn-on / turn-off* moves that come with the block moves
-        (default 1, 0 disables them): in every row, an entry of ``Y`` that is off (on) is
-        switched on (off) together with one of its absent (present) parents in ``Z``, the
-        other children of that parent redrawn from their conditional prior (see
-        :meth:`~pymc_ibp.step_methods.noisy_or_moves.ChildBlockMoves.turn_on_move`).  Stat
-        ``ibp_turn_on_accepted``.
+        Passes of turn-on / turn-off moves with the block moves (default 1); see the docs page.
     feature_moves : int
-        Birth / death Metropolis–Hastings proposals of a feature *together with its
-        parameters* after each sweep (``pmi.IBP`` only; default 3, 0 disables them): a new
-        feature for a group of rows (an anchor row and the rows that a feature fitted to the
-        anchor explains well) with its row of the parameter matrix ``A`` drawn from a Laplace
-        approximation of its conditional given those rows, or the reverse; see
-        :mod:`pymc_ibp.step_methods.feature_moves`.  They apply when one free continuous
-        variable ``A`` has ``K_max`` rows, row ``k`` reaching the likelihood only through
-        column ``k`` of ``Z`` (e.g. ``mu = Z @ A``), with a prior that factorises over the
-        rows; otherwise they are off.  Stat ``ibp_feature_move_accepted``.
+        Birth / death proposals of a feature with its parameters (default 3); see the docs page.
     feature_rows : int
-        The largest number of rows of a feature that these moves create or remove (default
-        10; 1: single-row features only).
+        The most rows of a feature those births and deaths make (default 10); see the docs page.
     feature_split_merge : int
-        Split / merge Metropolis–Hastings proposals of a feature *together with its
-        parameters* after each sweep (default 3, 0 disables them; same conditions as
-        ``feature_moves``): a feature split into two, two rows of it seeding the two new
-        features, its other rows allocated by their likelihood under the seeds, and both rows
-        of ``A`` drawn from Laplace approximations given their new rows; or two features
-        merged into one with parameters fitted to the union.  See
-        :meth:`pymc_ibp.step_methods.feature_moves.FeatureParameterMoves.split_merge`.  Stat
-        ``ibp_feature_split_merge_accepted``.
+        Split / merge proposals of features with their parameters (default 3); see the docs page.
     feature_params : bool, optional
-        Whether to look for that parameter matrix (``None``, the default: look, and leave
-        the moves off if there is none); ``True`` raises :class:`ModelPatternError` saying
-        what is missing; ``False`` turns the moves off.
+        Whether to look for the features' parameter matrix ``A`` (default ``None``: look;
+        ``True``: raise if it is missing; ``False``: no feature moves); see the docs page.
     init_z : {"auto", "point", "prior", "surrogate"}
-        Where a chain starts (the initialisation policy of
-        :class:`pymc_ibp.AcceleratedGibbs`).  ``"auto"`` (default): at the ``Z`` the user gave
-        (``pm.sample(initvals={"Z": ...})`` or ``initval=``); otherwise, when the model is
-        linear-Gaussian (the pattern of :class:`pymc_ibp.AcceleratedGibbs`: ``X ~ Normal(Z @
-        A, σx)`` with ``A ~ Normal(0, σa)``, NaN entries allowed, no offset) and ``Z`` has the
-        :class:`pymc_ibp.IBP` prior, at the best of the accelerated step's annealed start
-        searches (``init_restarts = 4`` searches of ``init_sweeps = 100`` collapsed sweeps),
-        with ``A`` (and imputed entries) drawn from their exact conditional given the found
-        ``Z``; this first iteration makes no other move.  Any other model starts at PyMC's
-        initial point (all zeros for :class:`pymc_ibp.IBP`), except those that the
-        ``"surrogate"`` start below applies to, which start there.  ``"point"``: always at the
-        initial point.  ``"prior"``: the search whatever the initial point (linear-Gaussian
-        models).  ``"surrogate"`` (any likelihood with one observed ``N x D`` matrix, no
-        missing entries, and the parameter matrix ``A`` of the feature moves; the default for
-        such models when not linear-Gaussian and ``Z`` is not given; asked for explicitly,
-        it runs whatever the initial ``Z``): the same search
-        on a linear-Gaussian surrogate of the data (``X ~ Normal(Z @ A' (+ b'), σx)``, ``A' ~
-        Normal(0, σa)``, ``Z`` under the IBP with the initial ``α, β``; on 0/1 data ``σx =
-        s`` and ``σa = 2 s``, ``s`` the standard deviation of the observed entries, on other
-        data both free and ``b'`` a per-column offset where the likelihood's location has
-        one: :func:`~pymc_ibp.step_methods.starts.surrogate_starter`) followed by 50 sweeps
-        on it, then the active rows of ``A`` set to their Laplace means given the ``Z``
-        found (or to the surrogate's, where those fit better) and a free offset the same for
-        every row to the surrogate's; every other variable keeps its initial value.  For
-        binary or count data whose features add up (e.g. ``Bernoulli(logit_p = Z @ A +
-        b)``) it finds structure that chains started from an empty ``Z`` do not
-        (``benchmarks/ibpgibbs_split.py``).  A search only chooses the
-        chain's first state, so every later draw is from the exact kernel.
+        Where a chain starts (default ``"auto"``: a given ``Z``, else a start search where one
+        applies); see :mod:`pymc_ibp.init.policy` and the docs page.
 
     Raises
     ------
     ModelPatternError
-        If ``vars`` is not one binary matrix, or (with ``factorise=True``) the likelihood
-        does not factorise over its rows.
+        If ``vars`` is not one binary matrix, or ``factorise=True`` and it does not hold.
     ValueError
-        If the observed data of a likelihood term contains ``inf`` (or a NaN that PyMC did not
-        turn into an imputed variable); the message names the variable and the first bad
-        (row, column) of the array the user passed.
-
-    Notes
-    -----
-    **Rows seen through labels.**  When the likelihood uses ``Z[c]`` (``Z`` a category-feature
-    matrix and ``c`` the category of every observation, e.g. :func:`pymc_ibp.dp_ibp`), row
-    ``l`` of ``Z`` gets the summed log-likelihood of the observations with ``c_n = l``, the
-    index ``c`` read from the current point; the likelihood must then factorise over the
-    observations.
-
-    **Missing observations.**  With NaNs in an observed NumPy array (or a masked array) PyMC
-    replaces ``X`` by ``X_observed``, the observed entries, and a free variable
-    ``X_unobserved``, the missing ones, both taken from the full ``N x D`` variable with a
-    constant boolean mask (``X[~M]``, ``X[M]``), so their element-wise logps are 1-D over the
-    selected entries in row-major order.  IBPGibbs finds the mask in the parameters of each such
-    variable and adds its ``i``-th term to row ``np.nonzero(mask)[0][i]``:
-
-    .. math:: \ell_n = \sum_{d:\,M_{nd}=0} \log p(x_{nd}\mid z_{n\cdot},\theta)
-        + \sum_{d:\,M_{nd}=1} \log p(\tilde x_{nd}\mid z_{n\cdot},\theta).
-
-    The scheme is data augmentation (Tanner & Wong, 1987): the imputed values
-    :math:`\tilde x` are part of the state, ``Z`` is drawn from its exact full conditional
-    given them, and ``X_unobserved`` is updated by its own step, by default the one
-    ``pm.sample`` assigns (NUTS for a continuous likelihood, ``BinaryGibbsMetropolis`` for a
-    Bernoulli one).  Each step leaves :math:`p(Z, \tilde x, \theta \mid X_{obs})` invariant, so
-    their composition does, and the ``Z``-marginal is :math:`p(Z \mid X_{obs})` with the missing
-    entries integrated out.  Dropping :math:`\tilde x` from the conditional of ``Z`` instead
-    would be exact only if :math:`\tilde x \mid Z` were then drawn exactly in the same step (a
-    partially collapsed Gibbs sampler, van Dyk & Park, 2008); with an ordinary MCMC step for
-    ``X_unobserved`` the imputed values would lag behind ``Z`` and have the wrong distribution.
-    ``ibp_log_lik`` includes the imputed entries.
-
-    **Sample stats.**  ``ibp_n_active`` (K+), ``ibp_flips``, ``ibp_log_lik`` (the summed
-    log-likelihood of the variables below ``Z``), ``ibp_model_logp`` (the model's log joint
-    density, every free variable and the data, no Jacobian terms, at the point the step
-    returns: the quantity whose R-hat and ESS say whether chains agree, since a chain can
-    trade likelihood for prior probability of ``Z``), ``ibp_kmax_hit`` and the accepted
-    proposals of each kind of move.
+        If observed data contain ``inf`` (or a NaN that PyMC did not impute).
 
     References
     ----------
@@ -334,12 +224,13 @@ class IBPGibbs(BlockedStep):
             hyper = model.replace_rvs_by_values([prior.log_p1 - prior.log_p0])
         self._hyper = compile_point_fn(model, hyper, compile_kwargs=compile_kwargs)
         self._model_logp = None
-        if init_z not in ("auto", "point", "prior", "surrogate"):
-            raise ValueError(f"init_z must be 'auto', 'point', 'prior' or 'surrogate'; got "
-                             f"{init_z!r}.")
-        starts = self.is_ibp and not self.joint and init_z not in ("point", "surrogate")
         # one match of the linear-Gaussian pattern, for the log line and the start search
         spec = _linear_gaussian_spec(model, z_rv)
+        if init_z not in INIT_Z:
+            init_z_policy(init_z, "IBPGibbs", on_the_model=False)  # raises, naming the values
+        if init_z == "prior" and spec is None:  # no linear-Gaussian search: the surrogate's
+            init_z = "surrogate"
+        starts = self.is_ibp and not self.joint and init_z not in ("point", "surrogate")
         # the log joint density of the model (no Jacobians) at the point step() returns
         self._model_logp = model_logp_fn(model, compile_kwargs)
         self._starter = (_linear_gaussian_starter(model, z_rv, spec, ip, init_z, compile_kwargs)
@@ -540,9 +431,8 @@ class IBPGibbs(BlockedStep):
         ``A`` (a likelihood whose location is ``Z @ A``); a model's offset that is one free
         variable the same for every row starts at the surrogate's fitted offset, and so does
         every group's row of one indexed by the rows' groups (``b[group]``), unless the user
-        gave it; every other variable keeps its value.  Measured on block images with
-        a Student-t likelihood (N = 60): the Laplace means from 0 (a few damped Newton steps)
-        left the start 700-1800 nats below the surrogate's rows in 5 of 6 seeds."""
+        gave it; every other variable keeps its value (measurements: docs page
+        "IBPGibbs")."""
         draw = surrogate_z(self._surrogate, self.rng, point)
         Z = draw.z.astype(point[self.z_name].dtype)
         features = self._features

@@ -266,7 +266,7 @@ def test_async_births_wait_for_zombie_slots():
     step = SimpleNamespace(
         _global=Stats(np.zeros((3, 3)), np.zeros((3, 2)), np.array([2, 0, 0])),
         _x=[(0, 5, "w0", "x0"), (5, 10, "w1", "x1")], _results=["r0", "r1"],
-        mode=SimpleNamespace(alpha=1.0, beta=1.0), n=10, inner_sweeps=1, _token=0,
+        mode=SimpleNamespace(alpha=1.0, beta=1.0), n=10, inner_sweeps=1, token=0,
         # shard 1 runs with slot 1 in use in its view; globally slot 1 is free: a zombie
         _inflight={1: _Flight(None, None, None, np.array([True, True, False]), False)})
     step._submit = lambda client, p, fn, *args: client.submit(fn, *args)
@@ -349,3 +349,19 @@ def test_a_worker_lost_between_wait_and_gather_is_named():
     with pytest.raises(_ShardsLost, match=r"shard 1 \(rows 45-89, worker tcp://b\) lost their "
                                           r"worker while their sweeps were gathered"):
         step._gather(Client(), [Finished(), Finished()], "their sweeps")
+
+
+def test_the_outer_iterations_state_is_in_the_steps_state():
+    """The feature token, the iterations since the last refresh of the statistics and the
+    exact mode's accepted count are chain state: saved and restored with the step's
+    ``sampling_state`` (building the step starts no cluster)."""
+    data = pmi.datasets.block_images(40, noise=0.5, seed=1)
+    model = lg_model(data.X, 6, alpha=1.0, sigma_x=0.5, sigma_a=1.0)
+    with model:
+        step = pmi.DataParallelGibbs([model["Z"]], n_shards=2)
+        other = pmi.DataParallelGibbs([model["Z"]], n_shards=2)
+    step.token, step.since_refresh, step.exact_accepted = 1, 7, 3
+    state = step.sampling_state
+    assert (state.token, state.since_refresh, state.exact_accepted) == (1, 7, 3)
+    other.sampling_state = state
+    assert (other.token, other.since_refresh, other.exact_accepted) == (1, 7, 3)

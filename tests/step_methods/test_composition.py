@@ -298,33 +298,6 @@ def test_offset_shapes_scalar_and_per_row(shape):
 KINDS = ["scalar", "per-column", "per-row", "per-group", "one-per-group", "group-plus-column"]
 
 
-def test_group_labels_read_negative_labels_and_refuse_out_of_range_ones():
-    """b[group]'s labels as the steps read them: negative ones counted from the end, and a
-    label b[group] could not index named with its row instead of wrapped onto a group."""
-    group_labels = pmi.kernels.offsets.group_labels
-    np.testing.assert_array_equal(group_labels(np.array([0, -1, 2, -3]), 3), [0, 2, 2, 0])
-    with pytest.raises(pmi.DataError, match=r"group\[2\] = 3 is out of range .* 3 groups"):
-        group_labels(np.array([0, 1, 3, 4]), 3)
-    with pytest.raises(pmi.DataError, match=r"group\[1\] = -4 "):
-        group_labels(np.array([0, -4]), 3)
-
-
-def test_joint_groups_number_every_combination_of_labels_once():
-    """joint_groups: one number per distinct combination of the groupings' labels (negative
-    labels included), the same number exactly for the rows with the same combination, and a
-    row of each combination."""
-    rng = np.random.default_rng(5)
-    a, b, c = rng.integers(0, 4, 200), rng.integers(-2, 3, 200), rng.integers(0, 2, 200)
-    first, index = pmi.kernels.offsets.joint_groups(a, b, c)
-    combos = np.stack([a, b, c], axis=1)
-    assert first.size == len(np.unique(combos, axis=0)) == index.max() + 1
-    np.testing.assert_array_equal(combos[first][index], combos)  # each row's combination
-    np.testing.assert_array_equal(index[first], np.arange(first.size))
-    # a grouping given twice changes nothing
-    again = pmi.kernels.offsets.joint_groups(a, b, a.copy(), c)
-    np.testing.assert_array_equal(again[1], index)
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_offset_is_read_as_one_row_or_one_row_per_group(kind, monkeypatch):
     """At 10^6 rows an N x D copy of an offset costs as much as the data at every step: the
