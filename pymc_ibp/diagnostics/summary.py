@@ -249,13 +249,23 @@ def _interval_digits(table):
     a log joint near -29244 with ``sd`` 53 reads ``-29000  -29000``.  Here each row's bounds get
     the decimals that show its ``sd`` to two significant figures (``-29327  -29162``), never
     fewer digits than ArviZ's.  Only the display changes (ArviZ's ``SummaryDataFrame`` keeps
-    the raw numbers); other ``round_to`` settings are left as they are.
+    the raw numbers); other ``round_to`` settings are left as they are.  A constant's bounds
+    (``sd`` 0: e.g. a feature used by 394 rows in every draw, which ArviZ shows as ``390``, or
+    a variational fit's point value, whose ``sd`` of about ``1e-16`` gave 18 digits) are shown
+    as its mean is.
     """
     fmt = getattr(table, "_fmt_map", None)  # ArviZ's display strings (round_to="auto")
     if not isinstance(fmt, dict) or "sd" not in table.columns:
         return
     bounds = [c for c in table.columns if c.endswith(("_lb", "_ub")) and c in fmt]
     for idx, sd in table["sd"].items():
+        mean = table.at[idx, "mean"] if "mean" in table.columns else np.nan
+        constant = np.isfinite(sd) and sd <= 1e-12 * max(1.0, abs(mean))  # 0 up to rounding
+        if constant and "mean" in fmt and idx in fmt["mean"]:  # its bounds are the mean,
+            for col in bounds:  # shown as the mean is (ArviZ: 2 figures, or 18 at sd ~ 1e-16)
+                if np.isclose(table.at[idx, col], table.at[idx, "mean"], rtol=1e-12, atol=0):
+                    fmt[col][idx] = fmt["mean"][idx]
+            continue
         if not (np.isfinite(sd) and sd > 0):
             continue
         decimals = max(0, 1 - int(np.floor(np.log10(sd))))

@@ -138,6 +138,21 @@ def test_summary_shows_interval_bounds_to_the_precision_of_the_sd():
     np.testing.assert_array_equal(table.to_numpy(float), raw.to_numpy(float))
 
 
+def test_summary_shows_a_constants_bounds_as_its_mean():
+    """A quantity constant over the draws (a feature used by 394 rows in every draw; a
+    variational fit's point value) has its interval bounds shown as its mean is, not rounded
+    to two figures (390) nor printed with 18 digits."""
+    rng = np.random.default_rng(0)
+    post = xr.Dataset({"c": (("chain", "draw"), np.full((2, 300), 394.0)),
+                       "v": (("chain", "draw"), np.full((2, 300), 1.7416143878676786))})
+    stats = xr.Dataset({"ibp_n_active": (("chain", "draw"), rng.integers(4, 9, (2, 300)))})
+    idata = xr.DataTree.from_dict({"posterior": post, "sample_stats": stats})
+    lines = str(summary(idata, var_names=["c", "v"])).splitlines()
+    rows = {r.split()[0]: r.split() for r in lines[1:]}
+    assert rows["c"][1] == rows["c"][3] == rows["c"][4] == "394"
+    assert rows["v"][3] == rows["v"][4] == rows["v"][1] and len(rows["v"][3]) < 10
+
+
 def test_summary_invariant_under_relabelling(idata):
     a = summary(idata, round_to="none")
     b = summary(relabel(idata), round_to="none")
