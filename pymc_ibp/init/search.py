@@ -125,14 +125,15 @@ class AnnealedSearch(WithSamplingState):
         self.init_method = init_method if mode.counts else "anneal"
         self.init_subsample = int(init_subsample or 0)
         self.init_sweeps = int(init_sweeps)
-        #: the search's moves per sweep: split–merge, column split–merge, birth/death and
-        #: pair-swap proposals
-        self.moves = tuple(moves)
         if split_merge_proposal not in SPLIT_MERGE_PROPOSALS:
             raise ValueError(f"split_merge_proposal must be one of "
                              f"{sorted(SPLIT_MERGE_PROPOSALS)}; got {split_merge_proposal!r}.")
-        self.split_merge_proposal = split_merge_proposal
         self.birth_rows = int(birth_rows)
+        #: the search's moves per sweep (``moves``: split–merge, column split–merge,
+        #: birth/death and pair-swap proposals)
+        n_sm, n_csm, n_bd, n_ps = (int(v) for v in moves)
+        self.moves = kernels.Moves(n_sm, split_merge_proposal, n_csm, n_bd, self.birth_rows,
+                                   n_ps)
         self.tuning_repairs = bool(tuning_repairs) and mode.counts
         self.baselines = baselines
         self.free_sx, self.free_sa = free_sx, free_sa
@@ -154,8 +155,9 @@ class AnnealedSearch(WithSamplingState):
         # PyMC's default start, the prior's support point, counts as not given also when
         # another step (e.g. the dependent IBP's sticks and processes) has moved a per-entry
         # prior's probabilities before Z's first update
-        given = self.starts.given({self.z_name: Z}, self.z_name, self.mode.is_support_point)
-        return self.init_z == "prior" or (self.init_z == "auto" and not given)
+        if self.init_z != "auto":
+            return self.init_z == "prior"
+        return not self.starts.given({self.z_name: Z}, self.z_name, self.mode.is_support_point)
 
     def will_search(self, Z):
         """Whether :meth:`start` runs the annealed start search for the initial ``Z`` (on
@@ -290,7 +292,6 @@ class AnnealedSearch(WithSamplingState):
         ``groups``: the rows' groups for each per-group offset (:func:`_baseline`)."""
         alpha, beta = self.search_prior()
         nr = X.shape[0]
-        n_sm, n_csm, n_bd, n_ps = self.moves
         Z = ibp_draw_core(rng, alpha, beta, nr, self.k_max)
         if M is not None:
             X = column_mean_fill(X, M)
@@ -320,12 +321,7 @@ class AnnealedSearch(WithSamplingState):
             kernels.accelerated_sweep(rng, Z, X, m, s2, alpha, beta,
                                       kernels.refresh_interval(nr), False, kernels.NO_LOGODDS,
                                       kernels.NO_MISS if M is None else M)
-            SPLIT_MERGE_PROPOSALS[self.split_merge_proposal](rng, Z, X, m, s2, alpha, beta, n_sm,
-                                                             trXX)
-            kernels.column_split_merge(rng, Z, X, m, s2, alpha, beta, n_csm, trXX)
-            kernels.sequential_birth_death(rng, Z, X, m, s2, alpha, beta, n_bd,
-                                           self.birth_rows, trXX)
-            kernels.pair_pattern_swaps(rng, Z, X, m, s2, alpha, beta, n_ps, trXX)
+            kernels.linear_gaussian_moves(rng, Z, X, m, s2, alpha, beta, trXX, self.moves)
             if t >= span and (t - span) % 10 == 0 or t == sweeps - 1:
                 self.dissolve_combinations(rng, Z, X, trXX, s2, (alpha, beta), M)
         if M is not None:

@@ -13,6 +13,8 @@ module                    concept
 ``sweeps``                accelerated (two prior modes), windowed and classic collapsed sweeps
 ``split_merge``           split–merge Metropolis–Hastings moves
 ``pair_swaps``            pattern swaps of feature pairs (complement modes)
+``moves``                 the moves after a linear-Gaussian sweep, in order (``Moves``)
+``binary_features``       the Gibbs scan of binary links on cached counts ``S = Z A``
 ``polya_gamma``           exact Pólya-Gamma ``PG(1, c)`` draws (the logit augmentation)
 ``logit``                 the Bernoulli-logit model: given its Pólya-Gamma variables a ``Z``
                           sweep with ``A`` (and ``b``) integrated out (one posterior per
@@ -55,6 +57,7 @@ from pymc_ibp.kernels.logit import (
     logit_precisions,
     logit_targets,
 )
+from pymc_ibp.kernels.moves import Moves, MovesInfo, linear_gaussian_moves
 from pymc_ibp.kernels.pair_swaps import pair_pattern_swaps
 from pymc_ibp.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
 from pymc_ibp.kernels.rows import (
@@ -118,7 +121,10 @@ __all__ = [
     "collapsed_sweep",
     "column_moments",
     "column_sq_norms",
+    "Moves",
+    "MovesInfo",
     "column_split_merge",
+    "linear_gaussian_moves",
     "draw_active_features",
     "draw_features",
     "draw_logit_weights",

@@ -27,6 +27,7 @@ from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.datasets.sharded import sharded_data_of
 from pymc_ibp.exceptions import DataError, ModelPatternError
 from pymc_ibp.kernels.offsets import RowOffset, group_labels, non_finite_entry
+from pymc_ibp.matching.cache import cached
 from pymc_ibp.matching.graph import (
     block_data,
     column_scale,
@@ -380,8 +381,13 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
 
 
 def matched_models(model):
-    """Yield a :class:`LinearGaussianIBP` for every binary matrix of ``model`` with a known prior
-    (:func:`match_prior`) and the linear-Gaussian pattern (the others are skipped)."""
+    """A :class:`LinearGaussianIBP` for every binary matrix of ``model`` with a known prior
+    (:func:`match_prior`) and the linear-Gaussian pattern (the others are skipped), matched
+    once per state of the model (:func:`pymc_ibp.matching.cache.cached`)."""
+    return cached(model, "linear_gaussian", lambda m: tuple(_matched_models(m)))
+
+
+def _matched_models(model):
     for z_rv in model.free_RVs + model.observed_RVs:
         if match_prior(model, z_rv) is None:
             continue

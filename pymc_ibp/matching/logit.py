@@ -14,6 +14,7 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 
 from pymc_ibp.exceptions import DataError, ModelPatternError
+from pymc_ibp.matching.cache import cached
 from pymc_ibp.matching.graph import (
     block_data,
     column_scale,
@@ -220,8 +221,13 @@ def find_bernoulli_logit(model, z_rv) -> BernoulliLogitIBP:
 
 
 def matched_logit_models(model):
-    """Yield a :class:`BernoulliLogitIBP` for every free binary matrix of ``model`` with a
-    known prior and the Bernoulli-logit pattern (the others are skipped)."""
+    """A :class:`BernoulliLogitIBP` for every free binary matrix of ``model`` with a known
+    prior and the Bernoulli-logit pattern (the others are skipped), matched once per state of
+    the model (:func:`pymc_ibp.matching.cache.cached`)."""
+    return cached(model, "logit", lambda m: tuple(_matched_logit_models(m)))
+
+
+def _matched_logit_models(model):
     for z_rv in model.free_RVs:
         if match_prior(model, z_rv) is None:
             continue

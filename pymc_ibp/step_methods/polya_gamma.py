@@ -57,12 +57,12 @@ from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
 from pymc_ibp.init.given import StartDefaults, check_binary_start
 from pymc_ibp.init.policy import init_z_policy
+from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.offsets import group_labels, non_finite_entry
 from pymc_ibp.matching.graph import slot_dim
 from pymc_ibp.matching.logit import LOGIT_PATTERN, find_bernoulli_logit, matched_logit_models
 from pymc_ibp.matching.prior_modes import prior_mode
 from pymc_ibp.matching.priors import match_prior
-from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
 from pymc_ibp.step_methods.stats import (
     group_by_matrix,
     model_logp_fn,
@@ -132,7 +132,7 @@ class PolyaGammaGibbs(BlockedStep):
         As for PyMC's steps.
     init_z : {"auto", "point", "prior", "surrogate"}
         Where a chain starts (default ``"auto"``: a given ``Z``, else the surrogate start of
-        :mod:`pymc_ibp.step_methods.starts`; ``"prior"`` is ``"surrogate"`` here); see
+        :mod:`pymc_ibp.init.surrogate`; ``"prior"`` is ``"surrogate"`` here); see
         :mod:`pymc_ibp.init.policy`.
     feature_sweeps : int
         Gibbs sweeps of ``Z`` given ``A`` and ``b`` under the exact likelihood per step
@@ -299,9 +299,9 @@ class PolyaGammaGibbs(BlockedStep):
                     f"PolyaGammaGibbs(init_z='surrogate') needs to update {self.z_name!r}, a "
                     "pmi.IBP.")
             self._values(ip)
-            self._surrogate = surrogate_starter(
+            self._surrogate = SurrogateStart(
                 model, spec.z_rv, [spec.obs_rv], (self.n, self.k_max), self.mode.alpha,
-                self.mode.beta, compile_kwargs, "PolyaGammaGibbs")
+                self.mode.beta, "PolyaGammaGibbs")
         self.rng = get_random_generator(rng)
         self._reset_chain(0)
 
@@ -381,7 +381,7 @@ class PolyaGammaGibbs(BlockedStep):
             if self._surrogate is not None and (
                     self.init_z == "surrogate" or not self._starts.given(point, self.z_name)):
                 # 0/1 data: the surrogate has no offset and its A is on no useful scale
-                Z = surrogate_z(self._surrogate, self.rng).z
+                Z = self._surrogate.draw(self.rng).z
         A = np.ascontiguousarray(point[self.a_name], dtype=np.float64)
         b = (np.asarray(point[self.b_name], dtype=np.float64) if self.b_name is not None
              else np.zeros(self.d))

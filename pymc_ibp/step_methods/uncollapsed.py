@@ -24,6 +24,7 @@ from pymc.util import get_random_generator
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import BernoulliRV
 
+from pymc_ibp import kernels
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.crp import CRPRV
@@ -37,6 +38,7 @@ from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
 from pymc_ibp.init.given import StartDefaults, check_binary_start
 from pymc_ibp.init.policy import INIT_Z, init_z_policy
+from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.columns import bernoulli_column_gibbs, ibp_column_gibbs
 from pymc_ibp.matching.graph import one_value_var, slot_dim
 from pymc_ibp.matching.linear_gaussian import find_linear_gaussian
@@ -45,8 +47,8 @@ from pymc_ibp.matching.priors import BINARY_MATRIX_OPS, IBPPrior, match_prior
 from pymc_ibp.matching.rows import RowLikelihood
 from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves
 from pymc_ibp.step_methods.ibp_gibbs_moves import RowMoves
+from pymc_ibp.step_methods.linear_gaussian_update import LinearGaussianUpdate
 from pymc_ibp.step_methods.noisy_or_moves import ChildBlockMoves
-from pymc_ibp.step_methods.starts import surrogate_starter, surrogate_z
 from pymc_ibp.step_methods.stats import model_logp_fn, per_matrix_stats
 
 __all__ = ["IBPGibbs"]
@@ -77,15 +79,15 @@ def _linear_gaussian_spec(model, z_rv):
     return spec
 
 
-def _linear_gaussian_starter(model, z_rv, spec, initial_point, init_z, compile_kwargs):
-    """An :class:`~pymc_ibp.AcceleratedGibbs` for ``Z`` that IBPGibbs calls once, for its start
+def _linear_gaussian_start(model, spec, initial_point, init_z, compile_kwargs):
+    """The linear-Gaussian update of ``Z`` and ``A`` that IBPGibbs runs once, for its start
     search, when the model is linear-Gaussian (``spec``, data on the driver); else ``None``."""
-    from pymc_ibp.step_methods.linear_gaussian import AcceleratedGibbs
-
     if spec is None or spec.sharded is not None:
         return None
-    return AcceleratedGibbs([z_rv], model=model, initial_point=initial_point, init_z=init_z,
-                            compile_kwargs=compile_kwargs)
+    return LinearGaussianUpdate(
+        model, spec, who="IBPGibbs", update_z=True, sweep=None,
+        moves=kernels.Moves(5, "sequential", 0, 3, 64, 3), initial_point=initial_point,
+        compile_kwargs=compile_kwargs, init_z=init_z)
 
 
 @dataclass_state
@@ -233,7 +235,7 @@ class IBPGibbs(BlockedStep):
         starts = self.is_ibp and not self.joint and init_z not in ("point", "surrogate")
         # the log joint density of the model (no Jacobians) at the point step() returns
         self._model_logp = model_logp_fn(model, compile_kwargs)
-        self._starter = (_linear_gaussian_starter(model, z_rv, spec, ip, init_z, compile_kwargs)
+        self._starter = (_linear_gaussian_start(model, spec, ip, init_z, compile_kwargs)
                          if starts else None)
         row_moves = self.is_ibp and not self.joint  # the moves score rows separately
         self.split_merge = int(split_merge) if row_moves else 0
@@ -263,7 +265,7 @@ class IBPGibbs(BlockedStep):
         if int(feature_rows) < 1:
             raise ValueError(f"feature_rows must be >= 1; got {feature_rows!r}.")
         self._features = None
-        # the surrogate start: asked for, or by default where the accelerated step's own
+        # the surrogate start: asked for, or by default where the linear-Gaussian
         # search does not apply (not linear-Gaussian); it needs A too (its rows set given the
         # Z found), so A is looked for whether or not the moves are on
         auto = init_z == "auto" and spec is None and row_moves
@@ -291,9 +293,8 @@ class IBPGibbs(BlockedStep):
                         "of it (a free continuous variable with K_max rows, row k reaching the "
                         f"likelihood only through column k of {z_rv.name!r}, e.g. mu = Z @ A).")
                 alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
-                self._surrogate = surrogate_starter(model, z_rv, children,
-                                                    (self.n, self.k_max), alpha0, beta0,
-                                                    compile_kwargs, "IBPGibbs", initial_point)
+                self._surrogate = SurrogateStart(model, z_rv, children, (self.n, self.k_max),
+                                                 alpha0, beta0, "IBPGibbs", initial_point)
             except ModelPatternError:
                 if not auto:
                     raise
@@ -408,24 +409,23 @@ class IBPGibbs(BlockedStep):
 
     def _search_start(self, point):
         """The chain's first iteration when the initialisation policy (``init_z``) calls for
-        the linear-Gaussian start search: ``Z`` from the best of the accelerated step's
-        annealed searches, ``A`` and the imputed entries from their exact conditional given
-        it (one call of that step, which makes no other move right after its search).
+        the linear-Gaussian start search: ``Z`` from the best of the annealed searches, ``A``
+        and the imputed entries from their exact conditional given it (one iteration of the
+        linear-Gaussian update, which makes no other move right after its search).
         ``None`` when the chain starts at its initial point instead."""
         starter = self._starter
         if not starter.search.will_search(np.asarray(point[self.z_name], dtype=np.int8)):
             return None
-        starter.rng = self.rng  # the chain's own stream: the same draws under any cores
-        starter._reset_chain(0)
-        new, _ = starter.step(point)
+        starter.reset(0)
+        new, _ = starter.step(self.rng, point)  # the chain's own stream
         Z = np.asarray(new[self.z_name], dtype=point[self.z_name].dtype)
         new[self.z_name] = Z
         return new, self._start_stats(new)
 
     def _surrogate_start(self, point):
         """The chain's first iteration under ``init_z="surrogate"``: ``Z`` from the best of the
-        accelerated step's annealed searches on the linear-Gaussian surrogate of the data
-        (:func:`~pymc_ibp.step_methods.starts.surrogate_z`), then the active rows of ``A`` set
+        annealed searches on the linear-Gaussian surrogate of the data
+        (:class:`~pymc_ibp.init.surrogate.SurrogateStart`), then the active rows of ``A`` set
         to their Laplace means given it (two passes over the columns) or, on continuous data
         where that fits the rows better (a higher log-likelihood), to the surrogate's rows of
         ``A`` (a likelihood whose location is ``Z @ A``); a model's offset that is one free
@@ -433,7 +433,7 @@ class IBPGibbs(BlockedStep):
         every group's row of one indexed by the rows' groups (``b[group]``), unless the user
         gave it; every other variable keeps its value (measurements: docs page
         "IBPGibbs")."""
-        draw = surrogate_z(self._surrogate, self.rng, point)
+        draw = self._surrogate.draw(self.rng, point)
         Z = draw.z.astype(point[self.z_name].dtype)
         features = self._features
         a_name = features.a_name

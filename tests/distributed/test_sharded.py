@@ -235,7 +235,7 @@ def test_a_lost_worker_reloads_its_shard(tmp_path, own_client):
         point, out = model.initial_point(), []
         for it in range(5):
             if it == kill_at:
-                client.run(os._exit, 1, workers=[step._x[1][2]], on_error="ignore")
+                client.run(os._exit, 1, workers=[step.cluster.shards[1][2]], on_error="ignore")
             point, _ = step.step(point)
             out.append((point["Z"].copy(), point["A"].copy()))
         return out
@@ -259,12 +259,12 @@ def test_a_subset_start_assigns_the_other_rows_on_their_shards(tmp_path, client)
         step = DataParallelGibbs([model["Z"]], client=client, inner_sweeps=2, timeout=DIST_WAIT,
                                  init_subsample=30, init_sweeps=15, init_restarts=2)
     step.setup_chain(np.random.default_rng(3), tune=20, draws=5)
-    Z, *_ = step.search.start(step.rng, np.zeros((90, 8), dtype=np.int64), step._X,
-                              noise_of(step, 0.25), n_tune=step.n_tune)
+    Z, *_ = step.search.start(step.rng, np.zeros((90, 8), dtype=np.int64), step.update.data.X,
+                              noise_of(step, 0.25), n_tune=step.update.n_tune)
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
     assert (Z.sum(axis=1) > 0).sum() > 60  # the other rows were given features
-    assert step._z_last is not None and np.array_equal(step._z_last, Z)
-    np.testing.assert_array_equal(step._global.m, Z.sum(axis=0))
+    assert step.cluster.z_last is not None and np.array_equal(step.cluster.z_last, Z)
+    np.testing.assert_array_equal(step.cluster.total.m, Z.sum(axis=0))
     stats = shard_stats(X, Z)
-    np.testing.assert_allclose(step._global.RX, stats.RX, atol=1e-9)
+    np.testing.assert_allclose(step.cluster.total.RX, stats.RX, atol=1e-9)
     assert step.search.restarts == 1 and step.search.segment == 0

@@ -54,11 +54,11 @@ def test_statistics_equal_a_recomputation_after_every_iteration(client, tree_red
         Z = point["Z"]
         assert Z.dtype == np.int8
         G, RX = kernels.suff_stats(Z, Xs, np.arange(Z.shape[1]))
-        np.testing.assert_allclose(step._global.G, G)
-        np.testing.assert_allclose(step._global.RX, RX, atol=1e-9)
-        np.testing.assert_array_equal(step._global.m, Z.sum(axis=0))
+        np.testing.assert_allclose(step.cluster.total.G, G)
+        np.testing.assert_allclose(step.cluster.total.RX, RX, atol=1e-9)
+        np.testing.assert_array_equal(step.cluster.total.m, Z.sum(axis=0))
         assert stats[0]["ibp_n_active"] == int((Z.sum(axis=0) > 0).sum())
-        assert step.sweeps == it + 1
+        assert step.update.sweeps == it + 1
         # the feature token: only its holder (moving round-robin) created features
         last = step.last_iteration
         assert last["token"] == it % 3
@@ -114,7 +114,7 @@ def test_a_lost_worker_stops_the_run_naming_the_shard(own_client):
     step.setup_chain(np.random.default_rng(1), tune=0, draws=3)
     point, _ = step.step(model.initial_point())  # the start search (A drawn, no shards yet)
     point, _ = step.step(point)  # the shards are on the workers now
-    victim = step._x[1][2]
+    victim = step.cluster.shards[1][2]
     client.run(os._exit, 1, workers=[victim], on_error="ignore")
     with pytest.raises(ShardFailure, match=r"shard 1 \(rows 45-89"):
         step.step(point)
@@ -136,14 +136,15 @@ def test_exact_mode_on_the_cluster(client):
         point, stats = step.step(point)
         Z = point["Z"]
         G, RX = kernels.suff_stats(Z, X, np.arange(Z.shape[1]))
-        np.testing.assert_allclose(step._global.G, G)
-        np.testing.assert_allclose(step._global.RX, RX, atol=1e-9)
+        np.testing.assert_allclose(step.cluster.total.G, G)
+        np.testing.assert_allclose(step.cluster.total.RX, RX, atol=1e-9)
         acc = stats[0]["ibp_exact_accepted"]
         assert acc == int(step.last_iteration["accepted"])
         if acc:
             changed = np.flatnonzero((Z != before).any(axis=1))
+            rows = step.last_iteration["rows"]
             allowed = np.concatenate([a + r for (a, _, _, _), r in
-                                      zip(step._x, step.last_iteration["rows"], strict=True)])
+                                      zip(step.cluster.shards, rows, strict=True)])
             assert set(changed) <= set(allowed)
         else:
             np.testing.assert_array_equal(Z, before)
@@ -180,7 +181,7 @@ def test_a_lost_worker_is_recovered_with_the_same_draws(own_client, kill_at):
                 # the victim is one of two: the first kill's nanny has restarted its worker
                 # (only waited for here, so a slow restart after the last kill does not matter)
                 client.wait_for_workers(2, timeout=DIST_WAIT)
-                victim = step._x[1][2]
+                victim = step.cluster.shards[1][2]
                 if kill_at[it] == "between":
                     client.run(os._exit, 1, workers=[victim], on_error="ignore")
                 else:  # while shard 1 sweeps: its worker killed once that sweep is submitted
@@ -203,16 +204,17 @@ def _kill_after_submitting(step, client, shard, victim):
     the driver can gather its result: the worker is lost with its sweep in flight whatever the
     machine's speed (a kill on a timer came after the chain's last iteration on a fast machine,
     and the test then saw no loss at all)."""
-    submit = step._submit
+    cluster = step.cluster
+    submit = cluster.submit
 
-    def killing_submit(client_, p, fn, *args):
-        fut = submit(client_, p, fn, *args)
+    def killing_submit(p, fn, *args):
+        fut = submit(p, fn, *args)
         if p == shard and fn is shard_sweeps:
-            del step._submit  # the class's method again
+            del cluster.submit  # the class's method again
             client.run(os._exit, 1, workers=[victim], on_error="ignore")
         return fut
 
-    step._submit = killing_submit
+    cluster.submit = killing_submit
 
 
 def test_async_mode_keeps_the_global_state_consistent(client):
@@ -233,9 +235,9 @@ def test_async_mode_keeps_the_global_state_consistent(client):
         point, stats = step.step(point)
         Z = point["Z"]
         G, RX = kernels.suff_stats(Z, Xs, np.arange(Z.shape[1]))
-        np.testing.assert_allclose(step._global.G, G)
-        np.testing.assert_allclose(step._global.RX, RX, atol=1e-9)
-        np.testing.assert_array_equal(step._global.m, Z.sum(axis=0))
+        np.testing.assert_allclose(step.cluster.total.G, G)
+        np.testing.assert_allclose(step.cluster.total.RX, RX, atol=1e-9)
+        np.testing.assert_array_equal(step.cluster.total.m, Z.sum(axis=0))
         last = step.last_iteration
         assert last["reported"], "an async iteration folds in at least one shard"
         for p, b in zip(last["reported"], last["births"], strict=True):
@@ -253,8 +255,8 @@ def test_async_mode_keeps_the_global_state_consistent(client):
 def test_async_births_wait_for_zombie_slots():
     """The token holder may not create features while a slot is free in the global counts
     but still in use in the view of a running shard (it could put rows there)."""
+    from pymc_ibp.distributed.modes import Flight, _launch
     from pymc_ibp.distributed.shards import Stats
-    from pymc_ibp.distributed.step import _Flight
 
     launched = []
 
@@ -263,20 +265,19 @@ def test_async_births_wait_for_zombie_slots():
             launched.append((fn.__name__, args))
             return object()
 
-    step = SimpleNamespace(
-        _global=Stats(np.zeros((3, 3)), np.zeros((3, 2)), np.array([2, 0, 0])),
-        _x=[(0, 5, "w0", "x0"), (5, 10, "w1", "x1")], _results=["r0", "r1"],
-        mode=SimpleNamespace(alpha=1.0, beta=1.0), n=10, inner_sweeps=1, token=0,
+    client = FakeClient()
+    cluster = SimpleNamespace(
+        total=Stats(np.zeros((3, 3)), np.zeros((3, 2)), np.array([2, 0, 0])),
+        shards=[(0, 5, "w0", "x0"), (5, 10, "w1", "x1")], results=["r0", "r1"],
         # shard 1 runs with slot 1 in use in its view; globally slot 1 is free: a zombie
-        _inflight={1: _Flight(None, None, None, np.array([True, True, False]), False)})
-    step._submit = lambda client, p, fn, *args: client.submit(fn, *args)
-    step._launch = DataParallelGibbs._launch.__get__(step)
-    step._launch(FakeClient(), 0, None, 1)
-    assert step._inflight[0].births is False
+        inflight={1: Flight(None, None, None, np.array([True, True, False]), False)},
+        submit=lambda p, fn, *args: client.submit(fn, *args))
+    _launch(cluster, 0, None, (1.0, 1.0), 10, 1, 1, 0)
+    assert cluster.inflight[0].births is False
     # once shard 1 has reported (no zombie left), the token holder may create features
-    del step._inflight[1]
-    step._launch(FakeClient(), 0, None, 1)
-    assert step._inflight[0].births is True
+    del cluster.inflight[1]
+    _launch(cluster, 0, None, (1.0, 1.0), 10, 1, 1, 0)
+    assert cluster.inflight[0].births is True
 
 
 def test_tree_sum_adds_the_shards_statistics():
@@ -328,7 +329,7 @@ def test_a_worker_lost_between_wait_and_gather_is_named():
     """Futures that finished but whose results went with their worker before the gather (a
     race seen on a loaded machine): the loss names the shard whose worker left, as the other
     losses do (it used to say only "gathering ... failed: FutureCancelledError()")."""
-    from pymc_ibp.distributed.step import _ShardsLost
+    from pymc_ibp.distributed.cluster import ShardCluster, ShardsLost
 
     class Finished:
         status = "finished"
@@ -343,12 +344,11 @@ def test_a_worker_lost_between_wait_and_gather_is_named():
         def scheduler_info(self):
             return {"workers": {"tcp://a": {}}}
 
-    step = object.__new__(DataParallelGibbs)  # only _gather and what it reads
-    step.timeout = 5.0
-    step._x = [(0, 45, "tcp://a", None), (45, 90, "tcp://b", None)]
-    with pytest.raises(_ShardsLost, match=r"shard 1 \(rows 45-89, worker tcp://b\) lost their "
+    cluster = ShardCluster(Client(), timeout=5.0)
+    cluster.shards = [(0, 45, "tcp://a", None), (45, 90, "tcp://b", None)]
+    with pytest.raises(ShardsLost, match=r"shard 1 \(rows 45-89, worker tcp://b\) lost their "
                                           r"worker while their sweeps were gathered"):
-        step._gather(Client(), [Finished(), Finished()], "their sweeps")
+        cluster.gather([Finished(), Finished()], "their sweeps")
 
 
 def test_the_outer_iterations_state_is_in_the_steps_state():

@@ -112,7 +112,7 @@ def test_a_handed_over_z_is_kept_not_searched():
         with model:
             step = pmi.AcceleratedGibbs([model["Z"], model["A"]],
                                         initial_point=point if at_point else None)
-        step._hyper(point)
+        step.update.noise(point)
         assert step.mode.is_support_point(init["Z"])
         searches.append(step.search.will_search(np.asarray(init["Z"], dtype=np.int8)))
     assert searches == [True, False, False]

@@ -24,23 +24,23 @@ def test_multi_start_burn_in_schedule_keeps_the_best_segment():
         step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=4, init_sweeps=0)
     zero = np.zeros((60, 8), dtype=np.int64)  # PyMC's default start: a prior start
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    step.search.start(step.rng, zero, step._X, noise_of(step), n_tune=step.n_tune)
+    step.search.start(step.rng, zero, step.update.data.X, noise_of(step), n_tune=step.update.n_tune)
     assert (step.search.restarts, step.search.segment) == (4, 10)
     step.setup_chain(np.random.default_rng(0), tune=40, draws=10)  # too short for 4 x 10
-    step.search.start(step.rng, zero, step._X, noise_of(step), n_tune=step.n_tune)
+    step.search.start(step.rng, zero, step.update.data.X, noise_of(step), n_tune=step.update.n_tune)
     assert (step.search.restarts, step.search.segment) == (2, 10)
     step.setup_chain(np.random.default_rng(0), tune=15, draws=10)
-    step.search.start(step.rng, zero, step._X, noise_of(step), n_tune=step.n_tune)
+    step.search.start(step.rng, zero, step.update.data.X, noise_of(step), n_tune=step.update.n_tune)
     assert step.search.segment == 0
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
     # a user start
-    step.search.start(step.rng, data.Z[:, [0, 1, 2, 3, 0, 1, 2, 3]], step._X, noise_of(step),
-                      n_tune=step.n_tune)
+    step.search.start(step.rng, data.Z[:, [0, 1, 2, 3, 0, 1, 2, 3]], step.update.data.X,
+                      noise_of(step), n_tune=step.update.n_tune)
     assert (step.search.restarts, step.search.segment) == (1, 0)
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    step.search.start(step.rng, zero, step._X, noise_of(step), n_tune=step.n_tune)
+    step.search.start(step.rng, zero, step.update.data.X, noise_of(step), n_tune=step.update.n_tune)
     hyper = (kernels.noise_blocks(0.25, 1.0, 36),)
-    X, trXX = step._X, kernels.block_sq_norms(step._X, hyper[0])
+    X, trXX = step.update.data.X, kernels.block_sq_norms(step.update.data.X, hyper[0])
     rng = np.random.default_rng(1)
     segment_ends = [rng.integers(0, 2, size=(60, 8)) for _ in range(4)]
     segment_ends[2] = np.zeros((60, 8), dtype=np.int64)
@@ -49,9 +49,9 @@ def test_multi_start_burn_in_schedule_keeps_the_best_segment():
     assert int(np.argmax(scores)) == 2
     Z0 = segment_ends[0]
     for s in range(0, 60):
-        step.sweeps = s
+        step.update.sweeps = s
         given = segment_ends[s // 10 - 1] if s in (10, 20, 30, 40) else Z0
-        out = step.search.restart(step.rng, given, X, trXX, *hyper, sweeps=step.sweeps)
+        out = step.search.restart(step.rng, given, X, trXX, *hyper, sweeps=step.update.sweeps)
         if s in (10, 20, 30):  # a fresh prior draw starts the next segment
             assert not np.array_equal(out, given) and out.shape == given.shape
         elif s == 40:  # the best segment end
@@ -72,15 +72,15 @@ def test_annealed_noise_schedule_within_restart_segments():
                                     init_sweeps=0)
     for st in (step, flat):  # 4 segments of 10 sweeps from a prior start
         st.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-        st.search.start(st.rng, np.zeros((60, 8), dtype=np.int8), st._X, noise_of(st),
-                        n_tune=st.n_tune)
+        st.search.start(st.rng, np.zeros((60, 8), dtype=np.int8), st.update.data.X, noise_of(st),
+                        n_tune=st.update.n_tune)
     v0, sx2 = float(np.var(data.X)), 0.01
     noise = kernels.noise_blocks(sx2, 1.0, 36)
     seen = []
     for s in range(60):
-        step.sweeps = flat.sweeps = s
-        seen.append(step.search.annealed(noise, sweeps=step.sweeps).sx2[0])
-        assert flat.search.annealed(noise, sweeps=flat.sweeps) is noise
+        step.update.sweeps = flat.update.sweeps = s
+        seen.append(step.search.annealed(noise, sweeps=step.update.sweeps).sx2[0])
+        assert flat.search.annealed(noise, sweeps=flat.update.sweeps) is noise
     seen = np.array(seen)
     for r in range(4):
         seg = seen[10 * r:10 * r + 10]
@@ -100,8 +100,8 @@ def test_subsample_start_search_for_large_data():
         step = pmi.AcceleratedGibbs([model["Z"]], init_subsample=40, init_sweeps=15,
                                     init_restarts=2)
     step.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z, *_ = step.search.start(step.rng, np.zeros((120, 8), dtype=np.int8), step._X,
-                              noise_of(step, 0.09), n_tune=step.n_tune)
+    Z, *_ = step.search.start(step.rng, np.zeros((120, 8), dtype=np.int8), step.update.data.X,
+                              noise_of(step, 0.09), n_tune=step.update.n_tune)
     rows = np.flatnonzero(Z.sum(axis=1) > 0)
     assert rows.size > 40  # one sweep assigned the other rows to the searched features
     assert (Z.sum(axis=0) > 0).sum() >= 3  # the search found the large features
@@ -111,8 +111,8 @@ def test_subsample_start_search_for_large_data():
     with model:
         plain = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=0, init_restarts=1)
     plain.setup_chain(np.random.default_rng(0), tune=80, draws=10)
-    Z2, *_ = plain.search.start(plain.rng, np.zeros((120, 8), dtype=np.int8), plain._X,
-                                noise_of(plain, 0.09), n_tune=plain.n_tune)
+    Z2, *_ = plain.search.start(plain.rng, np.zeros((120, 8), dtype=np.int8), plain.update.data.X,
+                                noise_of(plain, 0.09), n_tune=plain.update.n_tune)
     assert (Z2.sum(axis=1) > 0).sum() > 40 or Z2.sum() == 0  # a plain prior draw
 
 
@@ -130,28 +130,28 @@ def test_start_search_finds_the_structure_with_no_tuning():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=3, init_sweeps=40)
         off = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=0)
-    true_score = step.search.log_joint(truth, step._X, trXX, noise)[0]
+    true_score = step.search.log_joint(truth, step.update.data.X, trXX, noise)[0]
     searches = []
     search = step.search.anneal
     step.search.anneal = lambda *a: searches.append(search(*a)) or searches[-1]
     zero = np.zeros((150, 10), dtype=np.int64)
     step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
-    Z, *_ = step.search.start(step.rng, zero, step._X, noise, n_tune=step.n_tune)
+    Z, *_ = step.search.start(step.rng, zero, step.update.data.X, noise, n_tune=step.update.n_tune)
     assert len(searches) == 3
-    scores = [step.search.log_joint(z, step._X, trXX, noise)[0] for z, *_ in searches]
+    scores = [step.search.log_joint(z, step.update.data.X, trXX, noise)[0] for z, *_ in searches]
     assert np.array_equal(Z, searches[int(np.argmax(scores))][0])  # the best search
     assert max(scores) > true_score - 30.0  # at the true structure
     off.setup_chain(np.random.default_rng(5), tune=0, draws=10)
     # a plain prior draw: far below
-    Z0, *_ = off.search.start(off.rng, zero, off._X, noise,
-                              n_tune=off.n_tune)
-    assert off.search.log_joint(Z0, off._X, trXX, noise)[0] < true_score - 1000.0
+    Z0, *_ = off.search.start(off.rng, zero, off.update.data.X, noise,
+                              n_tune=off.update.n_tune)
+    assert off.search.log_joint(Z0, off.update.data.X, trXX, noise)[0] < true_score - 1000.0
     step.setup_chain(np.random.default_rng(5), tune=0, draws=10)
     searches.clear()
     user = truth.astype(np.int64)
     # a user's Z: kept
-    assert step.search.start(step.rng, user, step._X, noise,
-                             n_tune=step.n_tune)[0] is user and not searches
+    assert step.search.start(step.rng, user, step.update.data.X, noise,
+                             n_tune=step.update.n_tune)[0] is user and not searches
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
@@ -168,8 +168,8 @@ def test_start_search_fills_missing_entries_from_the_features():
         step = pmi.AcceleratedGibbs([model["Z"]], init_restarts=3)
     step.setup_chain(np.random.default_rng(1), tune=0, draws=1)
     point = model.initial_point()
-    noise = step._hyper(point)
-    X0, owned = step._complete_data(point, None)
+    noise = step.update.noise(point)
+    X0, owned = step.update.complete_data(point, None)
     assert owned  # with the imputed entries: the step's own copy
     assert np.all(X0[mask] == 0.0)  # the chain's initial imputed values
     Z = step.search.fresh_start(step.rng, X0, noise, restarts=3)
@@ -200,14 +200,14 @@ def test_start_search_at_high_signal_to_noise_with_missing_entries():
     gaps = []
     for seed in range(4):
         step.setup_chain(np.random.default_rng(seed), tune=0, draws=1)
-        noise = step._hyper(point)
+        noise = step.update.noise(point)
         if seed == 0:
             v0 = kernels.block_variances(np.where(mask, 0.0, data.X), noise.cols)
             span, sweeps = step.search.schedule(v0, noise)
             assert 160 < span < 200 and sweeps == span + 40
             assert step.search.schedule(np.full(1, 0.4),
                                          noise._replace(sx2=np.full(1, 0.25))) == (60, 100)
-        Z = step.search.fresh_start(step.rng, step._complete_data(point, None)[0], noise,
+        Z = step.search.fresh_start(step.rng, step.update.complete_data(point, None)[0], noise,
                                     restarts=1)
         trXX = kernels.block_sq_norms(data.X, noise)
         gaps.append(step.search.log_joint(Z, data.X, trXX, noise, M=mask)[0]
@@ -285,11 +285,11 @@ def test_first_search_shifts_the_chains_own_data_in_place(given, subsample):
     with model:
         step = pmi.AcceleratedGibbs([model["Z"], model["A"]], initial_point=ip,
                                     init_subsample=subsample, init_sweeps=20)
-    noise = step._hyper(ip)
-    X, owned = step._complete_data(ip, step._offset(ip))
-    assert owned and X is not step._X  # X - b: the step's own array, free to shift
-    X_model, owned = step._complete_data(ip, None)
-    assert X_model is step._X and not owned  # the model's array: read only
+    noise = step.update.noise(ip)
+    X, owned = step.update.complete_data(ip, step.update.offset(ip))
+    assert owned and X is not step.update.data.X  # X - b: the step's own array, free to shift
+    X_model, owned = step.update.complete_data(ip, None)
+    assert X_model is step.update.data.X and not owned  # the model's array: read only
     out = []
     for in_place in (True, False):
         step.setup_chain(np.random.default_rng(4), tune=10, draws=10)
@@ -337,7 +337,7 @@ def test_start_search_estimates_a_free_sigma_a():
         step = pmi.AcceleratedGibbs([Z, A])
     assert step.search.free_sx
     point = model.initial_point()
-    noise = step._hyper(point)
+    noise = step.update.noise(point)
     assert np.allclose(noise.sa2, 4.0)
     truth = np.zeros((100, 12), dtype=np.int8)
     truth[:, :on.sum()] = data.Z[:, on]
@@ -384,10 +384,10 @@ def test_start_search_dissolves_combination_and_noise_features():
     Z[both, 0] = Z[both, 1] = 0
     Z[both, 5] = 1  # the combination feature
     Z[np.random.default_rng(1).random(300) < 0.3, 6] = 1  # a noise feature
-    before = step.search.log_joint(Z, step._X, trXX, noise)[0]
-    step.search.dissolve_combinations(step.rng, Z, step._X, trXX, noise)
+    before = step.search.log_joint(Z, step.update.data.X, trXX, noise)[0]
+    step.search.dissolve_combinations(step.rng, Z, step.update.data.X, trXX, noise)
     assert np.array_equal(Z, truth)
-    assert step.search.log_joint(Z, step._X, trXX, noise)[0] > before
+    assert step.search.log_joint(Z, step.update.data.X, trXX, noise)[0] > before
 
 
 def test_tuning_repairs_at_the_middle_and_the_end_of_tuning_only():
@@ -408,7 +408,7 @@ def test_tuning_repairs_at_the_middle_and_the_end_of_tuning_only():
         seen = []
 
         def spy(rng, Z, *a, **k):
-            seen.append(step.sweeps)
+            seen.append(step.update.sweeps)
             Z[:] = truth  # what the repair finds here
             return None
 
@@ -417,7 +417,7 @@ def test_tuning_repairs_at_the_middle_and_the_end_of_tuning_only():
         point = {**model.initial_point(), "Z": planted.astype(np.int8)}
         for _ in range(tune + draws):
             point, st = step.step(point)
-            if step.sweeps - 1 == tune // 2 and seen:
+            if step.update.sweeps - 1 == tune // 2 and seen:
                 assert st[0]["ibp_n_active"] == 4 and np.array_equal(point["Z"], truth)
         return seen
 
@@ -436,10 +436,10 @@ def test_start_search_dissolves_difference_features():
     Z = truth.copy()
     only1 = (data.Z[:, 1] == 1) & (data.Z[:, 0] == 0)
     Z[only1, 1], Z[only1, 0], Z[only1, 5] = 0, 1, 1  # c = slot 5 stands for A_1 - A_0
-    before = step.search.log_joint(Z, step._X, trXX, noise)[0]
-    step.search.dissolve_combinations(step.rng, Z, step._X, trXX, noise)
+    before = step.search.log_joint(Z, step.update.data.X, trXX, noise)[0]
+    step.search.dissolve_combinations(step.rng, Z, step.update.data.X, trXX, noise)
     assert np.array_equal(Z, truth)
-    assert step.search.log_joint(Z, step._X, trXX, noise)[0] > before
+    assert step.search.log_joint(Z, step.update.data.X, trXX, noise)[0] > before
 
 
 def test_start_search_scores_each_restart_at_its_own_noise_estimate():
@@ -456,14 +456,14 @@ def test_start_search_scores_each_restart_at_its_own_noise_estimate():
         pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=data.X)
         step = pmi.AcceleratedGibbs([Z, A])
     step.setup_chain(np.random.default_rng(0), tune=0, draws=1)
-    noise = step._hyper(model.initial_point())
+    noise = step.update.noise(model.initial_point())
     assert np.allclose(noise.sx2, 9.0)
     truth = np.zeros((100, 8), dtype=np.int8)
     truth[:, :4] = data.Z
     merged = truth.copy()  # features 2 and 3 as one ("2 or 3"), feature 3 removed
     merged[:, 2] = truth[:, 2] | truth[:, 3]
     merged[:, 3] = 0
-    X = step._X
+    X = step.update.data.X
     trXX = kernels.block_sq_norms(X, noise)
     assert step.search.log_joint(merged, X, trXX, noise)[0] > step.search.log_joint(truth, X,
                                  trXX, noise)[0]
@@ -502,7 +502,8 @@ def test_subsample_search_scores_its_rows_as_an_ibp_of_that_size():
     for _ in range(2):
         # the search's rows: its first draw from the step's generator
         sub = np.sort(copy.deepcopy(step.rng).choice(20_000, size=300, replace=False))
-        Z = step.search.fresh_start(step.rng, step._X, noise, restarts=step.search.init_restarts)
+        Z = step.search.fresh_start(step.rng, step.update.data.X, noise,
+                                    restarts=step.search.init_restarts)
         assert np.array_equal(np.flatnonzero(Z.sum(axis=1) > 0),
                               sub[Z[sub].sum(axis=1) > 0])
         assert (Z.sum(axis=0) > 0).sum() == 4
@@ -544,10 +545,10 @@ def test_the_search_state_is_nested_in_the_steps_state():
     for _ in range(12):  # into the second multi-start segment
         point, _ = step.step(point)
     saved = step.sampling_state
-    assert isinstance(saved.search, AnnealedSearchState)
-    assert saved.search.segment > 0 and len(saved.search.candidates) == 1
+    assert isinstance(saved.update.search, AnnealedSearchState)
+    assert saved.update.search.segment > 0 and len(saved.update.search.candidates) == 1
     step.search.reset()
     assert step.search.candidates == []
     step.sampling_state = saved
-    assert step.search.segment == saved.search.segment
-    np.testing.assert_array_equal(step.search.candidates[0], saved.search.candidates[0])
+    assert step.search.segment == saved.update.search.segment
+    np.testing.assert_array_equal(step.search.candidates[0], saved.update.search.candidates[0])

@@ -45,7 +45,7 @@ def test_joint_posterior_of_z_and_a_matches_enumeration(lik, missing):
                  pmi.BinaryFeatureGibbs([model["A"]])]
         if missing:
             steps.append(pm.BinaryGibbsMetropolis([model["X_unobserved"]]))
-            assert steps[1]._missing is not None
+            assert steps[1].likelihood.missing is not None
     step = CompoundStep(steps)
     point = model.initial_point()
     if missing:  # the posterior given the observed entries: the missing one dropped

@@ -558,7 +558,7 @@ def test_start_offsets_give_each_group_its_own_row_of_the_searched_baseline(per_
     if not per_column:  # one value per group, in every column
         table[:] = table[:, :1]
     X, offset, moved = step.search.start_offsets(RowOffset(table.copy(), index), DATA.X,
-                                           step._offset(point), point, shifted=False)
+                                           step.update.offset(point), point, shifted=False)
     shift = moved["b"] - point["b"]
     row = table[index] if per_column else table[index, 0]
     np.testing.assert_allclose(shift[group], row)
@@ -588,7 +588,8 @@ def test_a_start_search_on_one_row_gives_only_that_rows_group_its_baseline():
     np.testing.assert_allclose(dense[group == 1], np.broadcast_to(base, ((group == 1).sum(), D)))
     np.testing.assert_array_equal(dense[group != 1], 0.0)
     point = model.initial_point()
-    _, _, moved = step.search.start_offsets(full, DATA.X, step._offset(point), point, shifted=False)
+    _, _, moved = step.search.start_offsets(full, DATA.X, step.update.offset(point), point,
+                                            shifted=False)
     np.testing.assert_allclose(moved["b"][1], base[0])
     np.testing.assert_array_equal(moved["b"][[0, 2]], 0.0)
 

@@ -332,7 +332,7 @@ def test_first_sweep_leaves_a_default_z_to_the_start_search():
     first, stats = step.step(dict(point))
     np.testing.assert_array_equal(first["Z"], z0)
     assert stats[0]["ibp_dibp_joint_flips"] == 0 and np.isnan(stats[0]["ibp_dibp_ess_evals"])
-    zstep._hyper(first)  # the probabilities the sticks and processes have moved to
+    zstep.update.noise(first)  # the probabilities the sticks and processes have moved to
     assert zstep.search.will_search(first["Z"].astype(np.int8))
     _, stats = step.step(dict(first))
     assert np.isfinite(stats[0]["ibp_dibp_ess_evals"])  # second sweep: the joint moves ran

@@ -285,7 +285,7 @@ def test_steps_read_the_models_data_without_copying_it(offset):
         pm.sample(tune=4, draws=4, chains=1, cores=1, step=steps, random_seed=1,
                   progressbar=False, compute_convergence_checks=False)
     assert np.array_equal(held, before)
-    read = [steps[0]._X, steps[0].spec.X, *(e["X"] for e in steps[1].entries)]
+    read = [steps[0].update.data.X, steps[0].spec.X, *(e["X"] for e in steps[1].entries)]
     read += [steps[2]._X] if offset else []
     assert all(np.shares_memory(x, held) for x in read)
 

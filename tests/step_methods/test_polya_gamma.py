@@ -526,13 +526,13 @@ def test_chains_find_the_features_of_binary_data(monkeypatch):
     (init_z="auto" when the user gives no Z) the chain holds each glyph's feature after 30
     iterations, with its rows of A (higher log-odds on the glyph's pixels).  A user's Z is
     kept (no surrogate start); init_z="point" sweeps from PyMC's empty start."""
-    from pymc_ibp.step_methods import polya_gamma
+    from pymc_ibp.init.surrogate import SurrogateStart
 
     data = pmi.datasets.binary_block_images(150, seed=3)
     X = data.X
     starts = []
-    start = polya_gamma.surrogate_z
-    monkeypatch.setattr(polya_gamma, "surrogate_z",
+    start = SurrogateStart.draw
+    monkeypatch.setattr(SurrogateStart, "draw",
                         lambda *a: starts.append(1) or start(*a))
     common = dict(tune=0, chains=1, random_seed=4, progressbar=False,
                   compute_convergence_checks=False)

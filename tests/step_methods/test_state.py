@@ -70,7 +70,7 @@ def test_checkpoint_and_resume_gives_the_same_draws(init_sweeps):
         # restarts in flight at the checkpoint
         assert 0 < zstep.search.segment and zstep.search.candidates
     else:
-        assert zstep.started and zstep.search.segment == 0  # the start search is done
+        assert zstep.update.started and zstep.search.segment == 0  # the start search is done
     blob = pickle.dumps((point, first.sampling_state))
 
     resumed = build(model)  # a new process would build the step again from the model
@@ -224,8 +224,8 @@ def test_init_z_policy_unit():
         with model:
             step = pmi.AcceleratedGibbs([model["Z"]], init_z=init_z)
         step.setup_chain(np.random.default_rng(0), 100, 10)
-        out, *_ = step.search.start(step.rng, given.copy(), step._X, noise_of(step),
-                                    n_tune=step.n_tune)
+        out, *_ = step.search.start(step.rng, given.copy(), step.update.data.X, noise_of(step),
+                                    n_tune=step.update.n_tune)
         assert np.array_equal(out, given) == expect_same, init_z
         # the start search replaces segments
         assert step.search.restarts == 1 and step.search.segment == 0
@@ -250,10 +250,10 @@ def test_bernoulli_support_point_start_counts_as_not_given():
         point = model.initial_point()
         np.testing.assert_array_equal(point["Z"], p >= 0.5)
         step.setup_chain(np.random.default_rng(1), 100, 10)
-        step._hyper(point)
+        step.update.noise(point)
         assert step.search.will_search(point["Z"]) == (sweeps > 0)
-        out, *_ = step.search.start(step.rng, point["Z"].copy(), step._X, noise_of(step),
-                                    n_tune=step.n_tune)
+        out, *_ = step.search.start(step.rng, point["Z"].copy(), step.update.data.X, noise_of(step),
+                                    n_tune=step.update.n_tune)
         assert not np.array_equal(out, point["Z"])
         if sweeps:
             assert step.search.restarts == 1 and np.all(np.diff(out.sum(axis=0)) <= 0)
@@ -269,8 +269,8 @@ def test_vi_start_policy():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi")
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    out, *_ = step.search.start(step.rng, np.zeros((300, 8), dtype=np.int8), step._X,
-                                noise_of(step, 0.25, 1.0), n_tune=step.n_tune)
+    out, *_ = step.search.start(step.rng, np.zeros((300, 8), dtype=np.int8), step.update.data.X,
+                                noise_of(step, 0.25, 1.0), n_tune=step.update.n_tune)
     assert step.search.restarts == 1 and step.search.segment == 0
     Zb = out.astype(bool)
     for k in range(4):
@@ -280,8 +280,8 @@ def test_vi_start_policy():
     Z0 = np.zeros((300, 8), dtype=np.int64)
     Z0[:, :4] = data.Z
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    assert np.array_equal(step.search.start(step.rng, Z0.copy(), step._X, noise_of(step),
-                                            n_tune=step.n_tune)[0], Z0)
+    assert np.array_equal(step.search.start(step.rng, Z0.copy(), step.update.data.X, noise_of(step),
+                                            n_tune=step.update.n_tune)[0], Z0)
     with pytest.raises(ValueError, match="init_method"):
         with model:
             pmi.AcceleratedGibbs([model["Z"]], init_method="nope")
@@ -295,8 +295,8 @@ def test_vi_start_on_a_subset_assigns_the_other_rows():
     with model:
         step = pmi.AcceleratedGibbs([model["Z"]], init_method="vi", init_subsample=100)
     step.setup_chain(np.random.default_rng(0), 0, 10)
-    out, *_ = step.search.start(step.rng, np.zeros((300, 8), dtype=np.int8), step._X,
-                                noise_of(step, 0.25, 1.0), n_tune=step.n_tune)
+    out, *_ = step.search.start(step.rng, np.zeros((300, 8), dtype=np.int8), step.update.data.X,
+                                noise_of(step, 0.25, 1.0), n_tune=step.update.n_tune)
     assert (out.sum(axis=1) > 0).sum() > 250  # not only the 100 fitted rows (281 have glyphs)
     m = out.sum(axis=0)
     assert (m > 0).sum() >= 3 and m.max() > 120  # features of the fit, given to other rows

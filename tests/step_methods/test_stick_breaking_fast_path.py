@@ -110,11 +110,11 @@ def test_prior_started_chain_searches_for_the_structure(prior):
         step = pmi.AcceleratedGibbs([Z, A])
     point = model.initial_point()
     step.setup_chain(np.random.default_rng(2), 0, 10)
-    step._hyper(point)
+    step.update.noise(point)
     noise = kernels.noise_blocks(0.25, 1.0, 36)
     assert step.search.will_search(point["Z"])
     start, *_ = step.search.start(step.rng, point["Z"].astype(np.int8), data.X, noise,
-                                  n_tune=step.n_tune)
+                                  n_tune=step.update.n_tune)
 
     def loglik(Z):
         act = np.flatnonzero(Z.sum(axis=0) > 0)
@@ -144,12 +144,12 @@ def test_default_z_still_counts_as_prior_start_after_the_probabilities_moved():
         step = pmi.AcceleratedGibbs([Z, A])
     point = model.initial_point()
     z0 = point["Z"].astype(np.int8)
-    step._hyper(point)
+    step.update.noise(point)
     assert step.mode.is_support_point(z0) and step.search.will_search(z0)
     moved = dict(point)
     moved[model.rvs_to_values[pi].name] = model.rvs_to_transforms[pi].forward(
         np.linspace(0.99, 0.95, 6)).eval()  # every stick above 1/2: the support point is all ones
-    step._hyper(moved)
+    step.update.noise(moved)
     assert not step.mode.is_support_point(z0)
     assert step.search.will_search(z0)
     # the support point at the current probabilities (PyMC's start of Z when the user gave
@@ -174,9 +174,9 @@ def test_start_search_never_breaks_a_hard_zero_of_the_prior():
         step = pmi.AcceleratedGibbs([Z, A])
     point = model.initial_point()
     step.setup_chain(np.random.default_rng(2), 0, 10)
-    noise = step._hyper(point)
+    noise = step.update.noise(point)
     z0 = point["Z"].astype(np.int8)
     assert step.search.will_search(z0)
-    start, *_ = step.search.start(step.rng, z0, data.X, noise, n_tune=step.n_tune)
+    start, *_ = step.search.start(step.rng, z0, data.X, noise, n_tune=step.update.n_tune)
     assert np.isfinite(step.mode.log_prior(start))
     np.testing.assert_array_equal(start, z0)

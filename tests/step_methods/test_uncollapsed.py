@@ -350,7 +350,7 @@ def test_surrogate_start_learns_the_scales_and_offset_of_continuous_data():
     the fixed scales (no scale step on the surrogate)."""
     for shift in (0.0, 3.0):
         model, step, truth = _student_t_block_images(shift)
-        assert len(step._surrogate.steps) == (3 if shift else 2)
+        assert step._surrogate.has_offset == bool(shift) and not step._surrogate.binary
         ll_truth = float(np.sum(step._rows(truth)))
         for seed in (0, 1):
             step.setup_chain(np.random.default_rng(seed), 0, 1)
@@ -362,7 +362,7 @@ def test_surrogate_start_learns_the_scales_and_offset_of_continuous_data():
                 assert abs(float(np.mean(new["b"])) - shift) < 0.6, new["b"]
     given = np.full(36, 1.0)
     model, step, _ = _student_t_block_images(3.0, b_initval=given)
-    assert step._surrogate.offset is None
+    assert step._surrogate.handover is None
     step.setup_chain(np.random.default_rng(0), 0, 1)
     new, _ = step.step(model.initial_point())
     np.testing.assert_array_equal(new["b"], given)
@@ -373,7 +373,7 @@ def test_surrogate_start_learns_the_scales_and_offset_of_continuous_data():
         b = pm.Normal("b", -2.0, 2.0, shape=36)
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
         sur = pmi.IBPGibbs([Z])._surrogate
-    assert len(sur.steps) == 1 and sur.offset is None
+    assert sur.binary and not sur.has_offset and sur.handover is None
 
 
 @pytest.mark.parametrize("per_column", [True, False])
@@ -402,7 +402,7 @@ def test_surrogate_start_sets_an_offset_per_group(per_column):
             pm.StudentT("X", nu=5, mu=Z @ A + offset, sigma=0.5,
                         observed=data.X + shifts[group][:, None])
             step = pmi.IBPGibbs([Z])
-        assert step._surrogate.offset == (None if given is not None else "b")
+        assert step._surrogate.handover == (None if given is not None else "b")
         step.setup_chain(np.random.default_rng(0), 0, 1)
         new, _ = step.step(model.initial_point())
         first[given] = float(np.sum(step._rows(new)))
@@ -440,7 +440,8 @@ def test_surrogate_start_of_continuous_data_is_reproducible_across_processes(mp_
     kw = dict(draws=4, tune=4, chains=2, random_seed=7, progressbar=False,
               compute_convergence_checks=False, discard_tuned_samples=False)
     with model:
-        assert len(pmi.IBPGibbs([Z])._surrogate.steps) == 3
+        surrogate = pmi.IBPGibbs([Z])._surrogate
+        assert surrogate.has_offset and not surrogate.binary
         seq = pm.sample(cores=1, **kw)
         par = pm.sample(cores=2, mp_ctx=mp_ctx, **kw)
     for group in ("warmup_posterior", "posterior"):

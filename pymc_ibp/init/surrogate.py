@@ -1,0 +1,250 @@
+"""The surrogate start of the steps of models that are not linear-Gaussian.
+
+``init_z="surrogate"`` of :class:`pymc_ibp.IBPGibbs` and :class:`pymc_ibp.PolyaGammaGibbs` (their
+default for a :class:`pymc_ibp.IBP` when the user gives no ``Z``) treats the data as if they
+were linear-Gaussian,
+
+.. math:: X \\sim \\mathcal N(Z A + b,\\ \\sigma_x^2),\\qquad A \\sim \\mathcal N(0, \\sigma_a^2),
+    \\qquad Z \\sim \\mathrm{IBP}(\\alpha, \\beta),
+
+and runs the annealed start search of the linear-Gaussian samplers
+(:class:`~pymc_ibp.init.search.AnnealedSearch`) on it, then ``SURROGATE_SWEEPS`` iterations of
+accelerated Gibbs sweeps (Doshi-Velez & Ghahramani 2009) with split–merge, birth/death and
+pair-swap moves, ``A`` drawn from its Gaussian conditional, the scales by slice sampling
+(Neal 2003) and the offset from its Gaussian conditional.  With ``s`` the standard deviation of
+the observed entries: on 0/1 data ``σx = SURROGATE_SIGMA_X s`` and ``σa = SURROGATE_SIGMA_A s``
+are fixed and there is no offset ``b``; on other data ``σx ~ HalfNormal(SURROGATE_SIGMA_X s)``
+and ``σa ~ HalfNormal(SURROGATE_SIGMA_A s)`` are free, and where the likelihood's location is
+``Z @ A`` plus other terms there is a per-column offset ``b ~ Normal(mean, SURROGATE_SIGMA_B
+s0)`` (``s0`` the entries' root mean square), which the search fits beside ``Z``.  A model's
+offset that is one free untransformed variable, the same for every row (or indexed by the
+rows' groups, ``b[group]``), starts at the surrogate's unless the user gave it.
+
+It runs on arrays and the kernels alone (no PyMC model, no step), with the chain's generator.
+It only chooses where a chain starts; the chain's own step then targets the model's posterior.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.op import RandomVariable
+
+from pymc_ibp import kernels
+from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.init.given import initial_value_given
+from pymc_ibp.init.search import AnnealedSearch
+from pymc_ibp.kernels.moves import Moves, linear_gaussian_moves
+from pymc_ibp.kernels.slice import slice_sample
+from pymc_ibp.matching.graph import (
+    mean_terms,
+    observed_data,
+    row_constant_variable,
+    row_indexed_variable,
+)
+from pymc_ibp.matching.prior_modes import prior_mode
+from pymc_ibp.matching.priors import IBPPrior
+
+__all__ = ["SURROGATE_SIGMA_A", "SURROGATE_SIGMA_B", "SURROGATE_SIGMA_X", "SURROGATE_SWEEPS",
+           "SurrogateDraw", "SurrogateStart"]
+
+
+#: the linear-Gaussian surrogate: noise and feature scales as multiples of the standard
+#: deviation of the observed entries (on 0/1 data the scales themselves, on continuous data
+#: the scales of their half-normal priors)
+SURROGATE_SIGMA_X = 1.0
+SURROGATE_SIGMA_A = 2.0
+#: the prior scale of the surrogate's offset (centred at the data's mean), as a multiple of
+#: the spread of the observed entries about zero
+SURROGATE_SIGMA_B = 10.0
+#: iterations on the surrogate after its start search
+SURROGATE_SWEEPS = 50
+#: the surrogate's moves per sweep (the defaults of pmi.AcceleratedGibbs)
+SURROGATE_MOVES = Moves(split_merge=5, birth_death=3, pair_swaps=3)
+
+
+class SurrogateDraw(NamedTuple):
+    """What :meth:`SurrogateStart.draw` returns: ``z`` (int8) the chain's first ``Z``;
+    ``offsets`` ``{name: value}`` for the model's offset that starts at the surrogate's (else
+    empty); ``features`` the surrogate's ``A`` (``K_max x D``, on the data's scale) on
+    continuous data, ``None`` on 0/1 data."""
+
+    z: np.ndarray
+    offsets: dict
+    features: np.ndarray | None
+
+
+class _SurrogateData(NamedTuple):
+    """The surrogate's data as the start search reads them (one block, complete, local)."""
+
+    X: np.ndarray
+    k_max: int
+    missing_mask: None = None
+    sharded: None = None
+
+    @property
+    def shape(self):
+        return self.X.shape
+
+
+def _mean_offset(z_rv, like_rv):
+    """The terms a likelihood's location parameter adds to ``Z @ A`` (symbolic; ``None`` when
+    there are none or the location is not of that form)."""
+    if like_rv.owner is None or not isinstance(like_rv.owner.op, RandomVariable):
+        return None
+    for param in like_rv.owner.inputs[2:]:  # after rng and size
+        if z_rv in set(ancestors([param])):
+            terms = mean_terms(param, left=z_rv)
+            if terms is not None:
+                return terms[2]
+    return None
+
+
+def _offset_handover(model, offset, initial_point, shape):
+    """``(name, groups)`` for ``offset`` when it is one free untransformed variable whose
+    initial value the user did not give, with ``name`` its value's name: the same for every
+    row (``groups`` is ``False``), it starts at the surrogate's offset; indexed by the rows'
+    groups (``b[group]``; ``groups`` is ``True``), every group's row starts there.
+    ``(None, False)`` otherwise."""
+    rv = row_constant_variable(model, offset)
+    groups = rv is None
+    if groups:
+        rv = row_indexed_variable(model, offset, *shape)
+    if rv is None or initial_value_given(model, [rv], initial_point):
+        return None, False
+    return model.rvs_to_values[rv].name, groups
+
+
+def _halfnormal_log_scale(u, s):
+    """``log HalfNormal(e^u; s) + u``: the log density of a half-normal scale's log."""
+    sigma = math.exp(u)
+    return -0.5 * (sigma / s) ** 2 + 0.5 * math.log(2.0 / math.pi) - math.log(s) + u
+
+
+class SurrogateStart:
+    """The surrogate start of ``who`` (``"IBPGibbs"``, ``"PolyaGammaGibbs"``) for the
+    ``pmi.IBP`` variable ``z_rv`` of shape ``shape = (N, K_max)`` with parameters ``alpha``,
+    ``beta``, whose likelihood terms are ``children`` (module docstring).  Raises
+    :class:`~pymc_ibp.exceptions.ModelPatternError` unless the likelihood is one observed
+    ``N x D`` matrix without missing entries.  :meth:`draw` runs it for one chain."""
+
+    def __init__(self, model, z_rv, children, shape, alpha, beta, who, initial_point=None):
+        observed = [c for c in children if c in set(model.observed_RVs)]
+        data = None
+        if len(children) == 1 and len(observed) == 1:
+            try:
+                data = observed_data(model.rvs_to_values[observed[0]])
+            except ModelPatternError:
+                data = None
+        n, k_max = shape
+        if (data is None or data.ndim != 2 or data.shape[0] != n
+                or not np.all(np.isfinite(data))):
+            raise ModelPatternError(
+                f"{who}(init_z='surrogate') needs the likelihood of {z_rv.name!r} to be one "
+                f"observed N x D matrix (N = {n} rows, one per row of {z_rv.name!r}) without "
+                f"missing entries; found {[c.name for c in children]} below {z_rv.name!r}.")
+        self.X = np.ascontiguousarray(data, dtype=np.float64)
+        self.n, self.d = self.X.shape
+        self.k_max = int(k_max)
+        scale = float(np.std(self.X)) or 1.0
+        self.binary = bool(np.all((self.X == 0) | (self.X == 1)))
+        offset = None if self.binary else _mean_offset(z_rv, observed[0])
+        self.has_offset = offset is not None
+        # the scales: fixed on 0/1 data, else the scales of their half-normal priors
+        self.sx, self.sa = SURROGATE_SIGMA_X * scale, SURROGATE_SIGMA_A * scale
+        self.b_mean = float(np.mean(self.X))
+        self.b_sd = SURROGATE_SIGMA_B * float(np.sqrt(np.mean(self.X ** 2)))
+        self.mode = prior_mode(IBPPrior(alpha, beta), self.n, self.k_max)
+        self.mode.set_params(float(alpha), float(beta))
+        self.search = AnnealedSearch(
+            spec=_SurrogateData(self.X, self.k_max), mode=self.mode, starts=None, z_name="Z",
+            init_z="prior",
+            moves=(SURROGATE_MOVES.split_merge, 5, SURROGATE_MOVES.birth_death, 5),
+            baselines=((0, self.d, True, "b", False, None),) if self.has_offset else (),
+            free_sx=not self.binary, free_sa=not self.binary)
+        self.handover, self.groups = ((None, False) if offset is None else
+                                      _offset_handover(model, offset, initial_point,
+                                                       self.X.shape))
+
+    def draw(self, rng, point=None):
+        """The :class:`SurrogateDraw` of one chain: the state after the start search and
+        ``SURROGATE_SWEEPS`` iterations, with the chain's own generator ``rng`` (the same draws
+        under any number of cores); the offset is shaped as ``point[name]``."""
+        self.search.reset()
+        sx, sa = self.sx, self.sa
+        b = np.full(self.d, self.b_mean)
+        noise = kernels.noise_blocks(sx * sx, sa * sa, self.d)
+        X = self.X - b if self.has_offset else self.X
+        Z = np.zeros((self.n, self.k_max), dtype=np.int8)
+        Z, base, noise = self.search.start(rng, Z, X, noise, 0, owned=self.has_offset)
+        if base is not None:  # the search took its baseline off X (in place): b follows it
+            b = b + base.table[0]
+        A = kernels.draw_features(rng, Z, X, noise)
+        refresh = kernels.refresh_interval(self.n)
+        for sweep in range(SURROGATE_SWEEPS + 1):
+            if sweep:
+                noise = kernels.noise_blocks(sx * sx, sa * sa, self.d)
+                X = self.X - b if self.has_offset else self.X
+                m = Z.sum(axis=0).astype(np.int64)
+                kernels.accelerated_sweep(rng, Z, X, m, noise, self.mode.alpha, self.mode.beta,
+                                          refresh, False, self.mode.logodds, kernels.NO_MISS)
+                linear_gaussian_moves(rng, Z, X, m, noise, self.mode.alpha, self.mode.beta,
+                                      self._trXX(X, noise), SURROGATE_MOVES)
+                A = kernels.draw_features(rng, Z, X, noise)
+            if not self.binary:
+                sx = self._scale(rng, sweep == 0, sx, SURROGATE_SIGMA_X * self.sx,
+                                 X.size, self._residual_ss(Z, A, b))
+                sa = self._scale(rng, sweep == 0, sa, self.sa, A.size, float(np.sum(A * A)))
+            if self.has_offset:
+                b = self._offset(rng, Z, A, sx)
+        return SurrogateDraw(Z, self._offsets(b, point), None if self.binary else A)
+
+    def _trXX(self, X, noise):
+        """``‖X_b‖²`` per block of ``noise``."""
+        if self.has_offset:
+            return kernels.block_sq_norms(X, noise)
+        return np.add.reduceat(kernels.column_sq_norms(X), noise.cols[:-1])
+
+    def _residual_ss(self, Z, A, b):
+        """``‖X - b - Z A‖²``."""
+        off = b[None] if self.has_offset else np.zeros((1, self.d))
+        return kernels.residual_sq_sum(self.X, 0, Z, A, off, 0, kernels.NO_ROWS)
+
+    @staticmethod
+    def _scale(rng, first, sigma, prior_sd, count, ss):
+        """One slice update of a free scale on its log (Neal 2003) given ``count`` Gaussian
+        terms with sum of squares ``ss``; its first update starts from the value its
+        likelihood term favours, ``sqrt(ss / count)``."""
+        if first:
+            sigma = max(math.sqrt(ss / count), 1e-3)
+
+        def logp(u):
+            s = math.exp(u)
+            return (_halfnormal_log_scale(u, prior_sd) - count * math.log(s)
+                    - ss / (2.0 * s * s))
+
+        u, _ = slice_sample(rng, logp, math.log(sigma), 1.0, name="the surrogate's scale")
+        return math.exp(u)
+
+    def _offset(self, rng, Z, A, sx):
+        """The per-column offset from its Gaussian conditional given ``Z``, ``A`` and ``σx``."""
+        w = 1.0 / (sx * sx)
+        sums = (self.X.sum(axis=0) - Z.sum(axis=0, dtype=np.int64) @ A) * w
+        prec = 1.0 / self.b_sd ** 2 + self.n * w
+        mean = (self.b_mean / self.b_sd ** 2 + sums) / prec
+        return mean + rng.standard_normal(self.d) / np.sqrt(prec)
+
+    def _offsets(self, b, point):
+        """``{name: value}``: the model's offset at the surrogate's ``b``, shaped as
+        ``point[name]`` (every group's row for ``b[group]``)."""
+        name = self.handover
+        if name is None or point is None:
+            return {}
+        v = np.asarray(point[name])
+        if self.groups:
+            b = np.tile(b if v.size == v.shape[0] * b.size else b.mean(), v.shape[0])
+        return {name: (b.reshape(v.shape) if v.size == b.size else np.asarray(b.mean())
+                       ).astype(v.dtype)}
