@@ -94,9 +94,8 @@ def constant_value(var):
 
     A constant's or a shared variable's own value; any other graph is evaluated by PyTensor's
     Python linker (mode ``FAST_COMPILE``), not compiled through the default numba backend as
-    ``var.eval()`` would be: with ``var.eval()`` each model built (``pmi.IBP`` with ``dims`` and
-    ``pmi.IBPAlphaGibbs``) took 0.07-0.11 s with PyTensor's compile cache warm and 0.2-0.3 s
-    with it empty, against 0.02-0.04 s now.
+    ``var.eval()`` would be (a compile per model built; measurements in
+    ``benchmarks/README.md``).
     """
     if isinstance(var, Constant):
         return np.asarray(var.data)

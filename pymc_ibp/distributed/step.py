@@ -54,6 +54,7 @@ from pymc_ibp.step_methods.linear_gaussian import (
     LinearGaussianIBPState,
     spec_of,
 )
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["DataParallelGibbs"]
 
@@ -70,6 +71,7 @@ class DataParallelGibbsState(LinearGaussianIBPState):
     exact_accepted: int
 
 
+@refuses_potentials
 class DataParallelGibbs(AcceleratedGibbs):
     r"""Data-parallel accelerated Gibbs sampler for the linear-Gaussian IBP on a Dask cluster
     (Doshi-Velez 2009, ch. 5).

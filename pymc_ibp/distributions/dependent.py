@@ -478,6 +478,14 @@ def dependent_ibp(name, covariate, *, alpha, k=None, item=None, variant="bag", c
         ls = pm.LogNormal(f"{name}_ls", mu=math.log(5.0 * median_spacing), sigma=1.0,
                           shape=(k,), dims=feature_dim)
     else:
+        try:
+            given = np.asarray(length_scale, dtype=float)
+        except (TypeError, ValueError):
+            given = None  # symbolic: a variable with its own prior, or pm.Data
+        if given is not None and given.dtype != object and not (
+                np.all(np.isfinite(given)) and np.all(given > 0)):
+            raise ValueError(f"pmi.dependent_ibp needs length_scale > 0 (finite); got "
+                             f"length_scale={length_scale!r}.")
         ls = pt.broadcast_to(pt.as_tensor_variable(length_scale, dtype="floatX"), (k,))
     base = _kernel_matrix(cov, values, ls, amplitude)
     cov_k = base + (jitter * amplitude**2) * np.eye(values.size)

@@ -260,6 +260,18 @@ class IBP(Discrete):
         _check_positive_constant("beta", beta)
         alpha = pt.as_tensor_variable(alpha, dtype="floatX")
         beta = pt.as_tensor_variable(beta, dtype="floatX")
+        batch = shape_t[:-2] if size is None else tuple(np.atleast_1d(size))
+        for label, v in (("alpha", alpha), ("beta", beta)):
+            if v.ndim > len(batch) or any(
+                    b not in (None, 1, d) for b, d in zip(v.type.shape[::-1], batch[::-1],
+                                                          strict=False)):
+                raise ValueError(
+                    f"pmi.IBP's {label} is one number for the whole N x K_max matrix (its "
+                    f"{'mass' if label == 'alpha' else 'concentration'}); got {label} of shape "
+                    f"{v.type.shape} for shape={tuple(shape_t)!r}. For a {label} per feature "
+                    "use pmi.IBPStickBreaking or a pm.Bernoulli matrix; several IBP matrices "
+                    "take one pmi.IBP each (or a batch: shape=(B, N, K_max) with one "
+                    f"{label} per batch entry).")
         n = pt.as_tensor_variable(int(n), dtype="int64")
         k_max = pt.as_tensor_variable(int(k_max), dtype="int64")
         return super().dist([alpha, beta, n, k_max], shape=shape, size=size, **kwargs)

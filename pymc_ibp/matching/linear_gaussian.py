@@ -261,6 +261,9 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
     """
     a_ops = (HalfNormalRV,) if nonnegative else (NormalRV,)
     a_name = "pm.HalfNormal" if nonnegative else "pm.Normal"
+    # the pattern the caller needs, named in every error
+    pattern = (PATTERN.replace("A = pm.Normal('A', 0, sigma_a,", "A = pm.HalfNormal('A', sigma_a,")
+               if nonnegative else PATTERN)
     if z_rv.ndim != 2:
         raise ModelPatternError(
             f"{z_rv.name!r} must be a single N x K_max matrix (got ndim={z_rv.ndim})."
@@ -269,7 +272,7 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
     if prior is None:
         raise ModelPatternError(
             f"{z_rv.name!r} is a {type(z_rv.owner.op).__name__}, not a pmi.IBP or 2-D "
-            f"pm.Bernoulli variable. Needed pattern: {PATTERN}."
+            f"pm.Bernoulli variable. Needed pattern: {pattern}."
         )
     candidates = [
         rv for rv in model.observed_RVs + model.free_RVs
@@ -292,24 +295,24 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
             raise ModelPatternError(
                 f"In {rv.name!r} the mean is Z @ A plus terms that depend on Z or A; the "
                 f"fast samplers need Z @ A + an offset not involving them. "
-                f"Needed pattern: {PATTERN}."
+                f"Needed pattern: {pattern}."
             )
         if (right.owner is None or not isinstance(right.owner.op, a_ops)
                 or right not in model.free_RVs):
             raise ModelPatternError(
                 f"In {rv.name!r} the mean is Z @ {right.name or right}, "
                 "but the right factor must be "
-                f"a free {a_name} feature matrix. Needed pattern: {PATTERN}."
+                f"a free {a_name} feature matrix. Needed pattern: {pattern}."
             )
         g = groups.setdefault(right, {"obs": [], "missing": [], "sigma": None, "offset": None})
         g["sigma"] = g["sigma"] if g["sigma"] is not None else column_scale(
-            sigma, f"The noise sigma of {rv.name!r}", PATTERN, masked=mask is not None)
+            sigma, f"The noise sigma of {rv.name!r}", pattern, masked=mask is not None)
         g["offset"] = off if g["offset"] is None else g["offset"]
         g["obs" if rv in model.observed_RVs else "missing"].append((rv, mask))
     if not groups:
         raise ModelPatternError(
             f"No Normal likelihood with mean Z @ A found for {z_rv.name!r}. Needed pattern: "
-            f"{PATTERN}. Found children: {', '.join(found) or 'none'}."
+            f"{pattern}. Found children: {', '.join(found) or 'none'}."
         )
     ip = model.initial_point()
     z_val = model.rvs_to_values[z_rv]
@@ -318,7 +321,7 @@ def find_linear_gaussian(model, z_rv, nonnegative=False) -> LinearGaussianIBP:
     for a_rv, g in groups.items():
         _, _, a_mu, a_sigma = a_rv.owner.inputs
         if not is_zero_constant(a_mu):
-            raise ModelPatternError(f"{a_rv.name!r} must have mean 0. Needed pattern: {PATTERN}.")
+            raise ModelPatternError(f"{a_rv.name!r} must have mean 0. Needed pattern: {pattern}.")
         a_shape = tuple(int(s) for s in ip[model.rvs_to_values[a_rv].name].shape)
         if len(a_shape) != 2 or a_shape[0] != k_max:
             raise ModelPatternError(

@@ -318,6 +318,15 @@ class RowLikelihood:
         total = pt.add(*[t.sum() for t in terms]) if len(terms) > 1 else terms[0].sum()
         return compile_point_fn(self.model, total, compile_kwargs=self.compile_kwargs)
 
+    def rows_seen(self, point):
+        """The rows of ``rv`` that some child's observations use at ``point`` (sorted), or
+        ``None`` when a child sees every row (no labels): with ``Z = M[c]`` the categories that
+        hold an observation, whose features are the ones the likelihood uses."""
+        if not self.labels or any(c.name not in self.labels for c in self.children):
+            return None
+        return np.unique(np.concatenate([np.asarray(fn(point)).ravel()
+                                         for fn in self.labels.values()]))
+
     def irregular_rows(self, point, most=10):
         """Up to ``most`` rows (of ``rv``) per masked child whose entries are split unusually
         between the imputation's parts (rows with missing entries)."""

@@ -37,10 +37,12 @@ from pymc_ibp.matching.binary_features import (
     binary_features_of,
 )
 from pymc_ibp.matching.graph import one_value_var
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["BinaryFeatureGibbs", "binary_feature_sweep"]
 
 
+@refuses_potentials
 class BinaryFeatureGibbs(BlockedStep):
     r"""Exact element-wise Gibbs sampler of a binary feature–dimension matrix ``A`` under a
     binary likelihood whose success probability depends on ``A`` only through the counts

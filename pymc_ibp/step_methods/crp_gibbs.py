@@ -20,10 +20,11 @@ from pymc.util import get_random_generator
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp._pytensor_utils import compile_point_fn, constant_value
 from pymc_ibp.distributions.crp import CRPRV
-from pymc_ibp.exceptions import ModelPatternError, TruncationWarning
+from pymc_ibp.exceptions import DataError, ModelPatternError, TruncationWarning
 from pymc_ibp.kernels.crp import crp_label_gibbs, crp_split_merge
 from pymc_ibp.matching.graph import one_value_var
 from pymc_ibp.matching.rows import RowLikelihood, perturbed_point
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["CRPGibbs"]
 
@@ -38,6 +39,7 @@ class CRPGibbsState(StepMethodState):
     n_tune: int
 
 
+@refuses_potentials
 class CRPGibbs(BlockedStep):
     r"""Gibbs sampler for the labels ``c`` of a :class:`pymc_ibp.CRP` under any likelihood that
     factorises over the observations (e.g. a Dirichlet-process mixture
@@ -152,6 +154,10 @@ class CRPGibbs(BlockedStep):
     def step(self, point):
         c = np.array(point[self.c_name], dtype=np.int64, copy=True)
         alpha = float(np.asarray(self._alpha(point)))
+        if not (np.isfinite(alpha) and alpha > 0):  # e.g. a pm.Data alpha moved by pm.set_data
+            raise DataError(f"CRPGibbs: the concentration alpha of pmi.CRP {self.c_name!r} is "
+                            f"{alpha!r}; it must be > 0 (a pm.Data parameter changed with "
+                            "pm.set_data must stay in its support).")
         trial = dict(point)
         ll = np.empty((self.l_max, self.n))
         for lab in range(self.l_max):

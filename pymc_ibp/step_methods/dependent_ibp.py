@@ -99,7 +99,9 @@ from pymc_ibp.kernels.gp import (
 )
 from pymc_ibp.matching.dependent_ibp import match_dependent_ibp, triples
 from pymc_ibp.matching.graph import observed_data
+from pymc_ibp.matching.potentials import potential_names, potentials_on
 from pymc_ibp.matching.rows import RowLikelihood
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["DependentIBPGibbs"]
 
@@ -135,6 +137,7 @@ class DependentIBPGibbsState(StepMethodState):
     fitted_start: bool
 
 
+@refuses_potentials
 class DependentIBPGibbs(BlockedStep):
     r"""Sticks, auxiliary ``h`` and Gaussian processes of a dependent IBP (Williamson, Orbanz &
     Ghahramani 2010, §4): Metropolis in ``Φ⁻¹(b)`` space for the sticks, the exact truncated
@@ -373,6 +376,9 @@ class DependentIBPGibbs(BlockedStep):
             why = f"{z_rv.name!r} is observed"
         elif not self.update_g:
             why = "the processes g are not updated by this step"
+        elif potentials_on(model, [z_rv]):  # the joint moves change Z: they would drop it
+            why = (f"the model's pm.Potential {potential_names(potentials_on(model, [z_rv]))} "
+                   f"depends on {z_rv.name!r}, which the joint moves change without it")
         if why is None:
             try:
                 rows = RowLikelihood(model, z_rv, np.shape(ip[self.z_name])[0], ip,

@@ -60,6 +60,7 @@ from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.matching.graph import rv_users
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["GPLengthScaleHMC", "gp_hyperparameter_users"]
 
@@ -104,6 +105,7 @@ class GPLengthScaleHMCState(StepMethodState):
     tune_iter: int
 
 
+@refuses_potentials
 class GPLengthScaleHMC(BlockedStep):
     r"""HMC for Gaussian-process hyperparameters (length scales, amplitudes), with the target
     restricted to the model terms that depend on them and step-size adaptation to 65%

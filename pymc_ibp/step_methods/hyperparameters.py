@@ -46,6 +46,7 @@ from pymc_ibp.distributions.ibp_math import harmonic_mass, log_poisson_cdf
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.matching.graph import boolean_masked, observed_data, one_value_var, rv_users, strip
+from pymc_ibp.step_methods.potentials import refuses_potentials
 from pymc_ibp.step_methods.stats import per_matrix_stats
 
 __all__ = ["CRPAlphaGibbs", "DetectionRateGibbs", "ExponentialRateGibbs", "IBPAlphaGibbs",
@@ -113,6 +114,7 @@ def _strip_rate(scale):
     return strip(scale.owner.inputs[0])
 
 
+@refuses_potentials
 class ExponentialRateGibbs(BlockedStep):
     r"""Exact Gibbs update of the rate ``λ`` of exponential variables under a ``Gamma(a, b)``
     prior (shape, rate):
@@ -195,6 +197,7 @@ def _match_alpha(model, alpha_rv):
     return a, b, users[0]
 
 
+@refuses_potentials
 class IBPAlphaGibbs(BlockedStep):
     r"""Exact update of the IBP mass ``alpha`` under a ``Gamma(a, b)`` prior (Doshi-Velez 2009,
     §5.1).
@@ -309,6 +312,7 @@ def _match_crp_alpha(model, alpha_rv):
     return a, b, users[0]
 
 
+@refuses_potentials
 class CRPAlphaGibbs(BlockedStep):
     r"""Exact update of the mass ``alpha ~ Gamma(a, b)`` of a :class:`pymc_ibp.CRP` given its
     labels (the ``α_C`` of :func:`pymc_ibp.dp_ibp`; Doshi-Velez 2009, §7.2.1).
@@ -467,6 +471,7 @@ def _match_detection(model, rate_rv):
     return a, b, parts, cond, role
 
 
+@refuses_potentials
 class DetectionRateGibbs(BlockedStep):
     r"""Exact Gibbs update of a false-detection or miss rate of the noisy tag-detection
     likelihood :func:`pymc_ibp.likelihoods.noisy_detection` (Doshi-Velez 2009, §7.3) under a

@@ -37,6 +37,7 @@ from pymc_ibp.step_methods.linear_gaussian_update import (
     LinearGaussianUpdate,
     LinearGaussianUpdateState,
 )
+from pymc_ibp.step_methods.potentials import refuses_potentials
 from pymc_ibp.step_methods.stats import group_by_matrix, one_step_per_matrix, per_matrix_stats
 
 __all__ = ["AcceleratedGibbs", "CollapsedGibbs", "LinearGaussianIBPState", "spec_of",
@@ -233,6 +234,15 @@ class _LinearGaussianIBPStep(BlockedStep):
         pass
 
     @staticmethod
+    def potential_scope(model, var):
+        """What a potential must not depend on for this step to take ``var``: ``Z`` is
+        sampled with ``A`` integrated out (and its imputed entries), ``A`` given ``Z``."""
+        spec = spec_of(var)
+        if spec is not None and var is spec.z_rv:
+            return [var, *spec.a_rvs, *spec.missing_rvs]
+        return [var]
+
+    @staticmethod
     def competence(var, has_grad):
         # IDEAL for the Z, A and imputed X of a model with the linear-Gaussian pattern (data
         # on the driver; sharded data go to DataParallelGibbs); other IBP models go to
@@ -243,6 +253,7 @@ class _LinearGaussianIBPStep(BlockedStep):
         return Competence.IDEAL
 
 
+@refuses_potentials
 class AcceleratedGibbs(_LinearGaussianIBPStep):
     r"""Accelerated collapsed Gibbs sampler for the linear-Gaussian IBP (Doshi-Velez & Ghahramani
     2009, §4, eqs. 7–8, Alg. 1).
@@ -340,6 +351,7 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
                                          False, mode.logodds, miss)
 
 
+@refuses_potentials
 class CollapsedGibbs(_LinearGaussianIBPStep):
     r"""Classic collapsed Gibbs sampler for the linear-Gaussian IBP (Griffiths & Ghahramani 2011;
     Doshi-Velez 2009, §3.2).

@@ -25,6 +25,7 @@ from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import DataError, warn_slots_in_use
 from pymc_ibp.init.baselines import search_baselines
 from pymc_ibp.init.given import StartDefaults, check_binary_start
+from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import init_z_policy
 from pymc_ibp.init.search import AnnealedSearch, AnnealedSearchState, column_mean_fill, fill_from_z
 from pymc_ibp.kernels.offsets import group_labels
@@ -116,6 +117,8 @@ class LinearGaussianUpdate(WithSamplingState):
         self.n, self.d = spec.shape
         self.k_max = spec.k_max
         self.mode = prior_mode(spec.prior, self.n, self.k_max)
+        # the prior's parameters at each chain's start (pm.set_data may have moved them)
+        self.start_check = StartCheck(model, spec.z_rv, who) if self.update_z else None
         free = set(model.free_RVs)
         hyper = model.replace_rvs_by_values([*spec.column_scales(), *self.mode.symbolic])
         self._hyper_fn = compile_point_fn(model, hyper, compile_kwargs=compile_kwargs)
@@ -146,6 +149,7 @@ class LinearGaussianUpdate(WithSamplingState):
             self.noise(initial_point if initial_point is not None else ip)
             search_alpha = self.mode.alpha
         if self.update_z and not self.mode.counts:  # is_support_point at the initial
+            self.start_check.check(ip)  # (the probabilities need valid parameters)
             self.noise(ip)  # probabilities until the first step sets them
         self.search = AnnealedSearch(
             spec=spec, mode=self.mode, z_name=self.z_name,
@@ -222,6 +226,7 @@ class LinearGaussianUpdate(WithSamplingState):
         z_in = self.spec.z_value(point, self.z_name)
         # int8 inside the kernels whatever the value's dtype (pmi.IBP: int8; a Bernoulli: int64)
         if not self.started and self.update_z:
+            self.start_check.check(point)
             check_binary_start(z_in, self.z_name, self.who)
         Z = np.array(z_in, dtype=np.int8, copy=True)
         if self._group_fn is not None:  # one entry per baseline block (None: not grouped)

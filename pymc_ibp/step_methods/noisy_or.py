@@ -37,6 +37,7 @@ from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.kernels.slice import adapt_width, slice_sample
 from pymc_ibp.matching.graph import observed_data, one_value_var, rv_users
 from pymc_ibp.matching.priors import BINARY_MATRIX_OPS
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["NoisyOrQSlice", "noisy_or_log_lik"]
 
@@ -113,6 +114,7 @@ class NoisyOrQSliceState(StepMethodState):
     tune: bool
 
 
+@refuses_potentials
 class NoisyOrQSlice(BlockedStep):
     r"""Exact slice-sampling update of the failure probability ``q`` of the noisy-or IBP-IBP.
 

@@ -38,6 +38,7 @@ from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.kernels.truncnorm import truncnorm_above
 from pymc_ibp.matching.graph import one_value_var
 from pymc_ibp.matching.nonnegative import find_nonnegative_features
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["NonNegativeFeatureGibbs", "nonnegative_feature_sweep"]
 
@@ -81,6 +82,7 @@ class NonNegativeFeatureGibbsState(StepMethodState):
     """``rng`` only: the step keeps no other changing state."""
 
 
+@refuses_potentials
 class NonNegativeFeatureGibbs(BlockedStep):
     r"""Exact element-wise Gibbs for a non-negative feature matrix ``A`` in
     ``X ~ Normal(Z @ A (+ b), σx)``, ``A ~ Exponential(λ)`` or ``A ~ HalfNormal(σa)``.

@@ -36,6 +36,7 @@ from pymc_ibp.matching.graph import (
     strip,
 )
 from pymc_ibp.matching.linear_gaussian import matched_models
+from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["IBPOffsetGibbs"]
 
@@ -102,6 +103,7 @@ def _residual_sums(X, Z, A, w, b_shape, group=None, per_row=False):
     return sums[None], (n * w)[None], b_shape
 
 
+@refuses_potentials
 class IBPOffsetGibbs(BlockedStep):
     r"""Exact Gibbs update of an offset ``b`` in ``X ~ Normal(Z @ A + b, σx)``.
 

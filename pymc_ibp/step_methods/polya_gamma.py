@@ -56,6 +56,7 @@ from pymc_ibp.distributions.dependent import DependentIBPRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import DataError, ModelPatternError, warn_slots_in_use
 from pymc_ibp.init.given import StartDefaults, check_binary_start
+from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import init_z_policy
 from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.offsets import group_labels, non_finite_entry
@@ -63,6 +64,7 @@ from pymc_ibp.matching.graph import slot_dim
 from pymc_ibp.matching.logit import LOGIT_PATTERN, find_bernoulli_logit, matched_logit_models
 from pymc_ibp.matching.prior_modes import prior_mode
 from pymc_ibp.matching.priors import match_prior
+from pymc_ibp.step_methods.potentials import refuses_potentials
 from pymc_ibp.step_methods.stats import (
     group_by_matrix,
     model_logp_fn,
@@ -99,6 +101,7 @@ def _group_by_logit_matrix(model, vars_):
     return group_by_matrix(model, vars_, [spec.rvs for spec in matched_logit_models(model)])
 
 
+@refuses_potentials
 class PolyaGammaGibbs(BlockedStep):
     r"""Gibbs sampler for a Bernoulli-logit latent feature model by Pólya-Gamma augmentation.
 
@@ -302,6 +305,7 @@ class PolyaGammaGibbs(BlockedStep):
             self._surrogate = SurrogateStart(
                 model, spec.z_rv, [spec.obs_rv], (self.n, self.k_max), self.mode.alpha,
                 self.mode.beta, "PolyaGammaGibbs")
+        self._start_check = StartCheck(model, spec.z_rv, "PolyaGammaGibbs")
         self.rng = get_random_generator(rng)
         self._reset_chain(0)
 
@@ -377,6 +381,7 @@ class PolyaGammaGibbs(BlockedStep):
         if not self.started:
             self.started = True
             if self.update_z:
+                self._start_check.check(point)
                 check_binary_start(z_in, self.z_name, "PolyaGammaGibbs")
             if self._surrogate is not None and (
                     self.init_z == "surrogate" or not self._starts.given(point, self.z_name)):
@@ -471,6 +476,15 @@ class PolyaGammaGibbs(BlockedStep):
                   "ibp_kmax_hit": bool(hit),
                   "ibp_refreshes": int(refreshes)}
         return new, [{self._stat_names[k]: v for k, v in stats_.items()}]
+
+    @staticmethod
+    def potential_scope(model, var):
+        """The variables this step samples together with ``var`` (its model's ``Z``, ``A``,
+        ``b`` and imputed entries)."""
+        for spec in matched_logit_models(model):
+            if var in spec.rvs:
+                return list(spec.rvs)
+        return [var]
 
     @staticmethod
     def competence(var, has_grad):

@@ -38,6 +38,7 @@ from pymc_ibp.kernels.gaussian import data_start
 from pymc_ibp.kernels.slice import adapt_width, slice_sample
 from pymc_ibp.matching.graph import side_by_side
 from pymc_ibp.matching.linear_gaussian import matched_models
+from pymc_ibp.step_methods.potentials import refuses_potentials
 from pymc_ibp.step_methods.stats import one_step_per_matrix, per_matrix_stats
 
 __all__ = ["IBPScaleSlice"]
@@ -94,6 +95,7 @@ class IBPScaleSliceState(StepMethodState):
     pending: np.ndarray
 
 
+@refuses_potentials
 class IBPScaleSlice(BlockedStep):
     r"""Exact slice-sampling update of ``sigma_x`` / ``sigma_a`` in a linear-Gaussian IBP model.
 

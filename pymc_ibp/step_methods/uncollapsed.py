@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator
@@ -37,12 +38,14 @@ from pymc_ibp.distributions.ibp_math import (
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
 from pymc_ibp.init.given import StartDefaults, check_binary_start
+from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import INIT_Z, init_z_policy
 from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.columns import bernoulli_column_gibbs, ibp_column_gibbs
 from pymc_ibp.matching.graph import one_value_var, slot_dim
 from pymc_ibp.matching.linear_gaussian import find_linear_gaussian
 from pymc_ibp.matching.logit import find_bernoulli_logit
+from pymc_ibp.matching.potentials import potential_names, potentials_on
 from pymc_ibp.matching.priors import BINARY_MATRIX_OPS, IBPPrior, match_prior
 from pymc_ibp.matching.rows import RowLikelihood
 from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves
@@ -109,11 +112,14 @@ class IBPGibbs(BlockedStep):
     :class:`pymc_ibp.IBP` truncated to ``K_max`` slots (Griffiths & Ghahramani 2011) or
     ``p/(1-p)`` for ``Z = pm.Bernoulli(p=...)`` and the likelihood ratio from the model's logp;
     Metropolis–Hastings moves follow each sweep.  Missing data are imputed by their own step
-    (data augmentation, Tanner & Wong 1987).
+    (data augmentation, Tanner & Wong 1987).  A ``pm.Potential`` on ``Z`` (or on what the
+    moves change) enters each entry's conditional and a second acceptance stage of each move
+    (delayed acceptance, Christen & Fox 2005; docs page *Composing IBP models*).
 
     Use it for IBP models that are neither linear-Gaussian (:class:`pymc_ibp.AcceleratedGibbs`)
-    nor Bernoulli-logit (:class:`pymc_ibp.PolyaGammaGibbs`), where ``pm.sample`` picks it; it
-    updates ``Z`` only and mixes more slowly than a collapsed sampler (docs page *IBPGibbs*).
+    nor Bernoulli-logit (:class:`pymc_ibp.PolyaGammaGibbs`), or that have a potential on
+    ``Z``, where ``pm.sample`` picks it; it updates ``Z`` only and mixes more slowly than a
+    collapsed sampler (docs page *IBPGibbs*).
 
     Parameters
     ----------
@@ -157,6 +163,9 @@ class IBPGibbs(BlockedStep):
     ----------
     T. L. Griffiths and Z. Ghahramani (2011). The Indian buffet process: an introduction and
     review. *Journal of Machine Learning Research* 12, 1185-1224.
+
+    J. A. Christen and C. Fox (2005). Markov chain Monte Carlo using an approximation.
+    *Journal of Computational and Graphical Statistics* 14(4), 795-810.
 
     M. A. Tanner and W. H. Wong (1987). The calculation of posterior distributions by data
     augmentation. *Journal of the American Statistical Association* 82(398), 528-540.
@@ -298,11 +307,29 @@ class IBPGibbs(BlockedStep):
             except ModelPatternError:
                 if not auto:
                     raise
+        # the model's potentials on what this step changes (Z, and A or Y through its moves):
+        # the column updates and moves are proposals, accepted in a second stage by the
+        # potentials' ratio (delayed acceptance), the entry-wise sweep includes them
+        changed = [z_rv] + ([self._features.a_rv] if self._features is not None else [])
+        if self._block is not None:
+            changed += [rv for rv in model.free_RVs
+                        if model.rvs_to_values[rv].name == self._block.y_name]
+        pots = potentials_on(model, changed)
+        self._phi = None
+        if pots:
+            [phi] = model.replace_rvs_by_values([pt.add(*[pt.sum(p) for p in pots])])
+            self._phi = compile_point_fn(model, phi, compile_kwargs=compile_kwargs)
+            _log.info(f"IBPGibbs for {z_rv.name!r} includes the model's pm.Potential "
+                      f"{potential_names(pots)} (a second acceptance stage of each move)")
+        #: the values a move may change besides Z (restored when the potential refuses it)
+        self._moved = [n for n in ((self._features.a_name if self._features else None),
+                                   (self._block.y_name if self._block else None)) if n]
         # the model's own start of Z (and A): whether the user gave a chain's start of Z
         # ("auto" then starts there) and of A (else fitted to a given Z) is told per chain
         self._starts = StartDefaults(
             model, [z_rv] + ([self._features.a_rv] if self._features is not None else []))
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
+        self._start_check = StartCheck(model, z_rv, "IBPGibbs")
         self.rng = get_random_generator(rng)
         self.warned = self.started = False
 
@@ -310,6 +337,7 @@ class IBPGibbs(BlockedStep):
     def step(self, point):
         if not self.started:
             self.started = True
+            self._start_check.check(point)
             check_binary_start(point[self.z_name], self.z_name, "IBPGibbs")
             z_given = self._starts.given(point, self.z_name)
             if self._surrogate is not None and (self.init_z == "surrogate" or not z_given):
@@ -340,6 +368,10 @@ class IBPGibbs(BlockedStep):
         # factorises over rows, one evaluation with column k flipped in every row gives each
         # row's other option, so a column costs one evaluation, not two
         cur = None if self.joint else self._rows.at(trial, Z)
+        phi = None
+        if self._phi is not None:
+            trial[self.z_name] = Z
+            phi = float(self._phi(trial))
         for k in ([] if self.joint else self.rng.permutation(self.k_max)):
             col = Z[:, k].copy()
             Z[:, k] = col == 0
@@ -348,7 +380,11 @@ class IBPGibbs(BlockedStep):
             on = col == 1
             ll1 = np.where(on, cur, flipped)
             ll0 = np.where(on, flipped, cur)
-            if self.is_ibp:
+            if self._phi is not None:
+                f, n_active, phi = self._column_with_potential(
+                    Z, k, col, ll1, ll0, m, n_active, (alpha, beta) if self.is_ibp else None,
+                    None if self.is_ibp else prior_lo[:, k], trial, phi)
+            elif self.is_ibp:
                 f, n_active = ibp_column_gibbs(self.rng, Z, k, ll1, ll0, m, n_active, alpha, beta)
             else:
                 f = bernoulli_column_gibbs(self.rng, Z, k, ll1, ll0, prior_lo[:, k])
@@ -357,35 +393,52 @@ class IBPGibbs(BlockedStep):
             loglik = float(cur.sum())
         sm_acc = 0
         for _ in range(self.split_merge):
+            saved = self._saved(Z, trial)
             accepted, Z = self._row_moves.split_merge_move(self.rng, Z, trial, alpha, beta, cur)
+            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             sm_acc += accepted
             cur = None if accepted else cur
         cm_acc = 0
         for _ in range(self.combination_moves):
+            saved = self._saved(Z, trial)
             accepted, Z = self._row_moves.combination_move(self.rng, Z, trial, alpha, beta,
                                                              cur)
+            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             cm_acc += accepted
             cur = None if accepted else cur
         block_acc = turn_acc = 0
         if self._block is not None:
             for k in self.rng.permutation(self.k_max):
-                block_acc += self._block.block_move(self.rng, Z, trial, alpha, beta, k)
+                saved = self._saved(Z, trial)
+                accepted = self._block.block_move(self.rng, Z, trial, alpha, beta, k)
+                accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
+                block_acc += accepted
             for _ in range(self.turn_on_moves):
-                turn_acc += self._block.turn_on_move(self.rng, Z, trial, alpha, beta)
+                saved = self._saved(Z, trial)
+                accepted = self._block.turn_on_move(self.rng, Z, trial, alpha, beta)
+                accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
+                turn_acc += accepted
         fm_acc = fsm_acc = 0
         if self._features is not None:
             self._features.new_sweep()
         for _ in range(self.feature_moves):
+            saved = self._saved(Z, trial)
             accepted, Z = self._features.birth_death(self.rng, Z, trial, alpha, beta)
+            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fm_acc += accepted
         for _ in range(self.feature_split_merge):
+            saved = self._saved(Z, trial)
             accepted, Z = self._features.split_merge(self.rng, Z, trial, alpha, beta)
+            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fsm_acc += accepted
         if sm_acc or cm_acc or block_acc or turn_acc or fm_acc or fsm_acc:
             trial[self.z_name] = Z
             loglik = float(np.sum(self._rows(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
-        hit = n_active == self.k_max
+        hit = n_active == self.k_max  # the slots of Z itself
+        seen = self._rows.rows_seen(trial)
+        if seen is not None:  # Z = M[c]: the features of the matrix the likelihood uses
+            n_active = int((Z[seen].sum(axis=0) > 0).sum())
         if hit and self.is_ibp and not self.warned:
             self.warned = True
             warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_dim)
@@ -471,11 +524,14 @@ class IBPGibbs(BlockedStep):
         """The stats of a chain's first iteration when it is a start search (no moves)."""
         Z = new[self.z_name]
         n_active = int((Z.sum(axis=0) > 0).sum())
+        hit = n_active == self.k_max
+        seen = self._rows.rows_seen(new)
+        if seen is not None:  # Z = M[c]: the features of the matrix the likelihood uses
+            n_active = int((Z[seen].sum(axis=0) > 0).sum())
         # no move was made: every "accepted" counter the class declares is 0
         stats_ = {k: 0 for k in type(self).stats_dtypes_shapes if k.endswith("_accepted")}
         stats_.update(ibp_n_active=n_active, ibp_flips=0,
-                      ibp_log_lik=float(np.sum(self._rows(new))),
-                      ibp_kmax_hit=n_active == self.k_max)
+                      ibp_log_lik=float(np.sum(self._rows(new))), ibp_kmax_hit=hit)
         return self._stats(stats_, new)
 
     def _stats(self, stats_, new):
@@ -483,6 +539,62 @@ class IBPGibbs(BlockedStep):
         stats_["ibp_model_logp"] = (float(self._model_logp(new)) if self._model_logp is not None
                                     else np.nan)
         return [{self._stat_names[k]: v for k, v in stats_.items()}]
+
+    def _column_with_potential(self, Z, k, col, ll1, ll0, m, n_active, ibp, prior_lo, trial,
+                               phi):
+        """Gibbs update of column ``k`` entry by entry with the potentials ``φ`` in each
+        entry's conditional: prior log-odds (``ibp = (α, β)`` or the per-entry ``prior_lo``)
+        plus ``ll1 - ll0`` (the row's log-likelihoods) plus ``φ(z_nk = 1) - φ(z_nk = 0)``
+        (one evaluation of the potentials per entry).  Returns ``(flips, active columns,
+        φ)``; ``Z`` and ``m`` in place."""
+        n = self.n
+        log_lam = log_birth_rate(ibp[0], ibp[1], n) if ibp is not None else 0.0
+        trial[self.z_name] = Z
+        flips = 0
+        for i in range(n):
+            old = int(Z[i, k])
+            if ibp is not None:
+                mk = int(m[k]) - old
+                others = n_active - (1 if m[k] > 0 else 0)
+                lo = ibp_entry_logodds(mk, others, n, self.k_max, log_lam, ibp[1])
+            else:
+                lo = float(prior_lo[i])
+            Z[i, k] = 1 - old
+            other = float(self._phi(trial))
+            x = lo + ll1[i] - ll0[i] + ((other - phi) if old == 0 else (phi - other))
+            new = int(self.rng.random() < (1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0))
+            Z[i, k] = new
+            if new != old:
+                flips += 1
+                phi = other
+                if ibp is not None:
+                    m[k] += new - old
+                    n_active = others + (1 if m[k] > 0 else 0)
+        return flips, n_active, phi
+
+    def _saved(self, Z, trial):
+        """What a move may change, kept for its second acceptance stage (``None`` without
+        potentials)."""
+        if self._phi is None:
+            return None
+        return Z.copy(), {n: np.array(trial[n], copy=True) for n in self._moved}
+
+    def _second_stage(self, accepted, Z, trial, saved, phi):
+        """Delayed acceptance (Christen & Fox 2005) of a move that leaves the model without
+        its potentials invariant (reversibly): an accepted move is kept with probability
+        ``min(1, exp(φ' - φ))``, else everything it changed is restored.  Returns
+        ``(accepted, Z, φ)``."""
+        if saved is None or not accepted:
+            return accepted, Z, phi
+        trial[self.z_name] = Z
+        new = float(self._phi(trial))
+        if math.log(self.rng.random()) < new - phi:
+            return accepted, Z, new
+        z_old, values = saved
+        Z[...] = z_old
+        trial.update(values)
+        trial[self.z_name] = Z
+        return 0, Z, phi
 
     def _joint_sweep(self, Z, trial, ibp, prior_lo):
         """Entry-wise Gibbs sweep (in place) for a likelihood that does not factorise over the
@@ -493,6 +605,8 @@ class IBPGibbs(BlockedStep):
         n, k_max = Z.shape
         trial[self.z_name] = Z
         total = float(self._total_ll(trial))
+        phi = self._phi  # the potentials, in each entry's conditional
+        pot = 0.0 if phi is None else float(phi(trial))
         m = Z.sum(axis=0).astype(np.int64)
         n_active = int((m > 0).sum())
         log_lam = log_birth_rate(ibp[0], ibp[1], n) if ibp is not None else 0.0
@@ -510,9 +624,14 @@ class IBPGibbs(BlockedStep):
                 flipped = float(self._total_ll(trial))
                 ll1, ll0 = (flipped, total) if old == 0 else (total, flipped)
                 x = lo + ll1 - ll0
+                if phi is not None:
+                    other = float(phi(trial))
+                    x += (other - pot) if old == 0 else (pot - other)
                 new = int(self.rng.random() < (1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0))
                 Z[i, k] = new
                 total = ll1 if new else ll0
+                if phi is not None and new != old:
+                    pot = other
                 if new != old:
                     flips += 1
                     if ibp is not None:

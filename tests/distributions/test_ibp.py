@@ -140,6 +140,9 @@ def test_batched_alpha_and_support_point():
         (dict(alpha=1.0, shape=(4.5, 3)), "integer N"),
         (dict(alpha=1.0, shape=(4, 3.7)), "integer K_max"),
         (dict(alpha=1.0, shape=(True, 3)), "integer N"),
+        (dict(alpha=np.array([1.0, 2.0]), shape=(150, 10)), "alpha is one number for the "
+                                                               "whole N x K_max matrix"),
+        (dict(alpha=1.0, beta=np.ones(3), shape=(2, 5, 4)), "beta is one number"),
     ],
 )
 def test_bad_input(kwargs, match):

@@ -210,3 +210,18 @@ def test_meibp_learns_the_hyperparameters():
     assert (res.Z.sum(axis=0) > 30).sum() == 4
     fixed = pmi.inference.fit_meibp(nonneg_model(data.X, sigma_x=1.0), random_seed=2)
     assert fixed.sigma_x == 1.0
+
+
+def test_a_normal_factor_is_refused_with_the_pattern_meibp_needs():
+    """fit_meibp on A ~ pm.Normal: the message asks for a pm.HalfNormal A and shows the
+    pattern with it (it showed the linear-Gaussian pattern, with pm.Normal)."""
+    X = pmi.datasets.block_images(30, seed=1).X
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(30, 5))
+        A = pm.Normal("A", 0.0, 1.0, shape=(5, 36))
+        pm.Normal("X", Z @ A, 0.5, observed=X)
+        with pytest.raises(pmi.ModelPatternError) as err:
+            pmi.inference.fit_meibp()
+    assert "must be a free pm.HalfNormal" in str(err.value)
+    assert "A = pm.HalfNormal('A', sigma_a" in str(err.value)
+    assert "pm.Normal('A'" not in str(err.value)
