@@ -43,6 +43,7 @@ from pymc_ibp.exceptions import (
     ShardRecoveryWarning,
     TruncationWarning,
 )
+from pymc_ibp.inference import predict_rows
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     BinaryFeatureGibbs,
@@ -107,6 +108,7 @@ __all__ = [
     "noisy_or_ibp_ibp",
     "distributed",
     "inference",
+    "predict_rows",
     "likelihoods",
     "hairiness",
     "hairiness_index",

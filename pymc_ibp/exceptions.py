@@ -36,7 +36,12 @@ def warn_slots_in_use(step, z_name, k_max, dim=None, stacklevel=4):
     raise), ``None`` when the variable has no dims (the last entry of its shape).  The default
     ``stacklevel`` points at the caller of the step's ``step()``, past
     :func:`~pymc_ibp._numba_utils.interrupt_safe`."""
-    where = f"the length of the {dim!r} dim" if dim is not None else "the last entry of shape="
+    if dim is None:
+        where = "the last entry of shape="
+    elif dim.endswith("_category"):  # the categories of pmi.dp_ibp / ibp_ibp / noisy_or_ibp_ibp
+        where = f"l_max= of the model's builder, the length of the {dim!r} dim"
+    else:
+        where = f"the length of the {dim!r} dim"
     warnings.warn(
         f"{step}: all K_max={k_max} feature slots of {z_name!r} were in use; the truncation "
         f"may bias the posterior. Raise K_max (e.g. to {2 * k_max}: {where}) and re-run; the "

@@ -13,11 +13,14 @@
 * :func:`chained_fit` — the correlated models fitted in a chain (DP, DP-IBP, IBP-IBP,
   noisy-or IBP-IBP; Doshi-Velez 2009, §7.3), each ``pm.sample`` started from the last draws
   of the one before: MCMC, used here to choose starting points.
+* :func:`predict_rows` — new rows of a fitted linear-Gaussian model: drawn from the model, or
+  the features of observed new rows, one set per posterior draw.
 """
 
 from pymc_ibp.inference.chained import ChainedFit, chained_fit
 from pymc_ibp.inference.greedy import GreedyResult, greedy_map
 from pymc_ibp.inference.meibp import BPMeansResult, MEIBPResult, fit_bp_means, fit_meibp
+from pymc_ibp.inference.prediction import predict_rows
 from pymc_ibp.inference.variational import (
     VariationalResult,
     fit_variational,
@@ -28,4 +31,4 @@ from pymc_ibp.inference.variational import (
 
 __all__ = ["BPMeansResult", "ChainedFit", "GreedyResult", "MEIBPResult", "VariationalResult",
            "chained_fit", "fit_bp_means", "fit_meibp", "fit_variational", "greedy_map",
-           "truncation_bound", "variational_elbo", "variational_z"]
+           "predict_rows", "truncation_bound", "variational_elbo", "variational_z"]

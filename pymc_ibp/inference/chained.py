@@ -170,7 +170,9 @@ def chained_fit(likelihood, *, n, k_max, l_max, stages=STAGES, alpha_c=1.0, alph
     coords : dict, optional
         Coordinates of every stage's ``pm.Model``.
     tune, draws, chains, random_seed, **sample_kwargs
-        Passed to every ``pm.sample`` (``random_seed`` is offset by the stage).
+        Passed to every ``pm.sample`` (``random_seed`` is offset by the stage); the stages
+        before the last skip PyMC's convergence checks unless ``compute_convergence_checks``
+        is given (they only choose where the next stage starts).
 
     Returns
     -------
@@ -191,8 +193,11 @@ def chained_fit(likelihood, *, n, k_max, l_max, stages=STAGES, alpha_c=1.0, alph
                 names = {v.name for v in model.free_RVs}
                 inits = [{k: v for k, v in s.items() if k in names} for s in inits]
                 mark_given(model, inits[0])
+            kwargs = dict(sample_kwargs)
+            if i + 1 < len(stages):  # a stage that only chooses the next one's start: no
+                kwargs.setdefault("compute_convergence_checks", False)  # R-hat / ESS lines
             idata = pm.sample(tune=tune, draws=draws, chains=chains, random_seed=seed,
-                              initvals=inits, **sample_kwargs)
+                              initvals=inits, **kwargs)
         out.stages.append(stage)
         out.results.append(idata)
         states = _final_states(idata, model)

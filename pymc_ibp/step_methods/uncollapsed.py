@@ -224,9 +224,13 @@ class IBPGibbs(BlockedStep):
                 if factorise:
                     raise
                 self.joint = True
+                # what the likelihood is, not what the row-wise updates would need: the
+                # entry-wise updates are exact (e.g. the IBP-IBP's M, seen through C @ M)
+                why = str(err).split(" IBPGibbs needs")[0].rstrip(".")
                 _log.info(f"IBPGibbs for {z_rv.name!r}: entry-wise updates with the whole "
-                          f"likelihood ({self.n * self.k_max} evaluations per sweep), because "
-                          f"{str(err)[0].lower()}{str(err)[1:]}")
+                          f"likelihood ({self.n * self.k_max} evaluations per sweep; exact), "
+                          f"since it is not one term per row of {z_rv.name!r}: "
+                          f"{why[0].lower()}{why[1:]}")
         if self.joint:
             self._total_ll = self._rows.total_fn()
         if self.is_ibp:

@@ -116,3 +116,17 @@ def test_a_handed_over_z_is_kept_not_searched():
         assert step.mode.is_support_point(init["Z"])
         searches.append(step.search.will_search(np.asarray(init["Z"], dtype=np.int8)))
     assert searches == [True, False, False]
+
+
+def test_only_the_last_stage_runs_convergence_checks(monkeypatch):
+    """The stages before the last only choose where the next starts: PyMC's R-hat / ESS
+    checks (and their warnings) run on the last stage only, unless the user says otherwise."""
+    seen = []
+    sample = pm.sample
+    monkeypatch.setattr(pm, "sample", lambda *a, **k: seen.append(
+        k.get("compute_convergence_checks", True)) or sample(*a, **k))
+    data = pmi.datasets.block_combinations(n=N, seed=1)
+    pmi.inference.chained_fit(_likelihood(data.X[:, :3]), n=N, k_max=K_MAX, l_max=L_MAX,
+                              stages=["dp", "dp_ibp"], tune=2, draws=2, chains=1, cores=1,
+                              random_seed=3, progressbar=False)
+    assert seen == [False, True]

@@ -216,8 +216,8 @@ def test_truncation_warning_names_kmax():
 
 def test_truncation_warning_names_the_dim_to_raise():
     """The warning says which length to raise: the slot dim of the matrix (for the category
-    matrix of pmi.ibp_ibp that is 'Z_category', of length l_max, not 'feature'), or the last
-    entry of shape= without dims."""
+    matrix of pmi.ibp_ibp that is l_max=, the length of 'Z_category', not 'feature'), or the
+    last entry of shape= without dims."""
     from pymc_ibp.exceptions import warn_slots_in_use
     from pymc_ibp.matching.graph import slot_dim
 
@@ -228,7 +228,8 @@ def test_truncation_warning_names_the_dim_to_raise():
     assert [slot_dim(model, v) for v in ("Z", "W", "Y_C", "Y_M")] == [
         "feature", None, "Y_category", "feature"]
     with pytest.warns(pmi.TruncationWarning,
-                      match=r"K_max=4 .* 'Y_C' .*to 8: the length of the 'Y_category' dim\)"):
+                      match=r"K_max=4 .* 'Y_C' .*to 8: l_max= of the model's builder, the "
+                            r"length of the 'Y_category' dim\)"):
         warn_slots_in_use("IBPGibbs", "Y_C", 4, slot_dim(model, "Y_C"), stacklevel=2)
     with pytest.warns(pmi.TruncationWarning, match=r"to 6: the last entry of shape=\)"):
         warn_slots_in_use("IBPGibbs", "W", 3, None, stacklevel=2)

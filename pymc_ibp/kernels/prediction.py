@@ -1,0 +1,92 @@
+"""New rows of a linear-Gaussian IBP model given one posterior draw of the fitted rows: rows
+drawn from the IBP's predictive (:func:`predictive_rows`) and the features of observed new
+rows (:func:`fold_in_rows`).  Each new row is row ``N + 1`` of an ``(N + 1)``-row IBP
+truncated to ``K_max`` slots (Griffiths & Ghahramani 2011, the prior conditionals of
+:func:`pymc_ibp.distributions.ibp_math.ibp_entry_logodds`): existing feature ``k`` with
+probability ``m_k / (N + β)``, new features in free slots at the rate ``αβ / (N + β)``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
+from pymc_ibp.exceptions import DataError
+
+__all__ = ["fold_in_rows", "predictive_rows"]
+
+
+def predictive_rows(rng, m, n, alpha, beta, n_new, attempts=1000):
+    """``n_new`` rows (int8, ``n_new x K_max``) from the predictive of an IBP(``alpha``,
+    ``beta``) truncated to ``K_max`` slots whose ``n`` fitted rows have column counts ``m``:
+    the new rows of an ``(n + n_new)``-row truncated IBP given the fitted ones.  Drawn one
+    after the other from the IBP's predictive without the truncation (row ``n + j`` sees the
+    counts before it: existing features Bernoulli ``c_k / (n' + β)``, ``Poisson(αβ / (n' +
+    β))`` new features in uniformly random free slots) and kept when every new feature found a
+    slot: the truncated IBP is the untruncated one given ``K_+ ≤ K_max``, and the untruncated
+    one is projective, so the kept sets are exact draws.  Raises
+    :class:`~pymc_ibp.exceptions.DataError` when ``attempts`` sets in a row needed more
+    slots."""
+    m = np.asarray(m, dtype=np.int64)
+    k_max = m.size
+    for _ in range(attempts):
+        counts = m.copy()
+        out = np.zeros((n_new, k_max), dtype=np.int8)
+        fits = True
+        for j in range(n_new):
+            seen = n + j  # rows before this one
+            used = counts > 0
+            if seen > 0:
+                p = counts[used] / (seen + beta)
+                out[j, used] = rng.random(p.size) < p
+            births = rng.poisson(alpha * beta / (seen + beta))
+            free = np.flatnonzero(~used)
+            if births > free.size:
+                fits = False
+                break
+            out[j, rng.choice(free, size=births, replace=False)] = 1
+            counts += out[j]
+        if fits:
+            return out
+    raise DataError(
+        f"pmi.predict_rows: {attempts} draws of {n_new} new rows in a row needed more than "
+        f"K_max = {k_max} feature slots; raise K_max (the last entry of the IBP's shape) or "
+        "draw fewer rows at a time.")
+
+
+def fold_in_rows(rng, X, W, A, b, m, n, alpha, beta, sweeps, Z=None):
+    """Features of the observed new rows ``X`` (``R x D``; ``W`` the precisions
+    ``1/σx²`` per entry, 0 where an entry is missing) given one draw of the fitted model:
+    the features ``A`` (``K_max x D``, every slot), the offset ``b`` (``D``) and the counts
+    ``m`` of the ``n`` fitted rows under the IBP(``alpha``, ``beta``).  Each row is drawn by
+    ``sweeps`` Gibbs scans of its entries from ``Z`` (default all zero), each entry from its
+    exact conditional: the truncated IBP's prior log-odds for row ``n + 1``
+    (:func:`~pymc_ibp.distributions.ibp_math.ibp_entry_logodds`) plus the Gaussian
+    log-likelihood ratio.  The rows are independent given the draw (each is row ``n + 1``).
+    Returns ``Z`` (int8, ``R x K_max``)."""
+    X = np.where(W > 0, X, 0.0)
+    k_max = A.shape[0]
+    Z = np.zeros((X.shape[0], k_max), dtype=np.int8) if Z is None else Z.astype(np.int8)
+    m = np.asarray(m, dtype=np.int64)
+    fitted = m > 0
+    log_lam = log_birth_rate(alpha, beta, n + 1)
+    R = X - b - Z @ A  # residuals
+    lo_used = np.array([ibp_entry_logodds(int(m[k]), 0, n + 1, k_max, log_lam, beta)
+                        for k in range(k_max)])
+    for _ in range(sweeps):
+        for k in rng.permutation(k_max):
+            zk = Z[:, k].astype(np.float64)
+            r0 = R + zk[:, None] * A[k]  # the residuals without feature k
+            delta = 0.5 * np.sum((2.0 * r0 - A[k]) * A[k] * W, axis=1)
+            if fitted[k]:
+                lo = np.full(X.shape[0], lo_used[k])
+            else:  # a birth: λ over the free slots, the row's own other features counted
+                active = (fitted[None, :] | (Z > 0))
+                others = active.sum(axis=1) - active[:, k]
+                lo = log_lam - np.log(k_max - others)
+            x = lo + delta
+            p = np.where(x > 0, 1.0 / (1.0 + np.exp(-np.abs(x))),
+                         np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x))))
+            new = rng.random(X.shape[0]) < p
+            Z[:, k] = new
+            R = r0 - new[:, None] * A[k]
+    return Z

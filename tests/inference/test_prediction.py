@@ -1,0 +1,105 @@
+"""pmi.predict_rows: new rows of a fitted linear-Gaussian model, one set per posterior draw
+(the kernels are tested against enumeration in tests/kernels/test_prediction.py)."""
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+import xarray as xr
+from scipy import special, stats
+
+import pymc_ibp as pmi
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
+
+Z_FIT = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=np.int8)
+A_DRAW = np.array([[1.0, -0.5], [0.2, 1.1], [-0.8, 0.7]])
+
+
+def _tiny_model():
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0)
+        Z = pmi.IBP("Z", alpha, shape=(3, 3))
+        A = pm.Normal("A", 0.0, 1.0, shape=(3, 2))
+        sigma_x = pm.HalfNormal("sigma_x", 1.0)
+        b = pm.Normal("b", 0.0, 1.0, shape=2)
+        pm.Normal("X", Z @ A + b, sigma_x, observed=np.zeros((3, 2)))
+    return model
+
+
+def _one_draw_repeated(draws):
+    """A posterior of ``draws`` identical draws (so every draw's predictions are independent
+    draws from one conditional)."""
+    rep = {"Z": Z_FIT, "A": A_DRAW, "alpha": 1.3, "sigma_x": 0.7, "b": np.array([0.3, -0.2])}
+    data = {k: (("chain", "draw", *[f"{k}_{i}" for i in range(np.ndim(v))]),
+                np.broadcast_to(v, (1, draws, *np.shape(v))).copy()) for k, v in rep.items()}
+    return xr.DataTree.from_dict({"posterior": xr.Dataset(data)})
+
+
+def test_fold_in_through_the_posterior_is_the_exact_conditional_of_each_draw():
+    """X_new of one row with a posterior of identical draws: the features over the draws
+    follow p(z | x, draw) by enumeration (the IBP over the 3 fitted rows and the new one,
+    alpha, sigma_x and the offset b read from the draw)."""
+    model = _tiny_model()
+    x = np.array([0.9, 0.6])
+    pred = pmi.predict_rows(_one_draw_repeated(3000), model, X_new=x[None], sweeps=10,
+                            random_seed=1)
+    z = pred["Z_new"].values[0, :, 0]
+    rows = all_binary_matrices(1, 3)[:, 0]
+    value = pt.tensor3("v", dtype="int64")
+    logp = pytensor.function([value], pm.logp(pmi.IBP.dist(1.3, 1.0, shape=(4, 3)), value))
+    lp = logp(np.array([np.vstack([Z_FIT, r]) for r in rows]))
+    lp = lp + np.array([stats.norm.logpdf(x, r @ A_DRAW + [0.3, -0.2], 0.7).sum() for r in rows])
+    post = np.exp(lp - special.logsumexp(lp))
+    counts = np.bincount(codes(z[:, None, :]), minlength=8)[codes(rows[:, None, :])]
+    res = chi2_pooled(counts, post * len(z))
+    assert res.pvalue > 1e-3, res
+
+
+def test_new_rows_from_the_model_and_their_data():
+    """n_new rows: Z_new and X_new per draw, X_new = Z_new A + b + noise at the draw's
+    sigma_x; one seed gives one answer."""
+    model = _tiny_model()
+    idata = _one_draw_repeated(400)
+    pred = pmi.predict_rows(idata, model, n_new=5, random_seed=3)
+    again = pmi.predict_rows(idata, model, n_new=5, random_seed=3)
+    z, x = pred["Z_new"].values[0], pred["X_new"].values[0]
+    assert z.shape == (400, 5, 3) and z.dtype == np.int8 and x.shape == (400, 5, 2)
+    np.testing.assert_array_equal(x, again["X_new"].values[0])
+    resid = x - (z @ A_DRAW + [0.3, -0.2])
+    assert abs(resid.std() - 0.7) < 0.05 and abs(resid.mean()) < 0.05
+    # features of the fitted rows with probability m_k / (N + 1) for the first new row
+    np.testing.assert_allclose(z[:, 0, :2].mean(axis=0), [2 / 4, 2 / 4], atol=0.08)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_fold_in_of_held_out_block_images_recovers_their_glyphs():
+    """The README model fitted on 200 block images; 40 held-out images folded in: each draw's
+    Z_new A reconstructs the held-out images' noise-free glyphs."""
+    data = pmi.datasets.block_images(240, noise=0.5, seed=4)
+    X, X_new, clean = data.X[:200], data.X[200:], (data.Z @ data.A)[200:]
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(200, 8))
+        A = pm.Normal("A", 0.0, 1.0, shape=(8, 36))
+        pm.Normal("X", Z @ A, 0.5, observed=X)
+        idata = pm.sample(tune=30, draws=10, chains=1, random_seed=2, progressbar=False,
+                          compute_convergence_checks=False)
+    pred = pmi.predict_rows(idata, model, X_new=X_new, random_seed=0)
+    A_post = idata["posterior"]["A"].values[0]
+    recon = np.einsum("drk,dkc->drc", pred["Z_new"].values[0], A_post)
+    assert np.sqrt(np.mean((recon - clean) ** 2)) < 0.25
+
+
+def test_bad_requests_are_errors():
+    model = _tiny_model()
+    idata = _one_draw_repeated(2)
+    with pytest.raises(ValueError, match="X_new .* or n_new"):
+        pmi.predict_rows(idata, model)
+    with pytest.raises(pmi.DataError, match=r"X_new must be R x 2"):
+        pmi.predict_rows(idata, model, X_new=np.zeros((2, 3)))
+    with pm.Model() as poisson:
+        Z = pmi.IBP("Z", 1.0, shape=(3, 3))
+        A = pm.Normal("A", 0.0, 1.0, shape=(3, 2))
+        pm.Poisson("X", pm.math.exp(Z @ A), observed=np.zeros((3, 2)))
+    with pytest.raises(pmi.ModelPatternError, match="linear-Gaussian pattern"):
+        pmi.predict_rows(idata, poisson, n_new=1)

@@ -1,0 +1,73 @@
+"""New rows given one draw of a fitted IBP model (:mod:`pymc_ibp.kernels.prediction`) against
+enumeration: the predictive of a new row is the (N + 1)-row truncated IBP given the fitted
+rows; the fold-in of an observed row adds its Gaussian likelihood."""
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from scipy import special, stats
+
+import pymc_ibp as pmi
+from pymc_ibp.kernels.prediction import fold_in_rows, predictive_rows
+from tests._helpers import all_binary_matrices, chi2_pooled, codes
+
+Z_FIT = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=np.int64)  # N = 3, K_max = 3
+ALPHA, BETA = 1.3, 0.8
+A = np.array([[1.0, -0.5], [0.2, 1.1], [-0.8, 0.7]])
+B = np.array([0.3, -0.2])
+SX = 0.7
+
+
+def _new_row_log_prior():
+    """log P(z | Z_FIT) for each of the 8 new rows z, from the 4-row IBP pmf."""
+    rows = all_binary_matrices(1, 3)
+    value = pt.tensor3("v", dtype="int64")
+    logp = pytensor.function([value], pm.logp(pmi.IBP.dist(ALPHA, BETA, shape=(4, 3)), value))
+    full = np.array([np.vstack([Z_FIT, r]) for r in rows])
+    return rows[:, 0], logp(full)
+
+
+def test_a_new_row_from_the_predictive_is_the_next_row_of_the_truncated_ibp():
+    rows, lp = _new_row_log_prior()
+    post = np.exp(lp - special.logsumexp(lp))
+    rng = np.random.default_rng(1)
+    draws = np.concatenate([predictive_rows(rng, Z_FIT.sum(axis=0), 3, ALPHA, BETA, 1)
+                            for _ in range(6000)])
+    counts = np.bincount(codes(draws[:, None, :]), minlength=8)[codes(rows[:, None, :])]
+    res = chi2_pooled(counts, post * len(draws))
+    assert res.pvalue > 1e-3, res
+
+
+def test_several_new_rows_follow_the_ibp_one_after_the_other():
+    """Two new rows: their joint frequencies are the 5-row IBP pmf given the fitted rows."""
+    pairs = all_binary_matrices(2, 3)
+    value = pt.tensor3("v", dtype="int64")
+    logp = pytensor.function([value], pm.logp(pmi.IBP.dist(ALPHA, BETA, shape=(5, 3)), value))
+    lp = logp(np.array([np.vstack([Z_FIT, p]) for p in pairs]))
+    post = np.exp(lp - special.logsumexp(lp))
+    rng = np.random.default_rng(2)
+    draws = np.array([predictive_rows(rng, Z_FIT.sum(axis=0), 3, ALPHA, BETA, 2)
+                      for _ in range(8000)])
+    counts = np.bincount(codes(draws), minlength=64)[codes(pairs)]
+    res = chi2_pooled(counts, post * len(draws))
+    assert res.pvalue > 1e-3, res
+
+
+def test_fold_in_draws_the_features_of_an_observed_row():
+    """One observed row x (a missing second entry in a second case): the frequencies of its
+    features over independent copies against p(z | x, A, b, σx, Z_FIT) by enumeration."""
+    rows, lp = _new_row_log_prior()
+    for x, w in ((np.array([0.9, 0.6]), np.array([1.0, 1.0])),
+                 (np.array([0.9, np.nan]), np.array([1.0, 0.0]))):
+        obs = w > 0
+        loglik = np.array([stats.norm.logpdf(x[obs], (r @ A + B)[obs], SX).sum() for r in rows])
+        post = np.exp(lp + loglik - special.logsumexp(lp + loglik))
+        R = 5000
+        X = np.tile(x, (R, 1))
+        W = np.tile(w / SX**2, (R, 1))
+        draws = fold_in_rows(np.random.default_rng(3), X, W, A, B, Z_FIT.sum(axis=0), 3,
+                             ALPHA, BETA, sweeps=15)
+        counts = np.bincount(codes(draws[:, None, :]), minlength=8)[codes(rows[:, None, :])]
+        res = chi2_pooled(counts, post * R)
+        assert res.pvalue > 1e-3, (x, res)
