@@ -118,14 +118,15 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     k_max = spec.k_max
     Z_out = np.zeros((chains, draws, rows, k_max), dtype=np.int8)
     X_out = np.zeros((chains, draws, rows, d)) if n_new is not None else None
+    # the draws as arrays once (not an xarray selection per draw)
+    z_all = np.asarray(post[z_name].values)
+    a_all = np.concatenate([np.asarray(post[a].values, dtype=np.float64) for a in a_names],
+                           axis=-1)
+    used_all = [np.asarray(post[rv.name].values) for rv in used]
     for c in range(chains):
         for t in range(draws):
-            at = {"chain": c, "draw": t}
-            Z = np.asarray(post[z_name].isel(at).values)
-            A = np.concatenate([np.asarray(post[a].isel(at).values, dtype=np.float64)
-                                for a in a_names], axis=1)
-            sx_v, alpha, beta, b = fn(*[np.asarray(post[rv.name].isel(at).values)
-                                        for rv in used])
+            Z, A = z_all[c, t], a_all[c, t]
+            sx_v, alpha, beta, b = fn(*[v[c, t] for v in used_all])
             sx_v = np.broadcast_to(np.asarray(sx_v, dtype=np.float64), (d,))
             alpha, beta = float(alpha), float(beta)
             m = Z.sum(axis=0)

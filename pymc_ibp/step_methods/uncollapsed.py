@@ -440,9 +440,7 @@ class IBPGibbs(BlockedStep):
             loglik = float(np.sum(self._rows(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
         hit = n_active == self.k_max  # the slots of Z itself
-        seen = self._rows.rows_seen(trial)
-        if seen is not None:  # Z = M[c]: the features of the matrix the likelihood uses
-            n_active = int((Z[seen].sum(axis=0) > 0).sum())
+        n_active = self._k_plus(Z, trial, n_active)
         if hit and self.is_ibp and not self.warned:
             self.warned = True
             warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_dim)
@@ -529,9 +527,7 @@ class IBPGibbs(BlockedStep):
         Z = new[self.z_name]
         n_active = int((Z.sum(axis=0) > 0).sum())
         hit = n_active == self.k_max
-        seen = self._rows.rows_seen(new)
-        if seen is not None:  # Z = M[c]: the features of the matrix the likelihood uses
-            n_active = int((Z[seen].sum(axis=0) > 0).sum())
+        n_active = self._k_plus(Z, new, n_active)
         # no move was made: every "accepted" counter the class declares is 0
         stats_ = {k: 0 for k in type(self).stats_dtypes_shapes if k.endswith("_accepted")}
         stats_.update(ibp_n_active=n_active, ibp_flips=0,
@@ -566,7 +562,7 @@ class IBPGibbs(BlockedStep):
             Z[i, k] = 1 - old
             other = float(self._phi(trial))
             x = lo + ll1[i] - ll0[i] + ((other - phi) if old == 0 else (phi - other))
-            new = int(self.rng.random() < (1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0))
+            new = self._draw_entry(x)
             Z[i, k] = new
             if new != old:
                 flips += 1
@@ -575,6 +571,18 @@ class IBPGibbs(BlockedStep):
                     m[k] += new - old
                     n_active = others + (1 if m[k] > 0 else 0)
         return flips, n_active, phi
+
+    def _k_plus(self, Z, point, n_active):
+        """The ``ibp_n_active`` stat: ``n_active`` (the columns of ``Z`` in use), or for a
+        matrix the likelihood sees through labels (``Z = M[c]``) the features of the rows it
+        uses."""
+        seen = self._rows.rows_seen(point)
+        return n_active if seen is None else int((Z[seen].sum(axis=0) > 0).sum())
+
+    def _draw_entry(self, x):
+        """An entry drawn from its conditional log-odds ``x`` (one uniform of the chain's
+        generator)."""
+        return int(self.rng.random() < (1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0))
 
     def _saved(self, Z, trial):
         """What a move may change, kept for its second acceptance stage (``None`` without
@@ -631,7 +639,7 @@ class IBPGibbs(BlockedStep):
                 if phi is not None:
                     other = float(phi(trial))
                     x += (other - pot) if old == 0 else (pot - other)
-                new = int(self.rng.random() < (1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0))
+                new = self._draw_entry(x)
                 Z[i, k] = new
                 total = ll1 if new else ll0
                 if phi is not None and new != old:
