@@ -61,8 +61,8 @@ def kernel_rows(n, reps):
             Z = Z0.copy()
             m = Z.sum(axis=0).astype(np.int64)
             t0 = time.perf_counter()
-            kernels.accelerated_sweep(rng, Z, X, m, noise, 1.0, 1.0, max(5, n // 10), False,
-                                      kernels.NO_LOGODDS, kernels.NO_MISS)
+            kernels.accelerated_sweep(rng, Z, X, m, noise, kernels.SweepPrior.counts(1.0, 1.0),
+                                      max(5, n // 10))
             t1 = time.perf_counter()
             kernels.sequential_split_merge(rng, Z, X, m, noise, 1.0, 1.0, 5, trXX)
             kernels.sequential_birth_death(rng, Z, X, m, noise, 1.0, 1.0, 3, 64, trXX)

@@ -92,14 +92,14 @@ def run(n):
     Zb = np.concatenate([Zc, np.ones((n, 1), dtype=np.int8)], axis=1)
     V = np.column_stack([np.repeat(sa2[:, None], K_MAX, axis=1), np.full(d, 4.0)])
     _, t_sweep = timed(lambda: kernels.logit_collapsed_sweep(
-        rng, Zb.copy(), Y, W, V, Zc.sum(axis=0).astype(np.int64), 2.0, 1.0,
-        kernels.NO_LOGODDS, True, 1))
+        rng, Zb.copy(), Y, W, V, Zc.sum(axis=0).astype(np.int64),
+        kernels.SweepPrior.counts(2.0, 1.0), 1))
     kappa = kernels.logit_targets(X, obs, W, np.zeros(d), no_off, kernels.NO_ROWS, False, Y)
     b_mean = np.column_stack([np.zeros((d, K_MAX)), np.full(d, -2.0)])
     _, t_w = timed(lambda: kernels.draw_logit_weights(rng, Zb, kappa, W, V, b_mean))
     _, t_f = timed(lambda: kernels.logit_feature_sweep(
-        rng, Zc.copy(), X, obs, psi.copy(), A, Zc.sum(axis=0).astype(np.int64), 1.0,
-        kernels.NO_LOGODDS, True))
+        rng, Zc.copy(), X, obs, psi.copy(), A, Zc.sum(axis=0).astype(np.int64),
+        kernels.SweepPrior.counts(1.0, 1.0)))
     step_s = float(np.median(times))
     return {"N": n, "D": d, "K_max": K_MAX, "K_plus": int(stats["ibp_n_active"]),
             "step_s": step_s, "pg_draws_s": t_pg, "z_sweep_s": t_sweep, "weights_s": t_w,

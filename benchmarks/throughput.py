@@ -100,10 +100,8 @@ def measure(kind, n, reps, seed=0):
         rs = Z.sum(axis=1)
         kb, S1b, S2b = int((m > 0).sum()), float(rs.sum()), float((rs * rs).sum())
         t = time.perf_counter()
-        flips, births, deaths, _ = kernels.accelerated_sweep(rng, Z, X, m, noise, 1.0, 1.0,
-                                                             refresh, False,
-                                                             kernels.NO_LOGODDS,
-                                                             kernels.NO_MISS)
+        flips, births, deaths, _ = kernels.accelerated_sweep(
+            rng, Z, X, m, noise, kernels.SweepPrior.counts(1.0, 1.0), refresh)
         dt = time.perf_counter() - t
         rs = Z.sum(axis=1)
         ka, S1a, S2a = int((Z.sum(axis=0) > 0).sum()), float(rs.sum()), float((rs * rs).sum())

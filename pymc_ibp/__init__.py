@@ -9,6 +9,7 @@ from pymc_ibp.datasets import ShardedData
 from pymc_ibp.diagnostics import (
     bernoulli_heldout_metrics,
     chain_summary,
+    check_chains,
     cusum,
     hairiness,
     hairiness_index,
@@ -42,6 +43,7 @@ from pymc_ibp.exceptions import (
     ShardFailure,
     ShardRecoveryWarning,
     TruncationWarning,
+    UntrustedChainsWarning,
 )
 from pymc_ibp.inference import predict_rows
 from pymc_ibp.step_methods import (
@@ -100,6 +102,7 @@ __all__ = [
     "ShardedData",
     "ShardRecoveryWarning",
     "TruncationWarning",
+    "UntrustedChainsWarning",
     "cusum",
     "datasets",
     "dependent_ibp",
@@ -121,6 +124,7 @@ __all__ = [
     "relabel",
     "summary",
     "chain_summary",
+    "check_chains",
     "plot_cusum",
 ]
 

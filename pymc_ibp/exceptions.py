@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 
 __all__ = ["DataError", "ModelPatternError", "ShardFailure", "ShardRecoveryWarning",
-           "TruncationWarning", "warn_slots_in_use"]
+           "TruncationWarning", "UntrustedChainsWarning", "warn_slots_in_use"]
 
 
 class ModelPatternError(ValueError):
@@ -28,6 +28,12 @@ class TruncationWarning(UserWarning):
     The message names ``K_max`` and the variable; raise ``K_max`` (the length of the
     ``feature`` dim) and re-run.  The sample stat ``ibp_kmax_hit`` marks the affected draws.
     """
+
+
+class UntrustedChainsWarning(UserWarning):
+    """The chains of an IBP posterior cannot be trusted as they stand: they disagree, the
+    truncation binds, or a chain holds duplicated features
+    (:func:`pymc_ibp.check_chains`).  The message is one line naming what to do."""
 
 
 def warn_slots_in_use(step, z_name, k_max, dim=None, stacklevel=4):

@@ -21,6 +21,7 @@ from pymc_ibp.diagnostics.summary import (
     sorted_feature_sizes,
     summary,
 )
+from pymc_ibp.diagnostics.trust import TrustIssue, check_chains
 
 
 def __getattr__(name):
@@ -34,7 +35,9 @@ def __getattr__(name):
 
 
 __all__ = [
+    "TrustIssue",
     "chain_summary",
+    "check_chains",
     "cusum",
     "feature_sizes",
     "hairiness",

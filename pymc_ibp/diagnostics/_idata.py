@@ -62,3 +62,12 @@ def _get_z(post: xr.Dataset, z_name: str) -> xr.DataArray:
             f"{v.max()}]); pass z_name= to name the binary feature-assignment matrix."
         )
     return Z
+
+
+def _scalar_stat(da: xr.DataArray) -> xr.DataArray:
+    """A (chain, draw) version of a sample stat.  When several steps emitted the same stat it is
+    stacked along ``<stat>_dim_0``; take the last entry (the state after the last step)."""
+    extra = [d for d in da.dims if d not in _SAMPLE_DIMS]
+    if extra:
+        da = da.isel({d: -1 for d in extra})
+    return da

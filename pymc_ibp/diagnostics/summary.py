@@ -27,7 +27,14 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from pymc_ibp.diagnostics._idata import _SAMPLE_DIMS, _get_z, _posterior, _sample_stats
+from pymc_ibp.diagnostics._idata import (
+    _SAMPLE_DIMS,
+    _get_z,
+    _posterior,
+    _sample_stats,
+    _scalar_stat,
+)
+from pymc_ibp.diagnostics.trust import check_chains
 
 __all__ = ["chain_summary", "feature_sizes", "sorted_feature_sizes", "summary"]
 
@@ -81,15 +88,6 @@ def sorted_feature_sizes(idata, z_name: str = "Z", k: int | None = None) -> xr.D
                 RANK_DIM: np.arange(m_sorted.shape[-1])},
         name="m_sorted",
     )
-
-
-def _scalar_stat(da: xr.DataArray) -> xr.DataArray:
-    """A (chain, draw) version of a sample stat.  When several steps emitted the same stat it is
-    stacked along ``<stat>_dim_0``; take the last entry (the state after the last step)."""
-    extra = [d for d in da.dims if d not in _SAMPLE_DIMS]
-    if extra:
-        da = da.isel({d: -1 for d in extra})
-    return da
 
 
 def _label_invariant(idata, var_names, z_name, stat_names, ranks=None,
@@ -155,6 +153,7 @@ def summary(
     z_name: str = "Z",
     *,
     stat_names: Sequence[str] = DEFAULT_STATS,
+    check: bool = True,
     **summary_kwargs,
 ):
     """ArviZ summary of the label-invariant quantities of an IBP posterior.
@@ -196,6 +195,10 @@ def summary(
     stat_names : sequence of str, optional
         Sample stats to include when present; default ``("ibp_n_active", "ibp_log_joint",
         "ibp_model_logp", "ibp_log_lik")``.
+    check : bool, default True
+        Also run :func:`~pymc_ibp.check_chains`: one
+        :class:`~pymc_ibp.UntrustedChainsWarning` line for chains that disagree, a binding
+        truncation or duplicated features.
     **summary_kwargs
         Passed to :func:`arviz.summary` (e.g. ``kind=``, ``ci_prob=``, ``round_to="none"``).
 
@@ -229,6 +232,9 @@ def summary(
     """
     ds = _label_invariant(idata, var_names, z_name, stat_names)
     import arviz as az
+
+    if check:
+        check_chains(idata, z_name)
 
     with warnings.catch_warnings():
         # constant quantities: 0/0 in R-hat / MCSE (documented above)

@@ -108,8 +108,8 @@ def shard_sweeps(X, source, m_global, G_global, RX_global, noise, alpha, beta, n
     refresh = kernels.refresh_interval(X.shape[0])
     flips = born = died = hit = 0
     for _ in range(int(sweeps)):
-        s = kernels.shard_sweep(rng, Z, X, m, noise, float(alpha), float(beta), refresh,
-                                G_ext, RX_ext, int(n_total), bool(births))
+        s = kernels.shard_sweep(rng, Z, X, m, noise, kernels.SweepPrior.counts(alpha, beta),
+                                refresh, kernels.OtherRows(G_ext, RX_ext, int(n_total)), births)
         flips += s.flips
         born += s.births
         died += s.deaths
@@ -217,8 +217,9 @@ def _f_r(X, Z, rows, m_global, G_global, RX_global, noise, alpha, beta, n_total,
     rng = np.random.default_rng([seed_r, 1])
     m = np.asarray(m_global, dtype=np.int64).copy()
     for _ in range(int(sweeps)):
-        kernels.shard_sweep(rng, Zs, Xs, m, noise, float(alpha), float(beta), 5,
-                            G_global - own.G, RX_global - own.RX, int(n_total), bool(births))
+        kernels.shard_sweep(rng, Zs, Xs, m, noise, kernels.SweepPrior.counts(alpha, beta), 5,
+                            kernels.OtherRows(G_global - own.G, RX_global - own.RX,
+                                              int(n_total)), births)
     return Zs
 
 

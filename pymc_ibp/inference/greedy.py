@@ -95,8 +95,8 @@ def greedy_map(model=None, *, z=None, max_sweeps=100, start=None, random_seed=No
         sweeps += 1
         before = Z.copy()
         m = Z.sum(axis=0).astype(np.int64)
-        kernels.accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, True,
-                                  kernels.NO_LOGODDS, kernels.NO_MISS)
+        kernels.accelerated_sweep(rng, Z, X, m, noise, kernels.SweepPrior.counts(alpha, beta),
+                                  refresh, greedy=True)
         trace.append(kernels.log_joint_of(Z, X, noise, None, alpha, beta, trXX)[0])
         if np.array_equal(before, Z):
             break

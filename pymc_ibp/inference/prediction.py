@@ -13,7 +13,7 @@ import xarray as xr
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp.exceptions import DataError, ModelPatternError
-from pymc_ibp.kernels.prediction import fold_in_rows, predictive_rows
+from pymc_ibp.kernels.prediction import FittedDraw, fold_in_rows, predictive_rows
 from pymc_ibp.matching.graph import same_for_every_row
 from pymc_ibp.matching.linear_gaussian import PATTERN, matched_models
 from pymc_ibp.matching.priors import IBPPrior
@@ -132,8 +132,8 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
             m = Z.sum(axis=0)
             if X_new is not None:
                 W = np.where(observed, 1.0 / sx_v**2, 0.0)
-                Z_out[c, t] = fold_in_rows(rng, X_new, W, A, np.asarray(b, dtype=float), m, n,
-                                           alpha, beta, int(sweeps))
+                fit = FittedDraw(A, np.asarray(b, dtype=float), m, n, alpha, beta)
+                Z_out[c, t] = fold_in_rows(rng, X_new, W, fit, int(sweeps))
             else:
                 Zn = predictive_rows(rng, m, n, alpha, beta, rows)
                 Z_out[c, t] = Zn

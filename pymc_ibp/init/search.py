@@ -318,9 +318,8 @@ class AnnealedSearch(WithSamplingState):
             if t > 0:  # a free σx or σa: its estimate given the current Z
                 target = self.noise_estimate(Z, X, m, target, v0)
             s2 = self.tempered(target, min(1.0, t / span), v0)
-            kernels.accelerated_sweep(rng, Z, X, m, s2, alpha, beta,
-                                      kernels.refresh_interval(nr), False, kernels.NO_LOGODDS,
-                                      kernels.NO_MISS if M is None else M)
+            kernels.accelerated_sweep(rng, Z, X, m, s2, kernels.SweepPrior.counts(alpha, beta),
+                                      kernels.refresh_interval(nr), miss=M)
             kernels.linear_gaussian_moves(rng, Z, X, m, s2, alpha, beta, trXX, self.moves)
             if t >= span and (t - span) % 10 == 0 or t == sweeps - 1:
                 self.dissolve_combinations(rng, Z, X, trXX, s2, (alpha, beta), M)
@@ -519,9 +518,9 @@ class AnnealedSearch(WithSamplingState):
         almost nothing)."""
         miss = kernels.NO_MISS if self.mask is None else self.mask
         kernels.accelerated_sweep_core(
-            rng, Z, X, Z.sum(axis=0).astype(np.int64), noise, ibp[0], ibp[1],
-            kernels.refresh_interval(self.n), False, kernels.NO_LOGODDS, kernels.NO_EXT,
-            kernels.NO_EXT, self.n, False, miss)
+            rng, Z, X, Z.sum(axis=0).astype(np.int64), noise, kernels.SweepPrior.counts(*ibp),
+            kernels.OtherRows.none(self.n),
+            kernels.SweepOptions(kernels.refresh_interval(self.n), False, False), miss)
 
     def full_baseline(self, base, rows):
         """The baseline ``base`` (:func:`_baseline`) fitted on the rows ``rows`` (an index

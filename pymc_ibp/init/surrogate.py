@@ -189,10 +189,9 @@ class SurrogateStart:
                 noise = kernels.noise_blocks(sx * sx, sa * sa, self.d)
                 X = self.X - b if self.has_offset else self.X
                 m = Z.sum(axis=0).astype(np.int64)
-                kernels.accelerated_sweep(rng, Z, X, m, noise, self.mode.alpha, self.mode.beta,
-                                          refresh, False, self.mode.logodds, kernels.NO_MISS)
+                kernels.accelerated_sweep(rng, Z, X, m, noise, self.mode.sweep_prior, refresh)
                 linear_gaussian_moves(rng, Z, X, m, noise, self.mode.alpha, self.mode.beta,
-                                      self._trXX(X, noise), SURROGATE_MOVES)
+                                      kernels.block_sq_norms(X, noise), SURROGATE_MOVES)
                 A = kernels.draw_features(rng, Z, X, noise)
             if not self.binary:
                 sx = self._scale(rng, sweep == 0, sx, SURROGATE_SIGMA_X * self.sx,
@@ -201,12 +200,6 @@ class SurrogateStart:
             if self.has_offset:
                 b = self._offset(rng, Z, A, sx)
         return SurrogateDraw(Z, self._offsets(b, point), None if self.binary else A)
-
-    def _trXX(self, X, noise):
-        """``‖X_b‖²`` per block of ``noise``."""
-        if self.has_offset:
-            return kernels.block_sq_norms(X, noise)
-        return np.add.reduceat(kernels.column_sq_norms(X), noise.cols[:-1])
 
     def _residual_ss(self, Z, A, b):
         """``‖X - b - Z A‖²``."""

@@ -11,6 +11,8 @@ module                    concept
 ``rows``                  per-row kernels shared by every prior (rank-one updates, Gibbs of a
                           row's entries given per-entry prior log-odds, birth counts)
 ``sweeps``                accelerated (two prior modes), windowed and classic collapsed sweeps
+``allocation``            sequential allocation, the proposal the split–merge and birth–death
+                          moves share, and their slot-indexed statistics
 ``split_merge``           split–merge Metropolis–Hastings moves
 ``pair_swaps``            pattern swaps of feature pairs (complement modes)
 ``moves``                 the moves after a linear-Gaussian sweep, in order (``Moves``)
@@ -61,6 +63,10 @@ from pymc_ibp.kernels.moves import Moves, MovesInfo, linear_gaussian_moves
 from pymc_ibp.kernels.pair_swaps import pair_pattern_swaps
 from pymc_ibp.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
 from pymc_ibp.kernels.rows import (
+    NO_LOGODDS,
+    ObservedRow,
+    RowWork,
+    SweepPrior,
     birth_count,
     gibbs_row_entries,
     residual,
@@ -68,6 +74,7 @@ from pymc_ibp.kernels.rows import (
     row_loglik,
     row_moments,
     row_update,
+    row_work,
     sig_z,
 )
 from pymc_ibp.kernels.slots import (
@@ -87,8 +94,9 @@ from pymc_ibp.kernels.split_merge import (
 )
 from pymc_ibp.kernels.sweeps import (
     NO_EXT,
-    NO_LOGODDS,
     NO_MISS,
+    OtherRows,
+    SweepOptions,
     SweepStats,
     accelerated_sweep,
     accelerated_sweep_core,
@@ -104,6 +112,11 @@ __all__ = [
     "NO_MISS",
     "NO_ROWS",
     "Noise",
+    "ObservedRow",
+    "OtherRows",
+    "RowWork",
+    "SweepOptions",
+    "SweepPrior",
     "SweepStats",
     "accelerated_sweep",
     "accelerated_sweep_core",
@@ -155,6 +168,7 @@ __all__ = [
     "row_loglik",
     "row_moments",
     "row_update",
+    "row_work",
     "sequential_birth_death",
     "sequential_split_merge",
     "shard_sweep",

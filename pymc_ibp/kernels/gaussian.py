@@ -93,9 +93,12 @@ def column_sq_norms(X) -> np.ndarray:
     return m2 + count * mean * mean
 
 
-def block_sq_norms(X, noise) -> np.ndarray:
-    """``‖X_b‖²`` of each column block (the ``trXX`` argument of the kernels)."""
-    return np.add.reduceat(column_sq_norms(X), np.asarray(noise.cols[:-1]))
+def block_sq_norms(X, noise, colsq=None) -> np.ndarray:
+    """``‖X_b‖²`` of each column block (the ``trXX`` argument of the kernels), from the
+    columns' sums of squares ``colsq`` when the caller keeps them (data that do not change)."""
+    if colsq is None:
+        colsq = column_sq_norms(X)
+    return np.add.reduceat(colsq, np.asarray(noise.cols[:-1]))
 
 
 def block_variances(X, cols) -> np.ndarray:

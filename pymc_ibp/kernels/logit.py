@@ -103,20 +103,22 @@ def _gauss_ll(y, s, v):
 
 
 @numba.njit(cache=True)
-def logit_collapsed_sweep(rng, Z, Y, W, V, m, alpha, beta, logodds, use_counts, n_fixed):
+def logit_collapsed_sweep(rng, Z, Y, W, V, m, prior, n_fixed):
     """One Gibbs sweep over every entry of ``Z`` (in place) with ``A`` integrated out given
     the Pólya-Gamma precisions ``W`` (``N x D``, 0 at missing entries) and pseudo-observations
     ``Y``; ``V`` (``D x K``) the prior variances of the coefficients.  The last ``n_fixed``
     columns of ``Z`` are fixed covariates (a column of ones: the offset ``b``, integrated out
-    with ``A``) and are not sampled.  ``use_counts``: the IBP prior on the other ``K_max``
-    columns (column counts ``m`` kept up to date, births into empty slots at rate
-    ``αβ/(N-1+β)``); else the per-entry prior ``logodds`` (``N x K_max``).
+    with ``A``) and are not sampled.  ``prior`` (:class:`pymc_ibp.kernels.SweepPrior`): the
+    IBP's counts on the other ``K_max`` columns (column counts ``m`` kept up to date, births
+    into empty slots at rate ``αβ/(N-1+β)``), or one prior log-odds per entry.
     Returns ``(flips, refreshes, P)``: the entries changed, the downdates recomputed from
     scratch, and the ``D x K x K`` posterior covariances kept by the rank-one updates at the
     end of the sweep (equal to :func:`logit_precisions` of the new ``Z`` up to rounding)."""
     n, k_tot = Z.shape
     k_max = k_tot - n_fixed
     d = W.shape[1]
+    alpha, beta, logodds = prior.alpha, prior.beta, prior.logodds
+    use_counts = logodds.shape[0] == 0
     P, h = logit_precisions(Z, W, Y, V)
     mu = np.zeros((d, k_tot))
     u = np.zeros((d, k_tot))
@@ -413,15 +415,18 @@ def logit_log_lik(x, obs, psi):
 
 
 @numba.njit(cache=True)
-def logit_feature_sweep(rng, Z, X, obs, psi, A, m, beta, logodds, use_counts):
+def logit_feature_sweep(rng, Z, X, obs, psi, A, m, prior):
     """One Gibbs sweep over the entries of ``Z`` given the feature matrix ``A`` under the exact
     Bernoulli-logit likelihood (no augmentation): ``z_nk`` flips with log-odds prior log-odds
     ``+ Σ_d [log p(x_nd | ψ_nd ± A_kd) - log p(x_nd | ψ_nd)]`` over the observed entries
     (``obs``), the linear predictor ``psi`` (``N x D``) kept up to date.  With the IBP prior
-    (``use_counts``) only entries whose column has other owners are visited (the column stays
-    non-empty either way, so the set visited does not depend on the entry); with a per-entry
-    prior (``logodds``) every entry.  ``O(N K D)``.  Returns the number of flips."""
+    (``prior`` from :meth:`pymc_ibp.kernels.SweepPrior.counts`) only entries whose column has
+    other owners are visited (the column stays non-empty either way, so the set visited does
+    not depend on the entry); with a per-entry prior (:meth:`~pymc_ibp.kernels.SweepPrior.entries`)
+    every entry.  ``O(N K D)``.  Returns the number of flips."""
     n, k_max = Z.shape
+    beta, logodds = prior.beta, prior.logodds
+    use_counts = logodds.shape[0] == 0
     d = X.shape[1]
     flips = 0
     order = np.arange(k_max)

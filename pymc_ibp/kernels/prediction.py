@@ -7,12 +7,27 @@ probability ``m_k / (N + β)``, new features in free slots at the rate ``αβ / 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
 from pymc_ibp.exceptions import DataError
 
-__all__ = ["fold_in_rows", "predictive_rows"]
+__all__ = ["FittedDraw", "fold_in_rows", "predictive_rows"]
+
+
+class FittedDraw(NamedTuple):
+    """One posterior draw of a fitted linear-Gaussian IBP model, as the new rows see it: the
+    features ``A`` (``K_max x D``, every slot), the offset ``b`` (``D``), the column counts
+    ``m`` of the ``n`` fitted rows, and the IBP's ``alpha`` and ``beta``."""
+
+    A: np.ndarray
+    b: np.ndarray
+    m: np.ndarray
+    n: int
+    alpha: float
+    beta: float
 
 
 def predictive_rows(rng, m, n, alpha, beta, n_new, attempts=1000):
@@ -53,16 +68,17 @@ def predictive_rows(rng, m, n, alpha, beta, n_new, attempts=1000):
         "draw fewer rows at a time.")
 
 
-def fold_in_rows(rng, X, W, A, b, m, n, alpha, beta, sweeps, Z=None):
+def fold_in_rows(rng, X, W, fit, sweeps, Z=None):
     """Features of the observed new rows ``X`` (``R x D``; ``W`` the precisions
-    ``1/σx²`` per entry, 0 where an entry is missing) given one draw of the fitted model:
-    the features ``A`` (``K_max x D``, every slot), the offset ``b`` (``D``) and the counts
-    ``m`` of the ``n`` fitted rows under the IBP(``alpha``, ``beta``).  Each row is drawn by
+    ``1/σx²`` per entry, 0 where an entry is missing) given one draw of the fitted model
+    (:class:`FittedDraw`: the features ``A``, the offset ``b`` and the counts ``m`` of the
+    ``n`` fitted rows under the IBP(``alpha``, ``beta``)).  Each row is drawn by
     ``sweeps`` Gibbs scans of its entries from ``Z`` (default all zero), each entry from its
     exact conditional: the truncated IBP's prior log-odds for row ``n + 1``
     (:func:`~pymc_ibp.distributions.ibp_math.ibp_entry_logodds`) plus the Gaussian
     log-likelihood ratio.  The rows are independent given the draw (each is row ``n + 1``).
     Returns ``Z`` (int8, ``R x K_max``)."""
+    A, b, m, n, alpha, beta = fit
     X = np.where(W > 0, X, 0.0)
     k_max = A.shape[0]
     Z = np.zeros((X.shape[0], k_max), dtype=np.int8) if Z is None else Z.astype(np.int8)

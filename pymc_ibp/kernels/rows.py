@@ -19,10 +19,68 @@ References
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
+import numpy as np
 
 from pymc_ibp._numba_utils import bernoulli_logodds, categorical_logp, partial_shuffle
+
+#: :attr:`SweepPrior.logodds` of the IBP-counts mode (no per-entry log-odds)
+NO_LOGODDS = np.zeros((0, 0))
+
+class SweepPrior(NamedTuple):
+    """The prior of ``Z`` in a sweep: the IBP's column counts with births
+    (:meth:`counts`: ``alpha``, ``beta``; ``logodds`` empty) or one prior log-odds per entry
+    without births (:meth:`entries`: ``logodds`` of shape ``N x K_max``)."""
+
+    alpha: float
+    beta: float
+    logodds: np.ndarray
+
+    @classmethod
+    def counts(cls, alpha, beta):
+        return cls(float(alpha), float(beta), NO_LOGODDS)
+
+    @classmethod
+    def entries(cls, logodds):
+        return cls(1.0, 1.0, logodds)
+
+
+class ObservedRow(NamedTuple):
+    """A data row ``x`` (``D``), its 0/1 observed weights ``w`` (empty: every entry
+    observed) and its number of observed entries per column block ``dn`` (``B``;
+    :func:`row_dims`)."""
+
+    x: np.ndarray
+    w: np.ndarray
+    dn: np.ndarray
+
+
+class RowWork(NamedTuple):
+    """The per-row buffers of a sweep (:func:`row_work`): the entries' prior log-odds
+    ``prior_lo`` and ``skip`` flags (``K_max``, read by :func:`gibbs_row_entries`), the row's
+    predictive moments (written by :func:`row_moments`: ``r = x - zμ`` (``D``),
+    ``v[b] = Σ_b z`` (``B x K_max``), ``s2`` and ``rr`` (``B``)) and scratch (``pair``,
+    ``2 x B``; ``order``, ``K_max``)."""
+
+    prior_lo: np.ndarray
+    skip: np.ndarray
+    r: np.ndarray
+    v: np.ndarray
+    s2: np.ndarray
+    rr: np.ndarray
+    pair: np.ndarray
+    order: np.ndarray
+
+
+@numba.njit(cache=True)
+def row_work(d, nb, k_max):
+    """Zeroed :class:`RowWork` for rows of ``d`` entries, ``nb`` column blocks and ``k_max``
+    feature slots."""
+    return RowWork(np.zeros(k_max), np.zeros(k_max, dtype=np.bool_), np.zeros(d),
+                   np.zeros((nb, k_max)), np.zeros(nb), np.zeros(nb), np.zeros((2, nb)),
+                   np.arange(k_max))
 
 
 @numba.njit(cache=True)
@@ -88,12 +146,14 @@ def row_update(Sig, mu, z, x, k, noise, sign, v, e):
                 mrow[t] += va * eb[t]
 
 @numba.njit(cache=True)
-def row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr, w):
-    """Predictive moments of row ``x`` with pattern ``z`` under the posterior ``(Σ, μ)`` of the
-    other rows: ``r = x - zμ``, and per block ``v[b] = Σ_b z``,
-    ``s2[b] = zᵀΣ_b z + σx_b²`` and ``rr[b] = ‖r_b‖²`` (over the row's observed entries,
-    ``w[t] = 1``, when ``w`` is not empty: see :func:`row_dims`)."""
-    total = residual(x, z, mu, k, r)
+def row_moments(Sig, mu, z, row, k, noise, work):
+    """Predictive moments of the :class:`ObservedRow` ``row`` with pattern ``z`` under the
+    posterior ``(Σ, μ)`` of the other rows, into the :class:`RowWork` ``work``:
+    ``r = x - zμ``, and per block ``v[b] = Σ_b z``, ``s2[b] = zᵀΣ_b z + σx_b²`` and
+    ``rr[b] = ‖r_b‖²`` (over the row's observed entries, ``w[t] = 1``, when ``w`` is not
+    empty: see :func:`row_dims`)."""
+    w, r, v, s2, rr = row.w, work.r, work.v, work.s2, work.rr
+    total = residual(row.x, z, mu, k, r)
     nb = noise.sx2.shape[0]
     for b in range(nb):
         s2[b] = noise.sx2[b] + sig_z(Sig[b], z, k, v[b])
@@ -129,28 +189,30 @@ def row_loglik(s2, rr, noise, dn):
     return ll
 
 @numba.njit(cache=True)
-def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr, work, order,
-                      greedy, w, dn):
+def gibbs_row_entries(rng, z, k, row, Sig, mu, noise, work, greedy):
     """Gibbs-sample ``z[a]`` for ``a < k`` with ``skip[a] == False`` (random order), given the
     posterior ``(Σ, μ)`` of the *other* rows (Doshi-Velez & Ghahramani 2009, eq. 8 with a
-    window of ``W = 1`` row):
+    window of ``W = 1`` row); ``row`` is an :class:`ObservedRow`, ``work`` a :class:`RowWork`
+    holding ``prior_lo`` and ``skip``:
 
     ``log P(z_a=1)/P(z_a=0) = prior_lo[a] + Σ_b [log N(x_b; z¹μ_b, s²_{1b} I)
     - log N(x_b; z⁰μ_b, s²_{0b} I)]``, ``s²_b = zΣ_b zᵀ + σx_b²``.  ``prior_lo`` carries each
     entry's own prior log-odds (the IBP's ``log m/(N-1-m+β)`` here; a per-entry probability for
     a dependent IBP).  Each test costs ``O(B + D)`` and each flip ``O(BK + D)``.  On return
-    ``r = x - zμ``, ``v[b] = Σ_b z``, ``s2`` and ``rr`` hold the row's moments
-    (:func:`row_moments`); ``work`` is scratch of shape ``(2, B)``.  With missing entries
-    (``w`` the row's 0/1 observed weights, ``dn`` its observed entries per block) the
-    likelihood is that of the observed entries only: the row's missing values integrated out.
+    ``work`` holds the row's moments (:func:`row_moments`).  With missing entries (``row.w``
+    the row's 0/1 observed weights, ``row.dn`` its observed entries per block) the likelihood
+    is that of the observed entries only: the row's missing values integrated out.
     Returns the number of flips.
     """
     nb = noise.sx2.shape[0]
+    x, w, dn = row.x, row.w, row.dn
+    prior_lo, skip, order = work.prior_lo, work.skip, work.order
+    r, v, s2, rr = work.r, work.v, work.s2, work.rr
     masked = w.shape[0] > 0
-    row_moments(Sig, mu, z, x, k, noise, r, v, s2, rr, w)
+    row_moments(Sig, mu, z, row, k, noise, work)
     ll_cur = row_loglik(s2, rr, noise, dn)
-    s2n = work[0]
-    rrn = work[1]
+    s2n = work.pair[0]
+    rrn = work.pair[1]
     cols = noise.cols
     for a in range(k):
         order[a] = a
@@ -201,7 +263,7 @@ def gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr
     return flips
 
 @numba.njit(cache=True)
-def birth_count(rng, navail, log_lam, s2, rr, noise, logpj, greedy, dn):
+def birth_count(rng, navail, log_lam, row, noise, work, logpj, greedy):
     """Draw the number ``j`` of row-``n`` singleton features:
     ``p(j) ∝ Poisson(j; λ) Π_b N(x_b; zμ_b, (s²_b + jσa_b²) I)`` over ``j = 0..navail``.
 
@@ -209,7 +271,9 @@ def birth_count(rng, navail, log_lam, s2, rr, noise, logpj, greedy, dn):
     features' values integrated out (each adds ``σa²`` to the predictive variance and nothing
     to its mean) and ``λ = α/N`` (``αβ/(N-1+β)`` for the two-parameter IBP).  The sum starts at
     ``j = 0``: the thesis text ranges over ``1..k_max``, which would force a new feature on
-    every row.  ``dn[b]``: the row's observed entries in block ``b`` (:func:`row_dims`)."""
+    every row.  ``row``: the :class:`ObservedRow` (its observed entries per block ``dn``);
+    ``work``: the :class:`RowWork` holding its moments ``s2``, ``rr``."""
+    s2, rr, dn = work.s2, work.rr, row.dn
     lf = 0.0  # log j!
     for j in range(navail + 1):
         if j > 1:

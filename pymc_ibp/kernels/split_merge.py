@@ -66,22 +66,50 @@ References
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
-from pymc_ibp._numba_utils import categorical_logp, partial_shuffle
+from pymc_ibp._numba_utils import partial_shuffle
 from pymc_ibp.distributions.ibp_math import log_beta_term, log_split_prior
-from pymc_ibp.kernels.gaussian import (
-    collapsed_loglik,
-    posterior_from_stats,
-    stats_with_row,
-    suff_stats,
+from pymc_ibp.kernels.allocation import (
+    allocation,
+    compact_row,
+    compact_stats,
+    random_active,
+    scratch,
+    sequential_allocation,
+    shuffle_prefix,
+    slot_row,
+    slot_stats,
+    stats_without,
 )
-from pymc_ibp.kernels.rows import residual, row_update, sig_z
+from pymc_ibp.kernels.gaussian import collapsed_loglik, stats_with_row, suff_stats
 from pymc_ibp.kernels.slots import active_slots, random_free_slots
 
 _LOG3 = math.log(3.0)
+
+
+class Proposal(NamedTuple):
+    """One split (``s1`` → ``s1`` with anchor ``i`` and the empty slot ``s2`` with anchor
+    ``j``) or merge (``s2`` into ``s1``) of :func:`_split_merge_move`, with the log ratio
+    ``log_sel`` of its selection probabilities and ``col_k`` (the ``K+`` of a split selected
+    by column; 0 otherwise).  Build it with :func:`_proposal`."""
+
+    i: np.int64
+    j: np.int64
+    s1: np.int64
+    s2: np.int64
+    split: np.bool_
+    log_sel: float
+    col_k: np.int64
+
+
+@numba.njit(cache=True)
+def _proposal(i, j, s1, s2, split, log_sel, col_k):
+    return Proposal(np.int64(i), np.int64(j), np.int64(s1), np.int64(s2), np.bool_(split),
+                    float(log_sel), np.int64(col_k))
 
 
 @numba.njit(cache=True)
@@ -201,223 +229,24 @@ def random_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     return accepted
 
 
-@numba.njit(cache=True)
-def _random_active(rng, Z, i, k_max):
-    """A uniformly chosen active slot of row ``i`` (``-1`` if none)."""
-    cnt = 0
-    for c in range(k_max):
-        if Z[i, c] != 0:
-            cnt += 1
-    if cnt == 0:
-        return -1
-    pick = int(rng.random() * cnt)
-    for c in range(k_max):
-        if Z[i, c] != 0:
-            if pick == 0:
-                return c
-            pick -= 1
-    return -1
-
-
-@numba.njit(cache=True)
-def _compact_row(Z, r, lay, kk, z):
-    for a in range(kk):
-        z[a] = 1.0 if Z[r, lay[a]] != 0 else 0.0
-
-
-@numba.njit(cache=True)
-def _slot_row(Gs, RXs, Z, r, x, sign):
-    """Add (``sign=+1``) or remove (``-1``) row ``r`` of ``Z`` from slot-indexed ``ZᵀZ``,
-    ``ZᵀX``."""
-    k_max = Z.shape[1]
-    for a in range(k_max):
-        if Z[r, a] != 0:
-            for t in range(x.shape[0]):
-                RXs[a, t] += sign * x[t]
-            for b in range(k_max):
-                if Z[r, b] != 0:
-                    Gs[a, b] += sign
-
-
-@numba.njit(cache=True)
-def _compact_stats(Gs, RXs, lay, kk):
-    G = np.empty((kk, kk))
-    RX = np.empty((kk, RXs.shape[1]))
-    for a in range(kk):
-        for b in range(kk):
-            G[a, b] = Gs[lay[a], lay[b]]
-        RX[a] = RXs[lay[a]]
-    return G, RX
-
-
-@numba.njit(cache=True)
-def _slot_stats(Z, X, m, noise, trXX):
-    """Slot-indexed ``ZᵀZ``, ``ZᵀX`` (kept current across a kernel's moves) and the current
-    ``log p(X | Z)``."""
-    Gs, RXs = suff_stats(Z, X, np.arange(Z.shape[1]))
-    act, k = active_slots(m)
-    G, RX = _compact_stats(Gs, RXs, act, k)
-    return Gs, RXs, collapsed_loglik(G, RX, trXX, X.shape[0], noise)
-
-
-@numba.njit(cache=True)
-def _scratch(n, k_max):
-    """Scratch buffers of the sequential moves: row order, allocations, free slots, layout."""
-    return (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
-            np.empty(k_max, dtype=np.int64), np.empty(k_max, dtype=np.int64))
-
-
-@numba.njit(cache=True)
-def _stats_without(G, RX, kk, drop):
-    """Compact statistics of the first ``kk`` features without feature ``drop``."""
-    keep = np.empty(kk - 1, dtype=np.int64)
-    c = 0
-    for a in range(kk):
-        if a != drop:
-            keep[c] = a
-            c += 1
-    return _compact_stats(G, RX, keep, kk - 1)
-
-
-@numba.njit(cache=True)
-def _option_logpdf(e, v, Sig, mu, q0, noise, a, b):
-    """Collapsed predictive ``Σ_blk log N(x_blk; (z + e_a + e_b) μ_blk, s_blk I)`` (up to
-    ``-D/2 log 2π``) of a row whose base pattern ``z`` has ``v[blk] = Σ_blk z``,
-    ``q0[blk] = zᵀΣ_blk z`` and residual ``e = x - zμ``, with columns ``a`` and ``b`` switched
-    on (``-1``: none); ``O(B + D)``."""
-    total = 0.0
-    for blk in range(noise.sx2.shape[0]):
-        S = Sig[blk]
-        vb = v[blk]
-        s = noise.sx2[blk] + q0[blk]
-        if a >= 0:
-            s += 2.0 * vb[a] + S[a, a]
-        if b >= 0:
-            s += 2.0 * vb[b] + S[b, b]
-            if a >= 0:
-                s += 2.0 * S[a, b]
-        rr = 0.0
-        c0, c1 = noise.cols[blk], noise.cols[blk + 1]
-        for t in range(c0, c1):
-            u = e[t]
-            if a >= 0:
-                u -= mu[a, t]
-            if b >= 0:
-                u -= mu[b, t]
-            rr += u * u
-        total -= 0.5 * (c1 - c0) * math.log(s) + 0.5 * rr / s
-    return total
-
-
-@numba.njit(cache=True)
-def _sequential_allocation(rng, Z, X, G, RX, lay, kk, ia, ib, i, j, rows, nr, noise, replay,
-                           alloc):
-    """Allocate ``rows[:nr]`` to compact columns ``ia`` / ``ib`` of layout ``lay``, one at a
-    time, each by its collapsed predictive given the rows already in.
-
-    ``G``, ``RX`` (modified in place) are the current state's statistics in layout ``lay``;
-    the anchors and ``rows[:nr]`` are taken out first.
-
-    * Split (``ib >= 0``): anchor ``i`` goes back with ``ia`` only and ``j`` with ``ib`` only,
-      then each row with option ``0 = (1,0)``, ``1 = (0,1)`` or ``2 = (1,1)``.
-    * Birth (``ib = -1``, ``j`` unused): anchor ``i`` goes back with ``ia``, then each row with
-      option ``0`` (not in ``ia``) or ``1`` (in ``ia``).
-
-    With ``replay`` the options are read from ``Z`` instead of drawn.  The feature posterior
-    takes one rank-one step per row (:func:`row_update`).  Returns ``log q``, the log
-    probability of the allocation; ``G``, ``RX`` end as the statistics of the allocated state
-    and ``alloc[:nr]`` holds the options.
-    """
-    d = X.shape[1]
-    split = ib >= 0
-    n_anchor = 2 if split else 1
-    n_opt = 3 if split else 2
-    # which of the two columns each option switches on, on top of the row's other columns
-    has_a = np.array([1, 0, 1]) if split else np.array([0, 1, 0])
-    has_b = np.array([0, 1, 1]) if split else np.array([0, 0, 0])
-    z = np.empty(kk)
-    for q in range(nr + n_anchor):
-        r = rows[q] if q < nr else (i if q == nr else j)
-        _compact_row(Z, r, lay, kk, z)
-        stats_with_row(G, RX, z, X[r], kk, -1.0)
-    for anchor in range(n_anchor):
-        r = i if anchor == 0 else j
-        _compact_row(Z, r, lay, kk, z)
-        z[ia] = 1.0 if anchor == 0 else 0.0
-        if split:
-            z[ib] = 0.0 if anchor == 0 else 1.0
-        stats_with_row(G, RX, z, X[r], kk, 1.0)
-    Sig, mu = posterior_from_stats(G, RX, noise)
-    nb = noise.sx2.shape[0]
-    v = np.empty((nb, kk))
-    q0 = np.empty(nb)
-    e = np.empty(d)
-    lp = np.empty(3)
-    logq = 0.0
-    for q in range(nr):
-        r = rows[q]
-        x = X[r]
-        _compact_row(Z, r, lay, kk, z)
-        z[ia] = 0.0
-        if split:
-            z[ib] = 0.0
-        # the options differ from the base row z (none of the columns) by e_ia, e_ib or both:
-        # predictive variance s = σx² + zᵀΣz and residual x - zμ updated in O(K + D)
-        for blk in range(nb):
-            q0[blk] = sig_z(Sig[blk], z, kk, v[blk])  # v = Σz
-        residual(x, z, mu, kk, e)  # e = x - zμ
-        mx = -np.inf
-        for o in range(n_opt):
-            lp[o] = _option_logpdf(e, v, Sig, mu, q0, noise, ia if has_a[o] else -1,
-                                   ib if has_b[o] else -1)
-            mx = max(mx, lp[o])
-        tot = 0.0
-        for o in range(n_opt):
-            tot += math.exp(lp[o] - mx)
-        lse = mx + math.log(tot)
-        if replay:
-            in_a = Z[r, lay[ia]] != 0
-            if not split:
-                o = 1 if in_a else 0
-            elif Z[r, lay[ib]] == 0:
-                o = 0
-            else:
-                o = 2 if in_a else 1
-        else:
-            o = categorical_logp(rng, lp, n_opt)
-        alloc[q] = o
-        logq += lp[o] - lse
-        z[ia] = float(has_a[o])
-        if split:
-            z[ib] = float(has_b[o])
-        row_update(Sig, mu, z, x, kk, noise, 1.0, v, e)
-        stats_with_row(G, RX, z, x, kk, 1.0)
-    return logq
-
-
-@numba.njit(cache=True)
-def _shuffle(rng, arr, nr):
-    for q in range(nr - 1, 0, -1):
-        p = int(rng.random() * (q + 1))
-        arr[q], arr[p] = arr[p], arr[q]
-
-
 # Integers and flags that reach another jitted function are np.int64(...) / np.bool_(...), not
 # bare constants: numba types a constant argument (and, while it types a loop, a variable that
 # starts as a constant) as a literal and compiles and caches a specialisation of the callee
-# for it. Measured on a cold cache: _sequential_allocation compiled 5 times, _split_merge_move
+# for it. Measured on a cold cache: sequential_allocation compiled 5 times, _split_merge_move
 # 3 times (3-5 s each) before; once each since.
 @numba.njit(cache=True)
-def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j, s1, s2, split,
-                      log_sel, col_k, rows, alloc, lay):
+def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, prop, work):
     """One sequentially-allocated split (``s1`` → ``s1`` with anchor ``i`` and the empty slot
     ``s2`` with anchor ``j``) or merge (``s2`` into ``s1``; ``i`` owns only ``s1`` and ``j``
-    only ``s2``) Metropolis–Hastings move, given a selection whose log probability ratio
+    only ``s2``) Metropolis–Hastings move (the :class:`Proposal` ``prop``; ``work``: the
+    scratch of :func:`scratch`), given a selection whose log probability ratio
     ``log q_sel(reverse) - log q_sel(forward)`` is ``log_sel``.  A split selected by
     :func:`column_split_merge` (``col_k`` = its ``K+`` > 0) adds the part of that ratio known
     only after the allocation: ``log K+ m(m-1) - log (K+ + 1) K+ u₁ u₂``.  ``Gs``, ``RXs``
     (slot-indexed statistics) and ``ll`` are the current state's; updates ``Z``, ``m``, ``Gs``,
     ``RXs`` on acceptance.  Returns ``(accepted, ll)``."""
+    i, j, s1, s2, split, log_sel, col_k = prop
+    rows, alloc, _, lay = work
     n, k_max = Z.shape
     act, k = active_slots(m)
     for a in range(k):
@@ -438,11 +267,12 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
         if (Z[r, s1] != 0 or Z[r, s2] != 0) and r != i and r != j:
             rows[nr] = r
             nr += 1
-    _shuffle(rng, rows, nr)
-    Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
+    shuffle_prefix(rng, rows, nr)
+    Gc, RXc = compact_stats(Gs, RXs, lay, kk)
     if split:
-        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                      noise, np.bool_(False), alloc)
+        logq = sequential_allocation(rng, Z, X, Gc, RXc,
+                                      allocation(lay, kk, ia, ib, i, j, rows, nr), noise,
+                                      np.bool_(False), alloc)
         ll_new = collapsed_loglik(Gc, RXc, trXX, n, noise)
         m1 = np.int64(1)
         m2 = np.int64(1)
@@ -465,19 +295,20 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
                         - math.log(u2 * 1.0))
         log_acc = ll_new - ll + log_split_prior(m1, m2, mm, n, alpha, beta) - logq + log_sel
     else:
-        Gm, RXm = _compact_stats(Gs, RXs, lay, kk)
-        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, ib, i, j, rows, nr,
-                                      noise, np.bool_(True), alloc)
+        Gm, RXm = compact_stats(Gs, RXs, lay, kk)
+        logq = sequential_allocation(rng, Z, X, Gc, RXc,
+                                      allocation(lay, kk, ia, ib, i, j, rows, nr), noise,
+                                      np.bool_(True), alloc)
         # merged state's statistics: every owner carries ia only, then drop ib
         z = np.empty(kk)
         for q in range(nr + 2):
             r = rows[q] if q < nr else (i if q == nr else j)
-            _compact_row(Z, r, lay, kk, z)
+            compact_row(Z, r, lay, kk, z)
             stats_with_row(Gm, RXm, z, X[r], kk, -1.0)
             z[ia] = 1.0
             z[ib] = 0.0
             stats_with_row(Gm, RXm, z, X[r], kk, 1.0)
-        Gm2, RXm2 = _stats_without(Gm, RXm, kk, ib)
+        Gm2, RXm2 = stats_without(Gm, RXm, kk, ib)
         ll_new = collapsed_loglik(Gm2, RXm2, trXX, n, noise)
         m1 = m[s1]
         m2 = m[s2]
@@ -487,7 +318,7 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
         return False, ll
     for q in range(nr + 2):
         r = rows[q] if q < nr else (i if q == nr else j)
-        _slot_row(Gs, RXs, Z, r, X[r], -1.0)
+        slot_row(Gs, RXs, Z, r, X[r], -1.0)
         if split:
             o = alloc[q] if q < nr else (0 if q == nr else 1)
             Z[r, s1] = 1 if o != 1 else 0
@@ -495,7 +326,7 @@ def _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
         else:
             Z[r, s1] = 1
             Z[r, s2] = 0
-        _slot_row(Gs, RXs, Z, r, X[r], 1.0)
+        slot_row(Gs, RXs, Z, r, X[r], 1.0)
     if split:
         m[s1] = m1
         m[s2] = m2
@@ -519,15 +350,16 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     accepted = 0
     if n < 2:
         return 0
-    Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
-    rows, alloc, free, lay = _scratch(n, k_max)
+    Gs, RXs, ll = slot_stats(Z, X, m, noise, trXX)
+    work = scratch(n, k_max)
+    free = work[2]
     for _ in range(n_proposals):
         i = int(rng.random() * n)
         j = int(rng.random() * (n - 1))
         if j >= i:
             j += 1
-        ci = _random_active(rng, Z, i, k_max)
-        cj = _random_active(rng, Z, j, k_max)
+        ci = random_active(rng, Z, i, k_max)
+        cj = random_active(rng, Z, j, k_max)
         if ci < 0 or cj < 0:
             continue
         act, k = active_slots(m)
@@ -542,8 +374,8 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
                 continue
             s2 = cj
         # the selection probabilities of the two directions are equal (module docstring)
-        ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i, j,
-                                   ci, s2, split, 0.0, np.int64(0), rows, alloc, lay)
+        ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll,
+                                   _proposal(i, j, ci, s2, split, 0.0, 0), work)
         accepted += ok
     return accepted
 
@@ -588,8 +420,9 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     accepted = 0
     if n < 2:
         return 0
-    Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
-    rows, alloc, free, lay = _scratch(n, k_max)
+    Gs, RXs, ll = slot_stats(Z, X, m, noise, trXX)
+    work = scratch(n, k_max)
+    free = work[2]
     only1 = np.empty(n, dtype=np.int64)
     only2 = np.empty(n, dtype=np.int64)
     for _ in range(n_proposals):
@@ -614,8 +447,8 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             i, j = owners[pi], owners[pj]
             random_free_slots(rng, act, k, k_max, np.int64(1), free)
             # the selection ratio depends on the allocation (u1, u2): added by the move
-            ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i,
-                                       j, c, free[0], np.bool_(True), 0.0, k, rows, alloc, lay)
+            ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll,
+                                       _proposal(i, j, c, free[0], True, 0.0, k), work)
             accepted += ok
         else:  # ---- merge
             if k < 2:
@@ -638,9 +471,8 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             # log q_sel(split from the merged state) - log q_sel(this merge)
             log_sel = (-math.log(k - 1.0) - math.log(mm * (mm - 1.0))
                        + math.log(k * (k - 1.0)) + math.log(u1 * 1.0) + math.log(u2 * 1.0))
-            ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll, i,
-                                       j, c1, c2, np.bool_(False), log_sel, np.int64(0), rows,
-                                       alloc, lay)
+            ok, ll = _split_merge_move(rng, Z, X, m, Gs, RXs, noise, alpha, beta, trXX, ll,
+                                       _proposal(i, j, c1, c2, False, log_sel, 0), work)
             accepted += ok
     return accepted
 
@@ -682,7 +514,7 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
         return 0
     M = min(n_rows, n - 1)
     accepted = 0
-    Gs, RXs, ll = _slot_stats(Z, X, m, noise, trXX)
+    Gs, RXs, ll = slot_stats(Z, X, m, noise, trXX)
     pool = np.empty(n - 1, dtype=np.int64)
     in_r = np.zeros(n, dtype=np.bool_)
     alloc = np.empty(M, dtype=np.int64)
@@ -711,7 +543,7 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
             kk = k + 1
             ia = k
         else:
-            t = _random_active(rng, Z, i, k_max)
+            t = random_active(rng, Z, i, k_max)
             if t < 0:
                 continue
             for q in range(M):
@@ -731,9 +563,10 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
                 lay[a] = act[a]
                 if act[a] == t:
                     ia = a
-        Gc, RXc = _compact_stats(Gs, RXs, lay, kk)
-        logq = _sequential_allocation(rng, Z, X, Gc, RXc, lay, kk, ia, np.int64(-1), i,
-                                      np.int64(-1), rows, M, noise, not birth, alloc)
+        Gc, RXc = compact_stats(Gs, RXs, lay, kk)
+        logq = sequential_allocation(rng, Z, X, Gc, RXc,
+                                      allocation(lay, kk, ia, -1, i, -1, rows, M), noise,
+                                      not birth, alloc)
         ll_with = collapsed_loglik(Gc, RXc, trXX, n, noise)
         m_new = np.int64(1)
         for q in range(M):
@@ -745,7 +578,7 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
         if birth:
             ll_without = ll
         else:
-            G2, RX2 = _stats_without(Gc, RXc, kk, ia)
+            G2, RX2 = stats_without(Gc, RXc, kk, ia)
             ll_without = collapsed_loglik(G2, RX2, trXX, n, noise)
         log_r = (ll_with - ll_without + log_ab + log_beta_term(m_new, n, beta)
                  - math.log(n_act_i) - logq)
@@ -754,12 +587,12 @@ def sequential_birth_death(rng, Z, X, m, noise, alpha, beta, n_proposals, n_rows
         if math.log(rng.random()) < log_r:
             for q in range(M + 1):
                 r = rows[q] if q < M else i
-                _slot_row(Gs, RXs, Z, r, X[r], -1.0)
+                slot_row(Gs, RXs, Z, r, X[r], -1.0)
                 if birth:
                     Z[r, t] = 1 if (q == M or alloc[q] == 1) else 0
                 else:
                     Z[r, t] = 0
-                _slot_row(Gs, RXs, Z, r, X[r], 1.0)
+                slot_row(Gs, RXs, Z, r, X[r], 1.0)
             m[t] = m_new if birth else 0
             ll = ll_without if not birth else ll_with
             accepted += 1

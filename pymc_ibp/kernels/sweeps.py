@@ -40,10 +40,12 @@ from pymc_ibp.kernels.gaussian import (
 )
 from pymc_ibp.kernels.linalg import forward_sub
 from pymc_ibp.kernels.rows import (
+    ObservedRow,
     birth_count,
     gibbs_row_entries,
     row_dims,
     row_update,
+    row_work,
 )
 from pymc_ibp.kernels.slots import (
     append_empty,
@@ -65,15 +67,35 @@ class SweepStats(NamedTuple):
     kmax_hit: int
 
 
-#: ``logodds`` argument of :func:`accelerated_sweep` selecting the IBP-counts mode
-NO_LOGODDS = np.zeros((0, 0))
-
-
-#: ``G_ext`` / ``RX_ext`` arguments of :func:`accelerated_sweep_core`: no other rows
+#: :attr:`OtherRows.G` / :attr:`OtherRows.RX`: no other rows
 NO_EXT = np.zeros((0, 0))
 
-#: ``miss`` argument of :func:`accelerated_sweep`: complete data
+#: ``miss`` argument of the sweeps: complete data
 NO_MISS = np.zeros((0, 0), dtype=np.bool_)
+
+
+class OtherRows(NamedTuple):
+    """The rows a sweep does not visit, by their statistics: ``G = Z_oᵀ Z_o``
+    (``K_max x K_max``), ``RX = Z_oᵀ X_o`` (``K_max x D``), slot-indexed (``(0, 0)``: none),
+    and ``n`` the number of rows of the whole matrix (the IBP's size)."""
+
+    G: np.ndarray
+    RX: np.ndarray
+    n: int
+
+    @classmethod
+    def none(cls, n):
+        return cls(NO_EXT, NO_EXT, int(n))
+
+
+class SweepOptions(NamedTuple):
+    """``refresh``: rows between exact recomputations of ``(Σ, μ)``
+    (:func:`refresh_interval`); ``greedy``: each draw replaced by its mode; ``births``: whether
+    a row's singleton set is redrawn (off, no feature is created or dropped)."""
+
+    refresh: int
+    greedy: bool
+    births: bool
 
 
 def refresh_interval(n):
@@ -84,7 +106,7 @@ def refresh_interval(n):
     return max(5, int(n) // 10)
 
 
-def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds, miss):
+def accelerated_sweep(rng, Z, X, m, noise, prior, refresh, greedy=False, miss=None):
     """One sweep of the accelerated collapsed Gibbs sampler (Doshi-Velez & Ghahramani 2009,
     Alg. 1, with the rank-one updates of :func:`row_update`).
 
@@ -95,9 +117,9 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     recomputed from the exact statistics ``G = ZᵀZ`` and ``RX = ZᵀX`` every ``refresh`` rows
     (drift control).
 
-    Two prior modes:
+    Two prior modes (``prior``, a :class:`SweepPrior`):
 
-    * **IBP counts with births** (``logodds`` of shape ``(0, 0)``): the prior of
+    * **IBP counts with births** (:meth:`SweepPrior.counts`): the prior of
       :class:`pymc_ibp.IBP`.  Per row ``n`` (visited in random order):
 
       1. remove row ``n`` from ``(Σ, μ)``, ``G``, ``RX`` and ``m``;
@@ -109,13 +131,13 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
          place the ``j`` features in uniformly random empty slots;
       4. re-add row ``n``.
 
-    * **Per-entry prior log-odds without births** (``logodds`` of shape ``N x K_max``): the
+    * **Per-entry prior log-odds without births** (:meth:`SweepPrior.entries`): the
       entries are independent a priori given their probabilities, e.g.
       ``Z ~ Bernoulli(π)`` under the stick-breaking construction (Teh, Görür & Ghahramani
       2007), so every slot is a feature (empty ones have the prior ``N(0, σa²)`` as posterior)
-      and each ``z_nk`` is Gibbs-sampled with prior log-odds ``logodds[n, k]``.
+      and each ``z_nk`` is Gibbs-sampled with prior log-odds ``prior.logodds[n, k]``.
 
-    **Missing entries** (``miss``, ``N x D`` boolean; ``NO_MISS`` for complete data; ``X``
+    **Missing entries** (``miss``, ``N x D`` boolean; ``None`` for complete data; ``X``
     holds the current imputed values there): a row with missing entries is updated as a block
     ``(z_n, x_n,mis)``.  Its entries and singletons are drawn with the row's own missing values
     integrated out (the likelihood of its observed entries only), then ``x_n,mis`` is drawn
@@ -123,38 +145,39 @@ def accelerated_sweep(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds
     into ``X``) before the row is re-added: a partially collapsed Gibbs step (van Dyk & Park
     2008) that does not let the imputed values pin ``z_n`` as plain data augmentation does.
 
-    ``m`` (column sums, length K_max) is updated in place, as is ``Z``.
+    ``refresh``: rows between exact recomputations (:func:`refresh_interval`); ``greedy``:
+    every draw replaced by its mode (a greedy search).  ``m`` (column sums, length K_max) is
+    updated in place, as is ``Z``.
     Returns a :class:`SweepStats`.
     """
-    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds,
-                                  NO_EXT, NO_EXT, X.shape[0], True, miss)
+    return accelerated_sweep_core(rng, Z, X, m, noise, prior, OtherRows.none(X.shape[0]),
+                                  SweepOptions(int(refresh), bool(greedy), True),
+                                  NO_MISS if miss is None else miss)
 
 
-def shard_sweep(rng, Z, X, m, noise, alpha, beta, refresh, G_ext, RX_ext, n_total,
-                allow_births):
-    """:func:`accelerated_sweep` (IBP counts mode) of the rows of one shard of the data, the
-    other rows entering through their statistics only (Doshi-Velez 2009, §5.1, eq. 5.2).
+def shard_sweep(rng, Z, X, m, noise, prior, refresh, other, births):
+    """:func:`accelerated_sweep` (IBP counts mode, ``prior`` from :meth:`SweepPrior.counts`)
+    of the rows of one shard of the data, the other rows entering through their statistics
+    only (Doshi-Velez 2009, §5.1, eq. 5.2).
 
-    ``X``, ``Z`` are the shard's rows; ``G_ext = Z_oᵀ Z_o`` (``K_max x K_max``) and
-    ``RX_ext = Z_oᵀ X_o`` (``K_max x D``) the slot-indexed statistics of all other rows ``o``,
-    ``m`` the global column counts (the shard's own plus the others', updated in place as the
-    shard's rows change) and ``n_total`` the number of rows of the whole matrix.  The feature
-    posterior is that of all the data (``P = (G_own + G_ext)/σx² + I/σa²``), the prior
-    odds and birth rate those of the whole ``N``-row IBP, so the sweep is an exact Gibbs scan
-    of the shard's rows given the other rows.  ``allow_births=False`` leaves every row's singleton
-    set as it is (no feature is created or dropped there: only the shard holding the feature
-    token may create features).
+    ``X``, ``Z`` are the shard's rows; ``other`` (:class:`OtherRows`) the slot-indexed
+    statistics of all other rows and the number of rows of the whole matrix, ``m`` the global
+    column counts (the shard's own plus the others', updated in place as the shard's rows
+    change).  The feature posterior is that of all the data (``P = (G_own + G_ext)/σx² +
+    I/σa²``), the prior odds and birth rate those of the whole ``N``-row IBP, so the sweep is
+    an exact Gibbs scan of the shard's rows given the other rows.  ``births=False`` leaves
+    every row's singleton set as it is (no feature is created or dropped there: only the
+    shard holding the feature token may create features).
     """
-    return accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, False, NO_LOGODDS,
-                                  G_ext, RX_ext, n_total, allow_births, NO_MISS)
+    return accelerated_sweep_core(rng, Z, X, m, noise, prior, other,
+                                  SweepOptions(int(refresh), False, bool(births)), NO_MISS)
 
 
 @numba.njit(cache=True)
-def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, logodds, G_ext,
-                           RX_ext, n_total, allow_births, miss):
-    """The sweep of :func:`accelerated_sweep` and :func:`shard_sweep`: statistics of other rows
-    ``G_ext, RX_ext`` (``(0, 0)``: none), IBP size ``n_total``, births on or off
-    (``allow_births``), missing entries ``miss`` (``(0, 0)``: none).
+def accelerated_sweep_core(rng, Z, X, m, noise, prior, other, options, miss):
+    """The sweep of :func:`accelerated_sweep` and :func:`shard_sweep`: the prior of ``Z``
+    (:class:`SweepPrior`), the rows not visited (:class:`OtherRows`), the options
+    (:class:`SweepOptions`) and the missing entries ``miss`` (:data:`NO_MISS`: none).
 
     Call it from Python (as :func:`accelerated_sweep`, :func:`shard_sweep` and the
     linear-Gaussian steps' ``_assign_rows`` do), not from a jitted wrapper: numba compiles it
@@ -162,7 +185,10 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
     have types of their own (a module-level array is frozen read-only, ``True`` / ``0`` are
     typed as literals)."""
     n_rows, d = X.shape
-    n = n_total
+    n = other.n
+    alpha, beta, logodds = prior.alpha, prior.beta, prior.logodds
+    refresh, greedy, allow_births = options.refresh, options.greedy, options.births
+    G_ext, RX_ext = other.G, other.RX
     k_max = Z.shape[1]
     nb = noise.sx2.shape[0]
     sa2 = noise.sa2
@@ -181,15 +207,10 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
                 RX[a, t] += RX_ext[act[a], t]
     flips = births = deaths = kmax_hit = 0
     z = np.zeros(k_max)
-    v = np.zeros((nb, k_max))
-    s2 = np.zeros(nb)
-    rr = np.zeros(nb)
-    work = np.zeros((2, nb))
-    r = np.zeros(d)
+    work = row_work(d, nb, k_max)
+    v, s2, r = work.v, work.s2, work.r
+    prior_lo, skip = work.prior_lo, work.skip
     e = np.zeros(d)
-    prior_lo = np.zeros(k_max)
-    skip = np.zeros(k_max, dtype=np.bool_)
-    order = np.arange(k_max)
     logpj = np.zeros(k_max + 1)
     free = np.empty(k_max, dtype=np.int64)
     no_w = np.zeros(0)
@@ -240,8 +261,8 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
             for a in range(k):
                 prior_lo[a] = logodds[i, act[a]]
         # ---- 2. element-wise Gibbs (all entries, or the shared features) -------------------
-        nfl = gibbs_row_entries(rng, z, k, prior_lo, skip, x, Sig, mu, noise, r, v, s2, rr,
-                                work, order, greedy, w, dn)
+        row = ObservedRow(x, w, dn)
+        nfl = gibbs_row_entries(rng, z, k, row, Sig, mu, noise, work, greedy)
         flips += nfl
         # ---- 3. singletons of row i: drop, then block-Gibbs the new count ------------------
         jnew = 0
@@ -259,7 +280,7 @@ def accelerated_sweep_core(rng, Z, X, m, noise, alpha, beta, refresh, greedy, lo
                     k = swap_remove(a, k, act, Sig, mu, G, RX)
                 else:
                     a += 1
-            jnew = birth_count(rng, k_max - k, log_lam, s2, rr, noise, logpj, greedy, dn)
+            jnew = birth_count(rng, k_max - k, log_lam, row, noise, work, logpj, greedy)
             if jnew > 0:
                 random_free_slots(rng, act, k, k_max, jnew, free)
                 for j in range(jnew):

@@ -37,6 +37,11 @@ class IBPMode:
     def logodds(self):
         return kernels.NO_LOGODDS
 
+    @property
+    def sweep_prior(self):
+        """The prior as the sweeps take it (:class:`pymc_ibp.kernels.SweepPrior`)."""
+        return kernels.SweepPrior.counts(self.alpha, self.beta)
+
     def draw(self, rng):
         return ibp_draw_core(rng, self.alpha, self.beta, self.n, self.k_max)
 
@@ -84,6 +89,11 @@ class LogOddsMode:
     @property
     def logodds(self):
         return self._logodds
+
+    @property
+    def sweep_prior(self):
+        """The prior as the sweeps take it (:class:`pymc_ibp.kernels.SweepPrior`)."""
+        return kernels.SweepPrior.entries(self._logodds)
 
     def draw(self, rng):
         return (rng.random((self.n, self.k_max)) < self.p).astype(np.int8)

@@ -30,7 +30,7 @@ __all__ = ["RowLikelihood", "check_one_row_changed", "masked_entry_rows", "per_r
            "perturbed_point"]
 
 
-def _entry_mask(child, z_rv, model):
+def _entry_mask(child, z_rv, model, who="IBPGibbs"):
     """The constant boolean mask through which ``child`` sees an array indexed by the rows of ``Z``.
 
     PyMC splits an observed array with NaNs into ``X_observed`` and a free ``X_unobserved`` by
@@ -58,18 +58,18 @@ def _entry_mask(child, z_rv, model):
     if len(masks) > 1:
         raise ModelPatternError(
             f"The parameters of {child.name!r} index arrays that depend on {z_rv.name!r} with "
-            f"{len(masks)} different boolean masks; IBPGibbs cannot tell which row of "
+            f"{len(masks)} different boolean masks; {who} cannot tell which row of "
             f"{z_rv.name!r} each term of its logp belongs to."
         )
     return masks[0] if masks else None
 
 
-def masked_entry_rows(child, rv, model, n_obs):
+def masked_entry_rows(child, rv, model, n_obs, who="IBPGibbs"):
     """For a child built by PyMC's imputation split (``X_observed`` / ``X_unobserved``), the
     row of each of its logp terms (``np.nonzero(mask)[0]``); ``None`` for an ordinary child.
     Raises :class:`ModelPatternError` when the mask's first axis is not the ``n_obs`` rows of
     the observations or does not match the child's number of terms."""
-    mask = _entry_mask(child, rv, model)
+    mask = _entry_mask(child, rv, model, who)
     if mask is None:
         return None
     if mask.ndim == 0 or mask.shape[0] != n_obs:
@@ -254,7 +254,7 @@ class RowLikelihood:
         self.problem = None  # why the likelihood cannot be split by rows, found on the way
         for child in self.children:
             try:
-                rows = masked_entry_rows(child, rv, model, self._n_obs[child])
+                rows = masked_entry_rows(child, rv, model, self._n_obs[child], self.who)
             except ModelPatternError as err:
                 if "first axis" not in str(err):
                     raise
@@ -262,7 +262,7 @@ class RowLikelihood:
                 continue
             if rows is not None:
                 self.entry_rows[child.name] = rows
-                masks[child] = _entry_mask(child, rv, model)
+                masks[child] = _entry_mask(child, rv, model, who)
         _check_finite_data(model, self.children, masks, who)
         self.terms = model.logp(vars=self.children, sum=False)
         if not any(t.ndim == 0 or t.type.shape[0] != 0 for t in self.terms):

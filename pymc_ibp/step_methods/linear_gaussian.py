@@ -343,12 +343,9 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         if self.window > 1:
             return kernels.accelerated_sweep_window(rng, Z, X, m, noise, mode.alpha,
                                                     mode.beta, self.refresh, self.window)
-        alpha, beta = (mode.alpha, mode.beta) if mode.counts else (1.0, 1.0)
         # rows with missing entries: (z_n, x_n,mis) as a block, writing the new x_n,mis into X
-        mask = self.update.mask
-        miss = kernels.NO_MISS if mask is None else mask
-        return kernels.accelerated_sweep(rng, Z, X, m, noise, alpha, beta, self.refresh,
-                                         False, mode.logodds, miss)
+        return kernels.accelerated_sweep(rng, Z, X, m, noise, mode.sweep_prior, self.refresh,
+                                         miss=self.update.mask)
 
 
 @refuses_potentials

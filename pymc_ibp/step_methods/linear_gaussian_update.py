@@ -47,9 +47,7 @@ class LocalData:
 
     def trXX(self, X, noise):
         """``‖X_b‖²`` per block of ``noise``."""
-        if self.colsq is None:
-            return kernels.block_sq_norms(X, noise)
-        return np.add.reduceat(self.colsq, noise.cols[:-1])
+        return kernels.block_sq_norms(X, noise, self.colsq)
 
     def feature_stats(self, Z, X, act):
         """``G = Z_actᵀ Z_act`` and ``RX = Z_actᵀ X`` for the ``A`` draw and the log joint."""

@@ -293,7 +293,7 @@ class PolyaGammaGibbs(BlockedStep):
         # (whether the user gave a chain's start of Z is told per chain, at its first step)
         ip = model.initial_point()
         self._starts = StartDefaults(model, [spec.z_rv]) if self.update_z else None
-        self._surrogate = None
+        self.surrogate = None
         auto = (init_z == "auto" and self.update_z and self.mode.counts
                 and not self._starts.initval[self.z_name] and spec.missing_rv is None)
         if init_z == "surrogate" or auto:
@@ -302,7 +302,7 @@ class PolyaGammaGibbs(BlockedStep):
                     f"PolyaGammaGibbs(init_z='surrogate') needs to update {self.z_name!r}, a "
                     "pmi.IBP.")
             self._values(ip)
-            self._surrogate = SurrogateStart(
+            self.surrogate = SurrogateStart(
                 model, spec.z_rv, [spec.obs_rv], (self.n, self.k_max), self.mode.alpha,
                 self.mode.beta, "PolyaGammaGibbs")
         self._start_check = StartCheck(model, spec.z_rv, "PolyaGammaGibbs")
@@ -383,10 +383,10 @@ class PolyaGammaGibbs(BlockedStep):
             if self.update_z:
                 self._start_check.check(point)
                 check_binary_start(z_in, self.z_name, "PolyaGammaGibbs")
-            if self._surrogate is not None and (
+            if self.surrogate is not None and (
                     self.init_z == "surrogate" or not self._starts.given(point, self.z_name)):
                 # 0/1 data: the surrogate has no offset and its A is on no useful scale
-                Z = self._surrogate.draw(self.rng).z
+                Z = self.surrogate.draw(self.rng).z
         A = np.ascontiguousarray(point[self.a_name], dtype=np.float64)
         b = (np.asarray(point[self.b_name], dtype=np.float64) if self.b_name is not None
              else np.zeros(self.d))
@@ -410,11 +410,8 @@ class PolyaGammaGibbs(BlockedStep):
             Y = kernels.logit_targets(x, obs, W, *self._shift(off, b_mu if self.with_b else b,
                                                               group), True, buf)
             m = Z.sum(axis=0).astype(np.int64)
-            counts = self.mode.counts
             flips, refreshes, _ = kernels.logit_collapsed_sweep(
-                self.rng, Zs, Y, W, V, m, self.mode.alpha if counts else 1.0,
-                self.mode.beta if counts else 1.0,
-                kernels.NO_LOGODDS if counts else self.mode.logodds, counts, self._n_fixed)
+                self.rng, Zs, Y, W, V, m, self.mode.sweep_prior, self._n_fixed)
             Z = np.ascontiguousarray(Zs[:, :self.k_max])
         new = dict(point)
         if self.update_a:
@@ -450,11 +447,8 @@ class PolyaGammaGibbs(BlockedStep):
         if self.update_z and self.feature_sweeps:
             # m: the column counts, kept by the collapsed sweep
             for _ in range(self.feature_sweeps):
-                flips += kernels.logit_feature_sweep(
-                    self.rng, Z, x, obs, psi, A, m,
-                    self.mode.beta if self.mode.counts else 1.0,
-                    kernels.NO_LOGODDS if self.mode.counts else self.mode.logodds,
-                    self.mode.counts)
+                flips += kernels.logit_feature_sweep(self.rng, Z, x, obs, psi, A, m,
+                                                     self.mode.sweep_prior)
         if self.update_z:
             new[self.z_name] = Z.astype(z_in.dtype, copy=False)
         if self.miss_name is not None:

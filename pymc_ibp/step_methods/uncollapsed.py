@@ -121,6 +121,12 @@ class IBPGibbs(BlockedStep):
     ``Z``, where ``pm.sample`` picks it; it updates ``Z`` only and mixes more slowly than a
     collapsed sampler (docs page *IBPGibbs*).
 
+    Its parts, each an object with its own state (``None`` where it does not apply):
+    ``rows`` (the per-row log-likelihood, :class:`pymc_ibp.matching.rows.RowLikelihood`),
+    ``row_moves``, ``child_moves`` and ``features`` (the Metropolis–Hastings moves of ``Z``,
+    of a child binary matrix with it, and of ``Z`` with ``A``) and ``surrogate`` (the
+    surrogate start, :class:`pymc_ibp.init.surrogate.SurrogateStart`).
+
     Parameters
     ----------
     vars : list
@@ -213,13 +219,13 @@ class IBPGibbs(BlockedStep):
         self.n, self.k_max = ip[self.z_name].shape
         if initial_point is not None:  # the first chain's start, before any step runs
             check_binary_start(ip[self.z_name], self.z_name, "IBPGibbs")
-        self._rows = RowLikelihood(model, z_rv, self.n, ip, compile_kwargs=compile_kwargs)
-        children = self._rows.children
+        self.rows = RowLikelihood(model, z_rv, self.n, ip, compile_kwargs=compile_kwargs)
+        children = self.rows.children
         self.joint = factorise is False
         if not self.joint:
             try:
-                self._rows.compile()
-                self._rows.check_matrix_factorisation(ip)
+                self.rows.compile()
+                self.rows.check_matrix_factorisation(ip)
             except ModelPatternError as err:
                 if factorise:
                     raise
@@ -232,7 +238,7 @@ class IBPGibbs(BlockedStep):
                           f"since it is not one term per row of {z_rv.name!r}: "
                           f"{why[0].lower()}{why[1:]}")
         if self.joint:
-            self._total_ll = self._rows.total_fn()
+            self._total_ll = self.rows.total_fn()
         if self.is_ibp:
             hyper = model.replace_rvs_by_values([prior.alpha, prior.beta])
         else:  # per-entry prior log-odds, computed in log space
@@ -257,16 +263,16 @@ class IBPGibbs(BlockedStep):
         self.combination_moves = int(combination_moves) if row_moves else 0
         if self.combination_moves < 0:
             raise ValueError(f"combination_moves must be >= 0; got {combination_moves!r}.")
-        self._row_moves = RowMoves(self._rows, self.z_name, self.k_max) if row_moves else None
-        self._block = None
+        self.row_moves = RowMoves(self.rows, self.z_name, self.k_max) if row_moves else None
+        self.child_moves = None
         if self.is_ibp and not self.joint and block_moves is not False:
-            self._block = ChildBlockMoves.find(model, self._rows, ip, compile_kwargs,
+            self.child_moves = ChildBlockMoves.find(model, self.rows, ip, compile_kwargs,
                                                block_moves)
         elif block_moves:
             raise ModelPatternError(
                 f"IBPGibbs(block_moves=True) needs {z_rv.name!r} to be a pmi.IBP whose "
                 "likelihood factorises over its rows.")
-        self.turn_on_moves = int(turn_on_moves) if self._block is not None else 0
+        self.turn_on_moves = int(turn_on_moves) if self.child_moves is not None else 0
         if self.turn_on_moves < 0:
             raise ValueError(f"turn_on_moves must be >= 0; got {turn_on_moves!r}.")
         self.feature_moves = int(feature_moves) if row_moves else 0
@@ -277,7 +283,7 @@ class IBPGibbs(BlockedStep):
             raise ValueError(f"feature_split_merge must be >= 0; got {feature_split_merge!r}.")
         if int(feature_rows) < 1:
             raise ValueError(f"feature_rows must be >= 1; got {feature_rows!r}.")
-        self._features = None
+        self.features = None
         # the surrogate start: asked for, or by default where the linear-Gaussian
         # search does not apply (not linear-Gaussian); it needs A too (its rows set given the
         # Z found), so A is looked for whether or not the moves are on
@@ -288,25 +294,25 @@ class IBPGibbs(BlockedStep):
                 raise ModelPatternError(
                     f"IBPGibbs(feature_params=True) needs {z_rv.name!r} to be a pmi.IBP whose "
                     "likelihood factorises over its rows.")
-            self._features = FeatureParameterMoves.find(self._row_moves, model, z_rv, ip,
+            self.features = FeatureParameterMoves.find(self.row_moves, model, z_rv, ip,
                                                     compile_kwargs,
                                                     required=bool(feature_params),
                                                     max_rows=feature_rows)
-        if self._features is None:
+        if self.features is None:
             self.feature_moves = self.feature_split_merge = 0
         self.init_z = init_z
-        self._surrogate = None
-        auto = auto and self._features is not None  # by default only where the pattern holds
+        self.surrogate = None
+        auto = auto and self.features is not None  # by default only where the pattern holds
         if init_z == "surrogate" or auto:
             try:
-                if not row_moves or self._features is None:
+                if not row_moves or self.features is None:
                     raise ModelPatternError(
                         f"IBPGibbs(init_z='surrogate') needs {z_rv.name!r} to be a pmi.IBP "
                         "whose likelihood factorises over its rows, and one parameter matrix A "
                         "of it (a free continuous variable with K_max rows, row k reaching the "
                         f"likelihood only through column k of {z_rv.name!r}, e.g. mu = Z @ A).")
                 alpha0, beta0 = (float(np.asarray(h)) for h in self._hyper(ip))
-                self._surrogate = SurrogateStart(model, z_rv, children, (self.n, self.k_max),
+                self.surrogate = SurrogateStart(model, z_rv, children, (self.n, self.k_max),
                                                  alpha0, beta0, "IBPGibbs", initial_point)
             except ModelPatternError:
                 if not auto:
@@ -314,10 +320,10 @@ class IBPGibbs(BlockedStep):
         # the model's potentials on what this step changes (Z, and A or Y through its moves):
         # the column updates and moves are proposals, accepted in a second stage by the
         # potentials' ratio (delayed acceptance), the entry-wise sweep includes them
-        changed = [z_rv] + ([self._features.a_rv] if self._features is not None else [])
-        if self._block is not None:
+        changed = [z_rv] + ([self.features.a_rv] if self.features is not None else [])
+        if self.child_moves is not None:
             changed += [rv for rv in model.free_RVs
-                        if model.rvs_to_values[rv].name == self._block.y_name]
+                        if model.rvs_to_values[rv].name == self.child_moves.y_name]
         pots = potentials_on(model, changed)
         self._phi = None
         if pots:
@@ -326,12 +332,12 @@ class IBPGibbs(BlockedStep):
             _log.info(f"IBPGibbs for {z_rv.name!r} includes the model's pm.Potential "
                       f"{potential_names(pots)} (a second acceptance stage of each move)")
         #: the values a move may change besides Z (restored when the potential refuses it)
-        self._moved = [n for n in ((self._features.a_name if self._features else None),
-                                   (self._block.y_name if self._block else None)) if n]
+        self._moved = [n for n in ((self.features.a_name if self.features else None),
+                                   (self.child_moves.y_name if self.child_moves else None)) if n]
         # the model's own start of Z (and A): whether the user gave a chain's start of Z
         # ("auto" then starts there) and of A (else fitted to a given Z) is told per chain
         self._starts = StartDefaults(
-            model, [z_rv] + ([self._features.a_rv] if self._features is not None else []))
+            model, [z_rv] + ([self.features.a_rv] if self.features is not None else []))
         self._stat_names = per_matrix_stats(self, model, z_rv.name)
         self._start_check = StartCheck(model, z_rv, "IBPGibbs")
         self.rng = get_random_generator(rng)
@@ -344,14 +350,14 @@ class IBPGibbs(BlockedStep):
             self._start_check.check(point)
             check_binary_start(point[self.z_name], self.z_name, "IBPGibbs")
             z_given = self._starts.given(point, self.z_name)
-            if self._surrogate is not None and (self.init_z == "surrogate" or not z_given):
+            if self.surrogate is not None and (self.init_z == "surrogate" or not z_given):
                 return self._surrogate_start(point)
             if self._starter is not None:
                 start = self._search_start(point)
                 if start is not None:
                     return start
-            if (z_given and self._features is not None and np.any(point[self.z_name])
-                    and not self._starts.given(point, self._features.a_name)):
+            if (z_given and self.features is not None and np.any(point[self.z_name])
+                    and not self._starts.given(point, self.features.a_name)):
                 return self._given_z_start(point)
         Z = np.array(point[self.z_name], copy=True)  # the value's dtype: the logp's input
         hyper = self._hyper(point)
@@ -371,7 +377,7 @@ class IBPGibbs(BlockedStep):
         # the rows' log-likelihoods at the current Z (None: not known); since the likelihood
         # factorises over rows, one evaluation with column k flipped in every row gives each
         # row's other option, so a column costs one evaluation, not two
-        cur = None if self.joint else self._rows.at(trial, Z)
+        cur = None if self.joint else self.rows.at(trial, Z)
         phi = None
         if self._phi is not None:
             trial[self.z_name] = Z
@@ -379,7 +385,7 @@ class IBPGibbs(BlockedStep):
         for k in ([] if self.joint else self.rng.permutation(self.k_max)):
             col = Z[:, k].copy()
             Z[:, k] = col == 0
-            flipped = self._rows.at(trial, Z)
+            flipped = self.rows.at(trial, Z)
             Z[:, k] = col
             on = col == 1
             ll1 = np.where(on, cur, flipped)
@@ -398,46 +404,46 @@ class IBPGibbs(BlockedStep):
         sm_acc = 0
         for _ in range(self.split_merge):
             saved = self._saved(Z, trial)
-            accepted, Z = self._row_moves.split_merge_move(self.rng, Z, trial, alpha, beta, cur)
+            accepted, Z = self.row_moves.split_merge_move(self.rng, Z, trial, alpha, beta, cur)
             accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             sm_acc += accepted
             cur = None if accepted else cur
         cm_acc = 0
         for _ in range(self.combination_moves):
             saved = self._saved(Z, trial)
-            accepted, Z = self._row_moves.combination_move(self.rng, Z, trial, alpha, beta,
+            accepted, Z = self.row_moves.combination_move(self.rng, Z, trial, alpha, beta,
                                                              cur)
             accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             cm_acc += accepted
             cur = None if accepted else cur
         block_acc = turn_acc = 0
-        if self._block is not None:
+        if self.child_moves is not None:
             for k in self.rng.permutation(self.k_max):
                 saved = self._saved(Z, trial)
-                accepted = self._block.block_move(self.rng, Z, trial, alpha, beta, k)
+                accepted = self.child_moves.block_move(self.rng, Z, trial, alpha, beta, k)
                 accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
                 block_acc += accepted
             for _ in range(self.turn_on_moves):
                 saved = self._saved(Z, trial)
-                accepted = self._block.turn_on_move(self.rng, Z, trial, alpha, beta)
+                accepted = self.child_moves.turn_on_move(self.rng, Z, trial, alpha, beta)
                 accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
                 turn_acc += accepted
         fm_acc = fsm_acc = 0
-        if self._features is not None:
-            self._features.new_sweep()
+        if self.features is not None:
+            self.features.new_sweep()
         for _ in range(self.feature_moves):
             saved = self._saved(Z, trial)
-            accepted, Z = self._features.birth_death(self.rng, Z, trial, alpha, beta)
+            accepted, Z = self.features.birth_death(self.rng, Z, trial, alpha, beta)
             accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fm_acc += accepted
         for _ in range(self.feature_split_merge):
             saved = self._saved(Z, trial)
-            accepted, Z = self._features.split_merge(self.rng, Z, trial, alpha, beta)
+            accepted, Z = self.features.split_merge(self.rng, Z, trial, alpha, beta)
             accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fsm_acc += accepted
         if sm_acc or cm_acc or block_acc or turn_acc or fm_acc or fsm_acc:
             trial[self.z_name] = Z
-            loglik = float(np.sum(self._rows(trial)))
+            loglik = float(np.sum(self.rows(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
         hit = n_active == self.k_max  # the slots of Z itself
         n_active = self._k_plus(Z, trial, n_active)
@@ -447,10 +453,10 @@ class IBPGibbs(BlockedStep):
         new = dict(point)
         new[self.z_name] = Z
         if block_acc or turn_acc:
-            y_name = self._block.y_name
+            y_name = self.child_moves.y_name
             new[y_name] = np.asarray(trial[y_name], dtype=point[y_name].dtype)
         if fm_acc or fsm_acc:
-            a_name = self._features.a_name
+            a_name = self.features.a_name
             new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                          "ibp_split_merge_accepted": int(sm_acc),
@@ -488,9 +494,9 @@ class IBPGibbs(BlockedStep):
         every group's row of one indexed by the rows' groups (``b[group]``), unless the user
         gave it; every other variable keeps its value (measurements: docs page
         "IBPGibbs")."""
-        draw = self._surrogate.draw(self.rng, point)
+        draw = self.surrogate.draw(self.rng, point)
         Z = draw.z.astype(point[self.z_name].dtype)
-        features = self._features
+        features = self.features
         a_name = features.a_name
         trial = {**point, **draw.offsets, self.z_name: Z}
         active = np.flatnonzero(Z.sum(axis=0))
@@ -506,7 +512,7 @@ class IBPGibbs(BlockedStep):
         new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
         if draw.features is not None and draw.features.shape == np.shape(point[a_name]):
             other = features._rows(dict(new), {int(k): draw.features[k] for k in active})
-            if np.sum(self._rows(other)) > np.sum(self._rows(new)):
+            if np.sum(self.rows(other)) > np.sum(self.rows(new)):
                 new[a_name] = np.asarray(other[a_name], dtype=point[a_name].dtype)
         return new, self._start_stats(new)
 
@@ -516,9 +522,9 @@ class IBPGibbs(BlockedStep):
         (:meth:`FeatureParameterMoves.joint_mode`), every other variable kept.  (From ``A``'s
         own start, e.g. 0, the likelihood would not tell the features apart, and the first
         sweep would redraw the given ``Z`` from its prior.)"""
-        a_name = self._features.a_name
+        a_name = self.features.a_name
         new = dict(point)
-        new[a_name] = np.asarray(self._features.joint_mode(point, point[self.z_name]),
+        new[a_name] = np.asarray(self.features.joint_mode(point, point[self.z_name]),
                                  dtype=point[a_name].dtype)
         return new, self._start_stats(new)
 
@@ -531,7 +537,7 @@ class IBPGibbs(BlockedStep):
         # no move was made: every "accepted" counter the class declares is 0
         stats_ = {k: 0 for k in type(self).stats_dtypes_shapes if k.endswith("_accepted")}
         stats_.update(ibp_n_active=n_active, ibp_flips=0,
-                      ibp_log_lik=float(np.sum(self._rows(new))), ibp_kmax_hit=hit)
+                      ibp_log_lik=float(np.sum(self.rows(new))), ibp_kmax_hit=hit)
         return self._stats(stats_, new)
 
     def _stats(self, stats_, new):
@@ -576,7 +582,7 @@ class IBPGibbs(BlockedStep):
         """The ``ibp_n_active`` stat: ``n_active`` (the columns of ``Z`` in use), or for a
         matrix the likelihood sees through labels (``Z = M[c]``) the features of the rows it
         uses."""
-        seen = self._rows.rows_seen(point)
+        seen = self.rows.rows_seen(point)
         return n_active if seen is None else int((Z[seen].sum(axis=0) > 0).sum())
 
     def _draw_entry(self, x):

@@ -461,7 +461,7 @@ def test_real_run(tmp_path):
         pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=data.X, dims=("obs", "dim"))
         dt = pm.sample(draws=30, tune=20, chains=2, cores=1, random_seed=1, progressbar=False,
                        compute_convergence_checks=False)
-    s = summary(dt, round_to="none")
+    s = summary(dt, round_to="none", check=False)  # 30 draws: the checks' verdicts vary
     for row in ("ibp_n_active", "ibp_log_joint", "alpha", "sigma_a", "sigma_x", "m_sorted[0]"):
         assert row in s.index, row
     k_max = int(dt["sample_stats"]["ibp_n_active"].max())

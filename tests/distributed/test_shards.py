@@ -147,8 +147,8 @@ def test_one_shard_draws_what_the_serial_sweep_draws():
     shard = shard_sweeps(X, Z0, full.m, full.G, full.RX, nz, ALPHA, 1.0, n, 10, 123, True)
     Z, m, rng = Z0.copy(), Z0.sum(axis=0).astype(np.int64), np.random.default_rng(123)
     for _ in range(10):
-        kernels.accelerated_sweep(rng, Z, X, m, nz, ALPHA, 1.0, max(5, n // 10), False,
-                                  kernels.NO_LOGODDS, kernels.NO_MISS)
+        kernels.accelerated_sweep(rng, Z, X, m, nz, kernels.SweepPrior.counts(ALPHA, 1.0),
+                                  max(5, n // 10))
     assert shard.flips > 0 and shard.births > 0
     np.testing.assert_array_equal(shard.Z, Z)
     np.testing.assert_array_equal(shard.m, m)

@@ -89,9 +89,8 @@ def test_accelerated_and_collapsed_conditionals_agree(seed, blocks):
     G, RX = kernels.suff_stats(Z, X, np.arange(k))
     Sig, mu = kernels.posterior_from_stats(G, RX, noise)
     # the kernels' predictive moments of row i, after its rank-one removal
-    v = np.zeros((len(noise.sx2), k))
-    e, r = np.zeros(d), np.zeros(d)
-    s2, rr = np.zeros(len(noise.sx2)), np.zeros(len(noise.sx2))
+    work = kernels.row_work(d, len(noise.sx2), k)
+    v, e = work.v, np.zeros(d)
     full, dn = np.zeros(0), np.zeros(len(noise.sx2))  # every entry observed
     kernels.row_dims(noise, full, dn)
     for i in range(n):
@@ -103,8 +102,9 @@ def test_accelerated_and_collapsed_conditionals_agree(seed, blocks):
             for val in (0, 1):
                 zz = z.copy()
                 zz[kk] = val
-                kernels.row_moments(Sig_m, mu_m, zz, X[i], k, noise, r, v, s2, rr, full)
-                lls.append(kernels.row_loglik(s2, rr, noise, dn))
+                kernels.row_moments(Sig_m, mu_m, zz, kernels.ObservedRow(X[i], full, dn), k,
+                                    noise, work)
+                lls.append(kernels.row_loglik(work.s2, work.rr, noise, dn))
                 # reference: column by column with numpy, from scratch
                 ref = 0.0
                 for j in range(d):

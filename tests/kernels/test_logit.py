@@ -58,8 +58,8 @@ def test_logit_sweep_rank_one_updates_do_not_drift():
     Y = np.where(obs, rng.normal(size=(n, d)) / np.where(obs, W, 1.0), 0.0)
     V = rng.uniform(0.5, 3.0, (d, k + 1))
     m = Z[:, :k].sum(axis=0).astype(np.int64)
-    flips, refreshes, P = kernels.logit_collapsed_sweep(rng, Z, Y, W, V, m, 2.0, 1.0,
-                                                        kernels.NO_LOGODDS, True, 1)
+    flips, refreshes, P = kernels.logit_collapsed_sweep(rng, Z, Y, W, V, m,
+                                                        kernels.SweepPrior.counts(2.0, 1.0), 1)
     assert flips > 100
     assert np.all(Z[:, -1] == 1)
     np.testing.assert_array_equal(m, Z[:, :k].sum(axis=0))
@@ -193,8 +193,9 @@ def test_logit_feature_sweep_leaves_its_conditional_invariant(prior):
         m = mats[i].sum(axis=0).astype(np.int64)
         psi = Z @ A + b
         flips += kernels.logit_feature_sweep(
-            rng, Z, X, obs, psi, A, m, 1.0,
-            kernels.NO_LOGODDS if prior == "ibp" else logodds, prior == "ibp")
+            rng, Z, X, obs, psi, A, m,
+            kernels.SweepPrior.counts(1.0, 1.0) if prior == "ibp"
+            else kernels.SweepPrior.entries(logodds))
         np.testing.assert_allclose(psi, Z @ A + b, atol=1e-12)
         if prior == "ibp":  # the counts are kept with the IBP prior only
             np.testing.assert_array_equal(m, Z.sum(axis=0))

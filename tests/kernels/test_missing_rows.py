@@ -43,8 +43,8 @@ def test_pushed_exact_draws_keep_the_joint_posterior():
         # x_mis given Z: the entries of different columns are independent given Z; within a
         # column there is one missing entry here, so the draws above are exact
         m = Z.sum(axis=0).astype(np.int64)
-        kernels.accelerated_sweep(rng, Z, Xc, m, noise, ALPHA, 1.0, 2, False,
-                                  kernels.NO_LOGODDS, miss)
+        kernels.accelerated_sweep(rng, Z, Xc, m, noise, kernels.SweepPrior.counts(ALPHA, 1.0),
+                                  2, miss=miss)
         out.append(Z.copy())
         for n, d in where:
             mean, sd = conditional_moments(Z, X, n, d)

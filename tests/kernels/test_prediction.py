@@ -9,7 +9,7 @@ import pytensor.tensor as pt
 from scipy import special, stats
 
 import pymc_ibp as pmi
-from pymc_ibp.kernels.prediction import fold_in_rows, predictive_rows
+from pymc_ibp.kernels.prediction import FittedDraw, fold_in_rows, predictive_rows
 from tests._helpers import all_binary_matrices, chi2_pooled, codes
 
 Z_FIT = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=np.int64)  # N = 3, K_max = 3
@@ -66,8 +66,8 @@ def test_fold_in_draws_the_features_of_an_observed_row():
         R = 5000
         X = np.tile(x, (R, 1))
         W = np.tile(w / SX**2, (R, 1))
-        draws = fold_in_rows(np.random.default_rng(3), X, W, A, B, Z_FIT.sum(axis=0), 3,
-                             ALPHA, BETA, sweeps=15)
+        fit = FittedDraw(A, B, Z_FIT.sum(axis=0), 3, ALPHA, BETA)
+        draws = fold_in_rows(np.random.default_rng(3), X, W, fit, sweeps=15)
         counts = np.bincount(codes(draws[:, None, :]), minlength=8)[codes(rows[:, None, :])]
         res = chi2_pooled(counts, post * R)
         assert res.pvalue > 1e-3, (x, res)

@@ -79,7 +79,7 @@ def test_missing_entry_through_the_labels():
     point["Z_c"] = np.array([2, 0, 2])
     point["Z_M"] = np.array([[1, 0], [0, 1], [1, 1]], dtype=np.int8)
     point["X_unobserved"] = np.array([0.3])
-    ll = np.asarray(step._rows(point))
+    ll = np.asarray(step.rows(point))
     Z = point["Z_M"][point["Z_c"]] @ A_FIXED
     X = X3.copy()
     X[1, 0] = 0.3

@@ -62,8 +62,8 @@ def successive(rng, n_iter, update_alpha=alpha_update):
     out = np.empty((n_iter, 7))
     for it in range(n_iter):
         m = Z.sum(axis=0).astype(np.int64)
-        kernels.accelerated_sweep(rng, Z, X, m, kernels.noise_blocks(sx**2, sa**2, D), alpha,
-                                  1.0, 3, False, kernels.NO_LOGODDS, kernels.NO_MISS)
+        kernels.accelerated_sweep(rng, Z, X, m, kernels.noise_blocks(sx**2, sa**2, D),
+                                  kernels.SweepPrior.counts(alpha, 1.0), 3)
         A = kernels.draw_features(rng, Z, X, sx**2, sa**2)
         point.update(Z=Z, A=A, sigma_x_log__=np.log(sx), sigma_a_log__=np.log(sa))
         for e in step.entries:

@@ -49,7 +49,7 @@ def successive(rng, n_iter, break_q=False):
     with model:
         steps = [pmi.IBPGibbs([model["Z_C"]]), pmi.IBPGibbs([model["Z_M"]]),
                  pmi.IBPGibbs([model["Z"]]), pmi.NoisyOrQSlice([model["q"]])]
-    assert steps[0]._block is not None and steps[0].turn_on_moves == 1
+    assert steps[0].child_moves is not None and steps[0].turn_on_moves == 1
     if break_q:  # the prior of q without the log-odds Jacobian
         steps[3]._prior = lambda point: 0.0
     for i, s in enumerate(steps):

@@ -58,9 +58,9 @@ def _noisy_or_visits(block_only, seed, iters, moves="both"):
                  pmi.IBPGibbs([model["Z_M"]])]
         if not block_only:
             steps.append(pmi.IBPGibbs([Z]))
-    assert steps[0]._block is not None and steps[1]._block is None
+    assert steps[0].child_moves is not None and steps[1].child_moves is None
     if moves == "turn_on":
-        steps[0]._block.block_move = lambda *args: 0
+        steps[0].child_moves.block_move = lambda *args: 0
     step = CompoundStep(steps)
     logp = model.compile_logp()
     point = model.initial_point()
@@ -165,7 +165,8 @@ def test_noisy_or_categories_with_missing_data_attribute_terms_to_rows():
         Z = pmi.noisy_or_ibp_ibp("Z", 1.0, 1.0, 0.3, l_max=3, shape=(6, 2))
         pm.Normal("X", mu=Z @ A_FIXED, sigma=0.5, observed=X)
         step = pmi.IBPGibbs([model["Z_C"]])
-    assert step._block is not None and set(step._rows.entry_rows) == {"X_observed", "X_unobserved"}
+    assert step.child_moves is not None
+    assert set(step.rows.entry_rows) == {"X_observed", "X_unobserved"}
     rng = np.random.default_rng(1)
     point = {**model.initial_point(), "Z_C": rng.integers(0, 2, (6, 3)).astype(np.int8),
              "Z_M": rng.integers(0, 2, (3, 2)).astype(np.int8),
@@ -178,4 +179,4 @@ def test_noisy_or_categories_with_missing_data_attribute_terms_to_rows():
     expected = (np.where(z == 1, np.log(np.where(p > 0, p, 1.0)), np.log1p(-p)).sum(1)
                 + (-0.5 * ((full - z @ A_FIXED) / 0.5) ** 2
                    - np.log(0.5 * np.sqrt(2 * np.pi))).sum(1))
-    np.testing.assert_allclose(step._rows(point), expected, rtol=1e-7)
+    np.testing.assert_allclose(step.rows(point), expected, rtol=1e-7)

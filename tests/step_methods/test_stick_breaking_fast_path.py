@@ -57,8 +57,8 @@ def test_logodds_sweep_matches_ibp_sweep_conditionals_when_equal():
     Z = np.zeros((20, 4), dtype=np.int8)
     m = Z.sum(axis=0)
     lo = np.zeros((20, 4))
-    kernels.accelerated_sweep(rng, Z, X, m, kernels.noise_blocks(0.25, 1.0, 3), 1.0, 1.0, 5,
-                              False, lo, kernels.NO_MISS)
+    kernels.accelerated_sweep(rng, Z, X, m, kernels.noise_blocks(0.25, 1.0, 3),
+                              kernels.SweepPrior.entries(lo), 5)
     assert Z.sum() > 0 and np.array_equal(m, Z.sum(axis=0))
 
 

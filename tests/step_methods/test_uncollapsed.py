@@ -71,8 +71,8 @@ def test_a_sweep_evaluates_the_likelihood_once_per_column():
     model, step, _, _ = ibp_bernoulli_problem(1.5)
     step.split_merge = step.combination_moves = 0
     step.setup_chain(np.random.default_rng(0), tune=0, draws=5)
-    compiled, calls = step._rows._fn, []
-    step._rows._fn = lambda point: calls.append(1) or compiled(point)
+    compiled, calls = step.rows._fn, []
+    step.rows._fn = lambda point: calls.append(1) or compiled(point)
     point = model.initial_point()
     for _ in range(5):
         calls.clear()
@@ -351,19 +351,19 @@ def test_surrogate_start_learns_the_scales_and_offset_of_continuous_data():
     the fixed scales (no scale step on the surrogate)."""
     for shift in (0.0, 3.0):
         model, step, truth = _student_t_block_images(shift)
-        assert step._surrogate.has_offset == bool(shift) and not step._surrogate.binary
-        ll_truth = float(np.sum(step._rows(truth)))
+        assert step.surrogate.has_offset == bool(shift) and not step.surrogate.binary
+        ll_truth = float(np.sum(step.rows(truth)))
         for seed in (0, 1):
             step.setup_chain(np.random.default_rng(seed), 0, 1)
             new, _ = step.step(model.initial_point())
-            ll = float(np.sum(step._rows(new)))
+            ll = float(np.sum(step.rows(new)))
             assert ll > ll_truth - 20.0, (shift, seed, ll, ll_truth)
             assert 2 <= int((new["Z"].sum(axis=0) > 0).sum()) <= 9
             if shift:
                 assert abs(float(np.mean(new["b"])) - shift) < 0.6, new["b"]
     given = np.full(36, 1.0)
     model, step, _ = _student_t_block_images(3.0, b_initval=given)
-    assert step._surrogate.handover is None
+    assert step.surrogate.handover is None
     step.setup_chain(np.random.default_rng(0), 0, 1)
     new, _ = step.step(model.initial_point())
     np.testing.assert_array_equal(new["b"], given)
@@ -373,7 +373,7 @@ def test_surrogate_start_learns_the_scales_and_offset_of_continuous_data():
         A = pm.Normal("A", 0.0, 3.0, shape=(10, 36))
         b = pm.Normal("b", -2.0, 2.0, shape=36)
         pm.Bernoulli("X", logit_p=Z @ A + b, observed=X)
-        sur = pmi.IBPGibbs([Z])._surrogate
+        sur = pmi.IBPGibbs([Z]).surrogate
     assert sur.binary and not sur.has_offset and sur.handover is None
 
 
@@ -403,10 +403,10 @@ def test_surrogate_start_sets_an_offset_per_group(per_column):
             pm.StudentT("X", nu=5, mu=Z @ A + offset, sigma=0.5,
                         observed=data.X + shifts[group][:, None])
             step = pmi.IBPGibbs([Z])
-        assert step._surrogate.handover == (None if given is not None else "b")
+        assert step.surrogate.handover == (None if given is not None else "b")
         step.setup_chain(np.random.default_rng(0), 0, 1)
         new, _ = step.step(model.initial_point())
-        first[given] = float(np.sum(step._rows(new)))
+        first[given] = float(np.sum(step.rows(new)))
         if given is not None:
             np.testing.assert_array_equal(new["b"], init)
             continue
@@ -419,7 +419,7 @@ def test_surrogate_start_sets_an_offset_per_group(per_column):
         truth["A"][:4] = data.A
         truth["b"] = shifts[:, None] * np.ones((3, d)) if per_column else shifts.copy()
         if per_column:
-            assert first[None] > float(np.sum(step._rows(truth))) - 20.0
+            assert first[None] > float(np.sum(step.rows(truth))) - 20.0
     assert first[None] > first[0.0] + 5000.0, first
 
 
@@ -441,7 +441,7 @@ def test_surrogate_start_of_continuous_data_is_reproducible_across_processes(mp_
     kw = dict(draws=4, tune=4, chains=2, random_seed=7, progressbar=False,
               compute_convergence_checks=False, discard_tuned_samples=False)
     with model:
-        surrogate = pmi.IBPGibbs([Z])._surrogate
+        surrogate = pmi.IBPGibbs([Z]).surrogate
         assert surrogate.has_offset and not surrogate.binary
         seq = pm.sample(cores=1, **kw)
         par = pm.sample(cores=2, mp_ctx=mp_ctx, **kw)
@@ -550,7 +550,7 @@ def test_missing_entries_are_attributed_to_their_rows():
         A = pm.Normal("A", 0.0, 1.0, shape=(2, 3))
         pm.Normal("X", mu=Z @ A, sigma=0.7, observed=X)
         step = pmi.IBPGibbs([Z])
-    np.testing.assert_array_equal(step._rows.entry_rows["X_unobserved"], [1, 3, 3, 3])
+    np.testing.assert_array_equal(step.rows.entry_rows["X_unobserved"], [1, 3, 3, 3])
     point = model.initial_point()
     point["Z"] = np.array([[1, 0], [1, 1], [0, 1], [1, 1]])
     point["A"] = rng.normal(size=(2, 3))
@@ -558,7 +558,7 @@ def test_missing_entries_are_attributed_to_their_rows():
     full = X.copy()
     full[np.isnan(X)] = point["X_unobserved"]
     expected = stats.norm.logpdf(full, point["Z"] @ point["A"], 0.7).sum(axis=1)
-    np.testing.assert_allclose(step._rows(point), expected, rtol=1e-12)
+    np.testing.assert_allclose(step.rows(point), expected, rtol=1e-12)
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
@@ -585,7 +585,7 @@ def test_missing_entries_of_a_multivariate_likelihood(missing):
     full = X.copy()
     full[np.isnan(X)] = point["X_unobserved"].ravel()
     expected = stats.norm.logpdf(full, point["Z"] @ point["A"], np.sqrt(0.5)).sum(axis=1)
-    np.testing.assert_allclose(step._rows(point), expected, rtol=1e-10)
+    np.testing.assert_allclose(step.rows(point), expected, rtol=1e-10)
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
@@ -605,7 +605,7 @@ def test_uncollapsed_split_merge_move_leaves_posterior_invariant():
     IBPGibbs's split–merge proposals alone still follow the exact posterior (χ²)."""
     alpha = 1.5
     model, step, mats, post = ibp_bernoulli_problem(alpha)
-    accepted, res = push_exact_draws(step._row_moves.split_merge_move, model, step, mats, post,
+    accepted, res = push_exact_draws(step.row_moves.split_merge_move, model, step, mats, post,
                                      alpha, 12000, seed=4)
     assert accepted > 0.05 * 12000
     assert res.pvalue > 1e-3, res
@@ -625,10 +625,10 @@ def push_exact_draws(move, model, step, mats, post, alpha, n, seed):
     accepted = 0
     for j, i in enumerate(idx):
         Zn = mats[i].copy()
-        cur = step._rows.at(trial, Zn.copy())
+        cur = step.rows.at(trial, Zn.copy())
         for _ in range(2):
             if cur is None:
-                cur = step._rows.at(trial, Zn.copy())
+                cur = step.rows.at(trial, Zn.copy())
             acc, Zn = move(step.rng, Zn, trial, alpha, 1.0, cur)
             accepted += acc
             cur = None if acc else cur
@@ -655,7 +655,7 @@ def test_uncollapsed_combination_move_leaves_posterior_invariant(k_max):
     logits = mats @ A + B_FIXED
     lp = prior + np.sum(X_BIN * logits - np.logaddexp(0, logits), axis=(1, 2))
     post = np.exp(lp - special.logsumexp(lp))
-    accepted, res = push_exact_draws(step._row_moves.combination_move, model, step, mats, post,
+    accepted, res = push_exact_draws(step.row_moves.combination_move, model, step, mats, post,
                                      alpha, 30000, seed=5)
     assert accepted > 0.02 * 30000, accepted
     assert res.pvalue > 1e-3, res
@@ -717,9 +717,9 @@ def test_feature_birth_death_leaves_the_joint_posterior_invariant(k_max, rows):
         A = pm.Normal("A", 0.0, sa, shape=(k_max, 2))
         pm.Normal("X", mu=Z @ A, sigma=sx, observed=ENUM_X)
         step = pmi.IBPGibbs([Z], feature_params=True, feature_rows=rows)
-    assert step._features.a_name == "A"
+    assert step.features.a_name == "A"
     n = 6000
-    accepted, res, ks = push_exact_joint_draws(step._features.birth_death, model, step, k_max,
+    accepted, res, ks = push_exact_joint_draws(step.features.birth_death, model, step, k_max,
                                                ENUM_X, alpha, sx, sa, n, seed=11)
     print(k_max, rows, accepted / (2 * n), res.pvalue, ks.pvalue)
     assert accepted > 0.1 * 2 * n, accepted
@@ -744,7 +744,7 @@ def test_feature_split_merge_leaves_the_joint_posterior_invariant(k_max):
         pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
         step = pmi.IBPGibbs([Z], feature_params=True)
     n, moves = 3000, 4
-    accepted, res, ks = push_exact_joint_draws(step._features.split_merge, model, step, k_max,
+    accepted, res, ks = push_exact_joint_draws(step.features.split_merge, model, step, k_max,
                                                X, alpha, sx, sa, n, seed=11, moves=moves)
     print(k_max, accepted / (moves * n), res.pvalue, ks.pvalue)
     assert accepted > 0.05 * moves * n, accepted
