@@ -12,8 +12,12 @@ the process falls below a threshold (eq. 4 of the paper, with ``Γ = ρ² I``):
     \tilde b_k(t) = \sqrt{\Sigma_k(t,t)+\rho^2}\;\Phi^{-1}(b_k).
 
 ``h`` is Gaussian with variance ``Σ_k(t,t) + ρ²`` marginally over the GP, so
-``P(z_nk = 1) = b_k`` at every ``t``: each cross-section ``Z(t)`` is IBP distributed, while
-items at nearby ``t`` share the feature more or less often as ``g_k`` moves.  Integrating
+``P(z_nk = 1 | b) = b_k`` at every ``t`` and each *row* is distributed as a row of the
+stick-breaking IBP.  A matrix of rows is an IBP draw only when its rows read independent
+processes: rows that read the same ``g_k(t)`` (the bag-of-items model) have feature ``k``
+together more often than ``b_k²``, so a cross-section ``Z(t)`` of several items is not IBP
+distributed; in the tracking model (one process per item) the items at one ``t`` are.  Items
+at nearby ``t`` share the feature more or less often as ``g_k`` moves.  Integrating
 ``h`` out given ``g`` (eq. 9 of the paper) gives independent entries
 
 .. math::
@@ -269,10 +273,13 @@ class DependentIBP(Discrete):
             - g_k(l_n)}{\rho}\Big)
 
     (eq. 9 of the paper; ``l_n = index[n]``).  Marginally over ``g ~ GP(0, Σ_k)`` each entry
-    is Bernoulli(``b_k``), so every cross-section of ``Z`` is an IBP draw when ``b`` are
-    stick-breaking sticks.  The logp is computed with ``log Φ`` and stays finite far in the
-    tails.  Model, variants and samplers: module docstring and the docs page *Distributions →
-    pmi.DependentIBP*; :func:`pymc_ibp.dependent_ibp` builds the whole model in one call.
+    is Bernoulli(``b_k``), so each row of ``Z`` is distributed as a row of the stick-breaking
+    IBP when ``b`` are stick-breaking sticks; rows that read correlated process values (one
+    location, or nearby ones) are dependent, so a matrix of rows is an IBP draw only when its
+    rows read independent processes.  The logp is computed with ``log Φ`` and stays finite
+    far in the tails.  Model, variants and samplers: module docstring and the docs page
+    *Distributions → pmi.DependentIBP*; :func:`pymc_ibp.dependent_ibp` builds the whole model
+    in one call.
 
     Parameters
     ----------

@@ -177,3 +177,25 @@ def test_hierarchical_variant_keeps_the_ibp_marginals_and_gets_the_steps():
     names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
     assert names["DependentIBPGibbs"] == ["Z_g", "Z_item_g", "Z_sticks_stickbreaking__"]
     assert names["GPLengthScaleHMC"] == ["Z_item_ls_log__", "Z_ls_log__"]
+
+
+def test_rows_are_ibp_rows_and_only_independent_processes_make_an_ibp_matrix():
+    """docs/distributions/dependent-ibp.md: every row is distributed as a row of the
+    stick-breaking IBP (P(z_nk = 1) = E[b_k]); two rows at one covariate value are an IBP
+    matrix (P(both) = E[b_k²]) when they read independent processes (the tracking variant),
+    not when they read the same one (the bag variant: P(both) > E[b_k²])."""
+    n = 4000
+    t = np.array([0.0, 0.0, 1.0])
+    with pm.Model():
+        bag = pmi.dependent_ibp("Z", t, alpha=1.0, k=2)
+    with pm.Model():
+        track = pmi.dependent_ibp("Z", t, alpha=1.0, k=2, item=np.array([0, 1, 0]),
+                                  variant="tracking")
+    Zb = pm.draw(bag.Z, n, random_seed=5)
+    Zt = pm.draw(track.Z, n, random_seed=5)
+    eb, eb2 = 0.5, 1.0 / 3.0  # E[b_1], E[b_1²] for b_1 ~ Beta(1, 1)
+    for Z in (Zb, Zt):
+        assert abs(Z[:, :2, 0].mean() - eb) < 4.5 * np.sqrt(eb * (1 - eb) / n)
+    se = np.sqrt(eb2 * (1 - eb2) / n)
+    assert abs((Zt[:, 0, 0] * Zt[:, 1, 0]).mean() - eb2) < 4.5 * se
+    assert (Zb[:, 0, 0] * Zb[:, 1, 0]).mean() > eb2 + 10 * se
