@@ -36,18 +36,12 @@ class UntrustedChainsWarning(UserWarning):
     (:func:`pymc_ibp.check_chains`).  The message is one line naming what to do."""
 
 
-def warn_slots_in_use(step, z_name, k_max, dim=None, stacklevel=4):
+def warn_slots_in_use(step, z_name, k_max, where=None, stacklevel=4):
     """Emit the :class:`TruncationWarning` of a step whose ``K_max`` slots of ``z_name`` were
-    all in use; ``dim`` names the dim of the slots (``z_name``'s last dim: the length to
-    raise), ``None`` when the variable has no dims (the last entry of its shape).  The default
-    ``stacklevel`` points at the caller of the step's ``step()``, past
-    :func:`~pymc_ibp._numba_utils.interrupt_safe`."""
-    if dim is None:
-        where = "the last entry of shape="
-    elif dim.endswith("_category"):  # the categories of pmi.dp_ibp / ibp_ibp / noisy_or_ibp_ibp
-        where = f"l_max= of the model's builder, the length of the {dim!r} dim"
-    else:
-        where = f"the length of the {dim!r} dim"
+    all in use; ``where`` says what to raise (:func:`pymc_ibp.matching.graph.slot_knob`;
+    default: the last entry of ``shape=``).  The default ``stacklevel`` points at the caller
+    of the step's ``step()``, past :func:`~pymc_ibp._numba_utils.interrupt_safe`."""
+    where = "the last entry of shape=" if where is None else where
     warnings.warn(
         f"{step}: all K_max={k_max} feature slots of {z_name!r} were in use; the truncation "
         f"may bias the posterior. Raise K_max (e.g. to {2 * k_max}: {where}) and re-run; the "

@@ -121,7 +121,7 @@ def _k_max(post, stats, z_name, dim_name):
     size = "K_max" if k_max is None else f"K_max = {k_max}"
     to = "" if k_max is None else f" to at least {2 * k_max}"
     where = (f"the length of its {dim_name!r} dim" if dim_name else
-             "the last entry of its shape, or l_max= of a correlated model's builder")
+             "the last entry of its shape")
     msg = (f"{size} binds: every feature slot of {z_name!r} was in use in "
            f"{100 * float(frac.max()):.0f}% of the draws of chain(s) {list(chains)}, so the "
            f"posterior is truncated; raise K_max{to} ({where}) and re-run.")

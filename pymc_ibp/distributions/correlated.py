@@ -171,10 +171,12 @@ def _categories_and_features(name, model, alpha_c, alpha_m, l_max, beta_c, beta_
     l_max = int(l_max)
     if dims is None:
         C = IBP(f"{name}_C", alpha_c, beta_c, shape=(n, l_max))
+        C.tag.slot_knob = f"l_max= of {what}"  # what a TruncationWarning of C says to raise
         M = IBP(f"{name}_M", alpha_m, beta_m, shape=(l_max, k_max))
         return C, M, None
     cat = _category_coord(model, name, l_max, what)
     C = IBP(f"{name}_C", alpha_c, beta_c, dims=(dims[0], cat))
+    C.tag.slot_knob = f"l_max= of {what}"
     M = IBP(f"{name}_M", alpha_m, beta_m, dims=(cat, dims[1]))
     return C, M, dims
 

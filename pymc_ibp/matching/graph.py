@@ -295,6 +295,19 @@ def row_indexed_variable(model, term, n_rows, n_cols):
     return rv if rows else None  # else not one group per row of the N x D mean
 
 
+def slot_knob(model, z_name):
+    """What a :class:`~pymc_ibp.TruncationWarning` for ``z_name`` says to raise: the length of
+    its last dim (e.g. ``'feature'``), the last entry of ``shape=`` without dims, and for the
+    category matrix of :func:`pymc_ibp.ibp_ibp` / :func:`pymc_ibp.noisy_or_ibp_ibp` their
+    ``l_max=`` (the builder tags the matrix with ``tag.slot_knob``)."""
+    dim = slot_dim(model, z_name)
+    knob = getattr(model[z_name].tag, "slot_knob", None)
+    if dim is None:
+        return knob or "the last entry of shape="
+    where = f"the length of the {dim!r} dim"
+    return f"{knob}, {where}" if knob else where
+
+
 def slot_dim(model, z_name):
     """The name of the dim of ``z_name``'s feature slots (its last dim; e.g. ``'feature'``, or
     ``'Z_category'`` for the category matrix of :func:`pymc_ibp.ibp_ibp`), or ``None`` when

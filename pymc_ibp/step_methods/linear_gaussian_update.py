@@ -29,7 +29,7 @@ from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import init_z_policy
 from pymc_ibp.init.search import AnnealedSearch, AnnealedSearchState, column_mean_fill, fill_from_z
 from pymc_ibp.kernels.offsets import group_labels
-from pymc_ibp.matching.graph import slot_dim
+from pymc_ibp.matching.graph import slot_knob
 from pymc_ibp.matching.prior_modes import prior_mode
 
 __all__ = ["LinearGaussianUpdate", "LinearGaussianUpdateState", "LocalData", "UpdateInfo"]
@@ -105,7 +105,7 @@ class LinearGaussianUpdate(WithSamplingState):
         self.spec, self.who, self.update_z, self.sweep = spec, who, bool(update_z), sweep
         self.moves = moves
         self.z_name = model.rvs_to_values[spec.z_rv].name
-        self._slot_dim = slot_dim(model, spec.z_rv.name)  # named by a TruncationWarning
+        self._slot_knob = slot_knob(model, spec.z_rv.name)  # named by a TruncationWarning
         # one block of columns per observed matrix: its A, its imputed entries (if any)
         self.blocks = [
             (int(c0), int(c1), model.rvs_to_values[b.a_rv].name,
@@ -296,7 +296,7 @@ class LinearGaussianUpdate(WithSamplingState):
         log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
         if hit and not self.warned and self.sweeps >= self.n_tune:  # kept draws only
             self.warned = True
-            warn_slots_in_use(self.who, self.z_name, self.k_max, self._slot_dim)
+            warn_slots_in_use(self.who, self.z_name, self.k_max, self._slot_knob)
         self.sweeps += 1
         return new, UpdateInfo(int(flips), int(births), int(deaths), bool(hit), moved,
                                int(act.size), float(log_joint), float(loglik))

@@ -60,7 +60,7 @@ from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import init_z_policy
 from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.offsets import group_labels, non_finite_entry
-from pymc_ibp.matching.graph import slot_dim
+from pymc_ibp.matching.graph import slot_knob
 from pymc_ibp.matching.logit import LOGIT_PATTERN, find_bernoulli_logit, matched_logit_models
 from pymc_ibp.matching.prior_modes import prior_mode
 from pymc_ibp.matching.priors import match_prior
@@ -253,7 +253,7 @@ class PolyaGammaGibbs(BlockedStep):
                 + ("." if self._tied else f", or give it {spec.a_rv.name!r} too."))
         self.vars = owned_vals
         self.z_name = model.rvs_to_values[spec.z_rv].name
-        self._slot_dim = slot_dim(model, spec.z_rv.name)  # named by a TruncationWarning
+        self._slot_knob = slot_knob(model, spec.z_rv.name)  # named by a TruncationWarning
         self.a_name = model.rvs_to_values[spec.a_rv].name
         self.b_name = model.rvs_to_values[spec.b_rv].name if spec.b_rv is not None else None
         self.miss_name = (model.rvs_to_values[spec.missing_rv].name
@@ -462,7 +462,7 @@ class PolyaGammaGibbs(BlockedStep):
         hit = n_active == self.k_max
         if hit and self.mode.counts and not self.warned and self.sweeps > self.n_tune:
             self.warned = True
-            warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max, self._slot_dim)
+            warn_slots_in_use("PolyaGammaGibbs", self.z_name, self.k_max, self._slot_knob)
         loglik = float(kernels.logit_log_lik(x, obs, psi))
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
                   "ibp_model_logp": (float(self._model_logp(new)) + loglik

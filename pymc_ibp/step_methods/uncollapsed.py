@@ -42,7 +42,7 @@ from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import INIT_Z, init_z_policy
 from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.columns import bernoulli_column_gibbs, ibp_column_gibbs
-from pymc_ibp.matching.graph import one_value_var, slot_dim
+from pymc_ibp.matching.graph import one_value_var, slot_knob
 from pymc_ibp.matching.linear_gaussian import find_linear_gaussian
 from pymc_ibp.matching.logit import find_bernoulli_logit
 from pymc_ibp.matching.potentials import potential_names, potentials_on
@@ -213,7 +213,7 @@ class IBPGibbs(BlockedStep):
             )
         self.vars = [z_val]
         self.z_name = z_val.name
-        self._slot_dim = slot_dim(model, z_rv.name)  # named by a TruncationWarning
+        self._slot_knob = slot_knob(model, z_rv.name)  # named by a TruncationWarning
         self.is_ibp = isinstance(prior, IBPPrior)
         ip = model.initial_point() if initial_point is None else initial_point
         self.n, self.k_max = ip[self.z_name].shape
@@ -449,7 +449,7 @@ class IBPGibbs(BlockedStep):
         n_active = self._k_plus(Z, trial, n_active)
         if hit and self.is_ibp and not self.warned:
             self.warned = True
-            warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_dim)
+            warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_knob)
         new = dict(point)
         new[self.z_name] = Z
         if block_acc or turn_acc:

@@ -215,22 +215,28 @@ def test_truncation_warning_names_kmax():
 
 
 def test_truncation_warning_names_the_dim_to_raise():
-    """The warning says which length to raise: the slot dim of the matrix (for the category
-    matrix of pmi.ibp_ibp that is l_max=, the length of 'Z_category', not 'feature'), or the
-    last entry of shape= without dims."""
+    """The warning says what to raise: the slot dim of the matrix, the last entry of shape=
+    without dims, and for the category matrix of pmi.ibp_ibp / noisy_or_ibp_ibp its l_max=
+    (with dims: the length of 'Y_category', not 'feature'; without: l_max=, not shape=)."""
     from pymc_ibp.exceptions import warn_slots_in_use
-    from pymc_ibp.matching.graph import slot_dim
+    from pymc_ibp.matching.graph import slot_knob
 
     with pm.Model(coords={"obs": range(6), "feature": range(3)}) as model:
         pmi.IBP("Z", 1.0, dims=("obs", "feature"))
         pmi.IBP("W", 1.0, shape=(6, 3))
         pmi.ibp_ibp("Y", 1.0, 1.0, l_max=4, dims=("obs", "feature"))
-    assert [slot_dim(model, v) for v in ("Z", "W", "Y_C", "Y_M")] == [
-        "feature", None, "Y_category", "feature"]
+        pmi.noisy_or_ibp_ibp("V", 1.0, 1.0, 0.2, l_max=5, shape=(6, 3))
+    assert [slot_knob(model, v) for v in ("Z", "W", "Y_C", "Y_M", "V_C", "V_M")] == [
+        "the length of the 'feature' dim", "the last entry of shape=",
+        "l_max= of pmi.ibp_ibp, the length of the 'Y_category' dim",
+        "the length of the 'feature' dim", "l_max= of pmi.noisy_or_ibp_ibp",
+        "the last entry of shape="]
     with pytest.warns(pmi.TruncationWarning,
-                      match=r"K_max=4 .* 'Y_C' .*to 8: l_max= of the model's builder, the "
+                      match=r"K_max=4 .* 'Y_C' .*to 8: l_max= of pmi.ibp_ibp, the "
                             r"length of the 'Y_category' dim\)"):
-        warn_slots_in_use("IBPGibbs", "Y_C", 4, slot_dim(model, "Y_C"), stacklevel=2)
+        warn_slots_in_use("IBPGibbs", "Y_C", 4, slot_knob(model, "Y_C"), stacklevel=2)
+    with pytest.warns(pmi.TruncationWarning, match=r"to 10: l_max= of pmi.noisy_or_ibp_ibp\)"):
+        warn_slots_in_use("IBPGibbs", "V_C", 5, slot_knob(model, "V_C"), stacklevel=2)
     with pytest.warns(pmi.TruncationWarning, match=r"to 6: the last entry of shape=\)"):
         warn_slots_in_use("IBPGibbs", "W", 3, None, stacklevel=2)
 
