@@ -53,7 +53,7 @@ def main():
     fit = pmi.inference.fit_variational(model, method="finite", random_seed=args.seed)
     sizes = np.sort(fit.Z.sum(axis=0))[::-1]
     print(f"variational fit: {time.perf_counter() - t:.1f} s, {len(fit.elbo)} iterations, "
-          f"ELBO {fit.elbo[-1]:.1f}, sigma_x {fit.sigma_x[0]:.3f}, alpha {fit.alpha:.2f}")
+          f"ELBO {fit.elbo[-1]:.1f}, sigma_x {fit.sigma_x:.3f}, alpha {fit.alpha:.2f}")
     print(f"  feature sizes of the most probable Z: {sizes[sizes > 0].tolist()}")
     approx = fit.sample(200, random_seed=1)
     print(pmi.summary(approx, var_names=["sigma_x", "sigma_a"]).head(6).to_string())

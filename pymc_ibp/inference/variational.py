@@ -172,8 +172,8 @@ class VariationalResult:
     Phi: np.ndarray  #: ``K x D`` variances of ``A``
     tau: np.ndarray  #: ``K x 2`` Beta parameters of the sticks (or of ``π`` for ``finite``)
     elbo: np.ndarray  #: ELBO after each iteration of the kept run
-    sigma_x: np.ndarray  #: per-column noise scale at the end
-    sigma_a: np.ndarray  #: per-column feature scale at the end
+    sigma_x_columns: np.ndarray  #: the noise scale of every column at the end
+    sigma_a_columns: np.ndarray  #: the feature scale of every column at the end
     alpha: float
     method: str
     bound: str
@@ -184,6 +184,22 @@ class VariationalResult:
     _alpha_name: str | None = None
 
     @property
+    def sigma_x(self):
+        """The noise scale at the end, shaped as the model's: a float for one observed matrix
+        with a scalar ``sigma_x``, else one value per column (``sigma_x_columns``)."""
+        return self._shaped(self.sigma_x_columns, "sx_vec")
+
+    @property
+    def sigma_a(self):
+        """The feature scale at the end, shaped as :attr:`sigma_x` is."""
+        return self._shaped(self.sigma_a_columns, "sa_vec")
+
+    def _shaped(self, columns, per_column):
+        if len(self._blocks) == 1 and not getattr(self._blocks[0], per_column):
+            return float(columns[0])
+        return columns
+
+    @property
     def Z(self):  # noqa: N802 - the model's name for the matrix
         """The most probable ``Z`` under ``q`` (``ν > 1/2``), ``N x K`` int8."""
         return (self.nu > 0.5).astype(np.int8)
@@ -192,8 +208,8 @@ class VariationalResult:
         """Point values of the learned/fixed free hyperparameters, by variable name."""
         out = {}
         for b in self._blocks:
-            for name, vec, per_col in ((b.sx_name, b.sx_vec, self.sigma_x),
-                                       (b.sa_name, b.sa_vec, self.sigma_a)):
+            for name, vec, per_col in ((b.sx_name, b.sx_vec, self.sigma_x_columns),
+                                       (b.sa_name, b.sa_vec, self.sigma_a_columns)):
                 if name is not None:
                     vals = per_col[b.c0:b.c1]
                     out[name] = np.array(vals) if vec else np.asarray(vals[0])
@@ -242,7 +258,7 @@ class VariationalResult:
                 point[b.a_name] = A[:, b.c0:b.c1]
                 if b.miss_name is not None:  # the imputed entries, from the likelihood
                     mean = point[self.z_name] @ A[:, b.c0:b.c1]
-                    sd = np.broadcast_to(self.sigma_x[b.c0:b.c1], mean.shape)
+                    sd = np.broadcast_to(self.sigma_x_columns[b.c0:b.c1], mean.shape)
                     point[b.miss_name] = (mean + sd * rng.standard_normal(mean.shape))[
                         b.miss_mask]
             for v, val in zip(trace_vars, fn(point), strict=True):
@@ -374,8 +390,9 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
             best = run
     nu, phi, Phi, tau, sx2, sa2, alpha, converged, elbo = best
     return VariationalResult(
-        nu=nu, phi=phi, Phi=Phi, tau=tau, elbo=np.asarray(elbo), sigma_x=np.sqrt(sx2),
-        sigma_a=np.sqrt(sa2), alpha=alpha, method=method, bound=bound, converged=converged,
+        nu=nu, phi=phi, Phi=Phi, tau=tau, elbo=np.asarray(elbo),
+        sigma_x_columns=np.sqrt(sx2), sigma_a_columns=np.sqrt(sa2), alpha=alpha, method=method,
+        bound=bound, converged=converged,
         model=model, z_name=model.rvs_to_values[spec.z_rv].name, _blocks=blocks,
         _alpha_name=alpha_name)
 

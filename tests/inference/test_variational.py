@@ -244,7 +244,8 @@ def test_fit_finds_the_block_features_and_learns_the_scales():
         t = data.Z[:, k].astype(bool)
         jac = (Z & t[:, None]).sum(0) / np.maximum((Z | t[:, None]).sum(0), 1)
         assert jac.max() > 0.9
-    assert abs(res.sigma_x[0] - 0.5) < 0.05
+    assert isinstance(res.sigma_x, float) and abs(res.sigma_x - 0.5) < 0.05  # as the model's
+    assert res.sigma_x_columns.shape == (res.phi.shape[1],)
 
 
 def test_sample_is_shaped_like_pm_sample_and_feeds_the_diagnostics():
@@ -256,7 +257,7 @@ def test_sample_is_shaped_like_pm_sample_and_feeds_the_diagnostics():
     assert post["Z"].shape == (2, 30, 80, 8)
     assert post["A"].shape == (2, 30, 8, 36)
     assert post["sigma_x"].shape == (2, 30)
-    np.testing.assert_allclose(post["sigma_x"].values, res.sigma_x[0])
+    np.testing.assert_allclose(post["sigma_x"].values, res.sigma_x)
     np.testing.assert_allclose(post["alpha"].values, res.alpha)
     table = pmi.summary(idata)
     assert "ibp_n_active" in table.index
@@ -339,4 +340,4 @@ def test_free_scales_start_from_the_data_spread():
         pm.Normal("X", Z @ A, sigma_x, observed=0.1 * data.X)
     res = pmi.inference.fit_variational(model, method="finite", random_seed=1)
     assert (res.Z.sum(axis=0) > 20).sum() >= 4
-    assert abs(res.sigma_x[0] - 0.05) < 0.01
+    assert abs(res.sigma_x - 0.05) < 0.01
