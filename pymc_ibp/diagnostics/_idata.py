@@ -71,3 +71,8 @@ def _scalar_stat(da: xr.DataArray) -> xr.DataArray:
     if extra:
         da = da.isel({d: -1 for d in extra})
     return da
+
+
+def _k_plus(Z: xr.DataArray) -> xr.DataArray:
+    """K+ of every draw of ``Z`` (chain, draw, obs, feature): its non-empty columns."""
+    return (Z.sum(Z.dims[2]) > 0).sum(Z.dims[3])

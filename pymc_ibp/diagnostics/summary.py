@@ -30,6 +30,7 @@ import xarray as xr
 from pymc_ibp.diagnostics._idata import (
     _SAMPLE_DIMS,
     _get_z,
+    _k_plus,
     _posterior,
     _sample_stats,
     _scalar_stat,
@@ -113,7 +114,7 @@ def _label_invariant(idata, var_names, z_name, stat_names, ranks=None,
         if stats is not None and name in stats:
             out[name] = _scalar_stat(stats[name])
         elif name == "ibp_n_active" and Z is not None:
-            out[name] = (Z.sum(Z.dims[2]) > 0).sum(Z.dims[3]).astype(np.int64)
+            out[name] = _k_plus(Z).astype(np.int64)
 
     if var_names is None:
         var_names = [

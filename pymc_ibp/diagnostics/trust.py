@@ -23,7 +23,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_ibp.diagnostics._idata import _get_z, _posterior, _sample_stats, _scalar_stat
+from pymc_ibp.diagnostics._idata import (
+    _get_z,
+    _k_plus,
+    _posterior,
+    _sample_stats,
+    _scalar_stat,
+)
 from pymc_ibp.exceptions import UntrustedChainsWarning
 
 __all__ = ["TrustIssue", "check_chains"]
@@ -59,7 +65,7 @@ def _chain_labels(post):
             for c in post["chain"].values]
 
 
-def _agreement(post, stats, z_name, rhat_max):
+def _agreement(post, stats, Z, rhat_max):
     """The disagreement issue, if any: the first quantity of :data:`_AGREEMENT_STATS` found."""
     from arviz_stats.base import array_stats
 
@@ -68,10 +74,8 @@ def _agreement(post, stats, z_name, rhat_max):
         if stats is not None and stat in stats:
             name, values = stat, np.asarray(_scalar_stat(stats[stat]).values, dtype=float)
             break
-    if values is None and z_name in post:
-        Z = _get_z(post, z_name)
-        name = "K+"
-        values = np.asarray((Z.sum(Z.dims[2]) > 0).sum(Z.dims[3]).values, dtype=float)
+    if values is None and Z is not None:
+        name, values = "K+", np.asarray(_k_plus(Z).values, dtype=float)
     if values is None or values.shape[0] < 2 or values.shape[1] < 4:
         return None
     values = values[:, np.isfinite(values).all(axis=0)]
@@ -102,12 +106,11 @@ def _agreement(post, stats, z_name, rhat_max):
     return TrustIssue("disagree", tuple(labels), r, msg)
 
 
-def _k_max(post, stats, z_name, dim_name):
+def _k_max(post, stats, Z, z_name, dim_name):
     """The binding-truncation issue, if any."""
-    if z_name in post:
-        Z = _get_z(post, z_name)
+    if Z is not None:
         k_max = Z.sizes[Z.dims[3]]
-        full = np.asarray(((Z.sum(Z.dims[2]) > 0).sum(Z.dims[3]) == k_max).values)
+        full = np.asarray((_k_plus(Z) == k_max).values)
     elif stats is not None and "ibp_kmax_hit" in stats:
         full = np.asarray(_scalar_stat(stats["ibp_kmax_hit"]).values) > 0
         k_max = None
@@ -128,13 +131,12 @@ def _k_max(post, stats, z_name, dim_name):
     return TrustIssue("k_max", chains, float(frac.max()), msg)
 
 
-def _duplicates(post, z_name, min_rows):
+def _duplicates(post, Z, z_name, min_rows):
     """The duplicated-features issue, if any: per chain, the fraction of (up to
     :data:`_DUPLICATE_DRAWS`) draws of its second half in which two columns of ``Z`` with at
     least ``min_rows`` owners are identical."""
-    if z_name not in post:
+    if Z is None:
         return None
-    Z = _get_z(post, z_name)
     n_chains, n_draws, n = Z.shape[0], Z.shape[1], Z.shape[2]
     if n_draws == 0:
         return None
@@ -212,11 +214,12 @@ def check_chains(idata, z_name: str = "Z", *, rhat_max: float = 1.05,
     if str(post.attrs.get("inference", "")).startswith("pymc_ibp.fit_variational"):
         return []  # independent draws from a variational q: nothing to agree or to mix
     stats = _sample_stats(idata, z_name)
-    dims = post[z_name].dims if z_name in post else ()
+    Z = _get_z(post, z_name) if z_name in post else None  # checked once
+    dims = Z.dims if Z is not None else ()
     dim_name = dims[3] if len(dims) == 4 and not dims[3].startswith(f"{z_name}_dim_") else None
-    issues = [issue for issue in (_agreement(post, stats, z_name, rhat_max),
-                                  _k_max(post, stats, z_name, dim_name),
-                                  _duplicates(post, z_name, min_rows)) if issue is not None]
+    issues = [issue for issue in (_agreement(post, stats, Z, rhat_max),
+                                  _k_max(post, stats, Z, z_name, dim_name),
+                                  _duplicates(post, Z, z_name, min_rows)) if issue is not None]
     if warn:
         for issue in issues:
             warnings.warn(issue.message, UntrustedChainsWarning, stacklevel=2)
