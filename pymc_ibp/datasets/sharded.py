@@ -333,6 +333,12 @@ class ShardedDataOp(Op):
     def make_node(self):
         return Apply(self, [], [pt.tensor(dtype="float64", shape=self.data.shape)])
 
+    def do_constant_folding(self, fgraph, node):
+        # never evaluated while a graph is compiled: the matrix is gathered (or refused, with
+        # ShardedDataNotGathered) only when a compiled function runs, not once per rewrite
+        # pass, where PyTensor would log each refusal as a rewrite failure
+        return False
+
     def perform(self, node, inputs, outputs):
         data = self.data
         if not data.allow_gather:

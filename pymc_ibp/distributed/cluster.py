@@ -4,6 +4,7 @@ from a lost worker (:class:`ShardCluster`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import warnings
@@ -77,9 +78,13 @@ class ShardCluster:
                 from distributed import Client, LocalCluster
 
                 n = self.n_shards or (os.cpu_count() or 1)
+                # Dask's own log lines stay quiet (at shutdown it reports the shards' data it
+                # drops as lost); a lost worker is reported by ShardRecoveryWarning or
+                # ShardFailure
                 self._local = LocalCluster(n_workers=min(n, os.cpu_count() or 1),
                                            threads_per_worker=1, processes=True,
-                                           dashboard_address=":0")
+                                           dashboard_address=":0",
+                                           silence_logs=logging.CRITICAL)
                 self._client = Client(self._local)
                 weakref.finalize(self, _close, self._client, self._local)
         return self._client

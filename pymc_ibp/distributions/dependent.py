@@ -541,4 +541,6 @@ def dependent_ibp(name, covariate, *, alpha, k=None, item=None, variant="bag", c
         diag = pt.broadcast_to(pt.as_tensor_variable(var, dtype="floatX"), (k, values.size))
     g_var = pt.tile(diag, (1, n_items)) if variant != "bag" else diag
     Z = DependentIBP(name, sticks, g_flat, rho, index, g_var=g_var, shape=(n, k), dims=dims)
+    if length_scale is not None:  # a given (e.g. pm.Data) length scale: checked at the start
+        Z.tag.positive_parameters = (("pmi.dependent_ibp", "length_scale", ls),)
     return DependentIBPModel(Z, sticks, g, ls, values, np.asarray(index))

@@ -1,7 +1,9 @@
-"""Prediction for new rows of a linear-Gaussian IBP model (:func:`predict_rows`): rows drawn
-from the model (features from the IBP's predictive given each posterior draw's feature counts,
-new features included, then their data), or the features of observed new rows ("fold-in":
-each row's features given the row and each posterior draw's ``A``, scales, offset and counts).
+"""Prediction for new rows of a fitted IBP model (:func:`predict_rows`): rows drawn from the
+model (features from the IBP's predictive given each posterior draw's feature counts, new
+features included, then their data), or the features of observed new rows ("fold-in": each
+row's features given the row and each posterior draw's ``A``, scales, offset and counts).  A
+linear-Gaussian model has closed-form likelihood ratios; any other likelihood of one observed
+``N x D`` matrix is evaluated by the model's own logp, compiled once for the new rows.
 """
 
 from __future__ import annotations
@@ -10,24 +12,28 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
+from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp.exceptions import DataError, ModelPatternError
 from pymc_ibp.kernels.prediction import FittedDraw, fold_in_rows, predictive_rows
-from pymc_ibp.matching.graph import same_for_every_row
+from pymc_ibp.matching.graph import observed_data, same_for_every_row
 from pymc_ibp.matching.linear_gaussian import PATTERN, matched_models
-from pymc_ibp.matching.priors import IBPPrior
+from pymc_ibp.matching.priors import IBPPrior, match_prior
 
 __all__ = ["predict_rows"]
 
 
 def _spec(model, z):
+    """The linear-Gaussian spec of the IBP ``z`` (or the model's one), ``None`` when the model
+    is not linear-Gaussian (:class:`_NewRows` then takes it)."""
     specs = [s for s in matched_models(model) if z is None or s.z_rv.name == z]
-    if len(specs) != 1:
+    if len(specs) > 1:
         raise ModelPatternError(
-            "pmi.predict_rows needs one pmi.IBP matrix with the linear-Gaussian pattern"
-            + (f" named {z!r}" if z else " (pass z='name' when the model has several)")
-            + f"; found {len(specs)}. Needed pattern: {PATTERN}.")
+            "pmi.predict_rows needs one pmi.IBP matrix with the linear-Gaussian pattern (pass "
+            f"z='name' when the model has several); found {len(specs)}.")
+    if not specs:
+        return None
     spec = specs[0]
     if not isinstance(spec.prior, IBPPrior):
         raise ModelPatternError(f"pmi.predict_rows needs a pmi.IBP prior on "
@@ -44,9 +50,100 @@ def _spec(model, z):
     return spec
 
 
+class _NewRows:
+    """The likelihood of new rows of any model with one observed ``N x D`` matrix below the
+    ``pmi.IBP`` ``z`` (or the model's one): the model's element-wise logp with the fitted
+    rows' ``Z`` and data replaced by new ones, compiled once (:meth:`loglik`), and the
+    distribution's parameters for new rows (:meth:`draw`)."""
+
+    def __init__(self, model, z):
+        free = [rv for rv in model.free_RVs
+                if (z is None or rv.name == z)
+                and isinstance(match_prior(model, rv), IBPPrior)
+                and rv.owner.inputs[-1] is not None]
+        free = [rv for rv in free if rv.ndim == 2]
+        if len(free) != 1:
+            raise ModelPatternError(
+                "pmi.predict_rows needs one pmi.IBP matrix"
+                + (f" named {z!r}" if z else " (pass z='name' when the model has several)")
+                + f"; found {len(free)}.")
+        self.z_rv = z_rv = free[0]
+        children = [c for c in model.observed_RVs if z_rv in set(ancestors([c]))]
+        data = None
+        if len(children) == 1:
+            try:
+                data = observed_data(model.rvs_to_values[children[0]])
+            except ModelPatternError:
+                data = None
+        n = model.initial_point()[model.rvs_to_values[z_rv].name].shape[0]
+        if data is None or data.ndim != 2 or data.shape[0] != n:
+            raise ModelPatternError(
+                f"pmi.predict_rows needs the likelihood of {z_rv.name!r} to be one observed "
+                f"N x D matrix (N = {n}, one row per row of {z_rv.name!r}, no missing entries "
+                f"imputed by PyMC); found {[c.name for c in children]}. Needed pattern for "
+                f"the closed form: {PATTERN}.")
+        self.obs = obs = children[0]
+        self.n, self.d = data.shape
+        self.k_max = int(model.initial_point()[model.rvs_to_values[z_rv].name].shape[1])
+        z_new = pt.matrix("z_new", dtype="int8")
+        x_new = pt.matrix("x_new", dtype="float64")
+        mask = pt.matrix("mask", dtype="bool")
+        prior = match_prior(model, z_rv)
+        outs = [*obs.owner.inputs[2:], prior.alpha, prior.beta]
+        self.used = [rv for rv in model.free_RVs
+                     if rv is not z_rv and rv in set(ancestors(outs))]
+        # the graph rebuilt on stand-ins: the new rows' Z (its own shape, not the fitted
+        # rows') and one input per free variable (each draw's value)
+        ins = [rv.type() for rv in self.used]
+        swap = {z_rv: z_new.astype(z_rv.dtype), **dict(zip(self.used, ins, strict=True))}
+        *params, alpha, beta = clone_replace(outs, swap, rebuild_strict=False)
+        # a variable of the parameters' shape (not the fitted rows' size) whose logp the new
+        # rows' data get
+        _, like = obs.owner.op(*params, rng=obs.owner.inputs[0], return_next_rng=True)
+        rows = pt.switch(mask, pm.logp(like, x_new), 0.0).sum(axis=1)
+        self._loglik = pm.compile([*ins, z_new, x_new, mask], rows, on_unused_input="ignore")
+        self._hyper = pm.compile(ins, [alpha, beta], on_unused_input="ignore")
+        self._params = pm.compile([*ins, z_new], params, on_unused_input="ignore")
+        self.op = obs.owner.op
+        self._checked = False  # whether loglik's shapes were checked
+
+    def hyper(self, values):
+        """``(alpha, beta)`` at one draw's ``values`` (of :attr:`used`)."""
+        return tuple(float(v) for v in self._hyper(*values))
+
+    def loglik(self, values, X, observed):
+        """``loglik(Z)``: the log-likelihoods of the rows ``X`` (``R x D``, ``observed`` its
+        entries that count) at features ``Z`` and one draw's ``values``; a
+        :class:`~pymc_ibp.exceptions.ModelPatternError` when the likelihood has terms per
+        fitted row besides ``Z`` (e.g. an offset per row), which new rows do not have."""
+        X = np.where(observed, X, 0.0)
+        if self._checked:
+            return lambda Z: self._loglik(*values, Z, X, observed)
+        self._checked = True
+        probe = np.zeros((X.shape[0] + (X.shape[0] == self.n), self.k_max), dtype=np.int8)
+        try:
+            out = self._loglik(*values, probe, np.zeros((probe.shape[0], self.d)),
+                               np.ones((probe.shape[0], self.d), dtype=bool))
+            ok = np.shape(out) == (probe.shape[0],)
+        except (ValueError, AssertionError):
+            ok = False
+        if not ok:
+            raise ModelPatternError(
+                f"pmi.predict_rows: the likelihood of {self.obs.name!r} has terms per fitted "
+                f"row besides {self.z_rv.name!r} (e.g. an offset per row or per group of "
+                "rows), which new rows do not have.")
+        return lambda Z: self._loglik(*values, Z, X, observed)
+
+    def draw(self, rng, values, Z):
+        """Data of the new rows with features ``Z`` at one draw's ``values``."""
+        params = self._params(*values, Z)
+        return np.asarray(self.op.rng_fn(rng, *params, None), dtype=np.float64)
+
+
+
 def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20,
                  random_seed=None):
-    """New rows of a fitted linear-Gaussian IBP model, one set per posterior draw.
+    """New rows of a fitted IBP model, one set per posterior draw.
 
     Either ``X_new`` (``R x D``, NaN for a missing entry): the features ``Z_new`` of these
     observed rows, each drawn given the row and the draw's ``A``, scales, offset and feature
@@ -54,7 +151,12 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     row ``N + 1`` of the IBP: features of the fitted rows with probability ``m_k / (N + β)``,
     new ones in the draw's free slots, whose ``A`` is the draw's); or ``n_new``: rows drawn
     from the model, ``Z_new`` from the IBP's predictive (one row after the other, new features
-    included) and ``X_new ~ Normal(Z_new A + b, σx)``.
+    included) and their data from the likelihood (``Normal(Z_new A + b, σx)`` for the
+    linear-Gaussian model).  A linear-Gaussian model (the pattern of
+    :class:`pymc_ibp.AcceleratedGibbs`) has closed-form likelihood ratios; any other
+    likelihood of one observed ``N x D`` matrix below ``Z`` (Poisson, Bernoulli, Student-t,
+    ...) is the model's own logp, compiled once for the new rows (two evaluations per column
+    and scan of a draw), whose terms must depend on the rows only through ``Z``.
 
     Parameters
     ----------
@@ -86,20 +188,28 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
         raise ValueError("pmi.predict_rows needs X_new (features of observed rows) or n_new "
                          "(rows drawn from the model), not both.")
     spec = _spec(model, z)
+    generic = _NewRows(model, z) if spec is None else None
     post = idata["posterior"]
-    z_name = model.rvs_to_values[spec.z_rv].name
-    n, d = spec.shape
-    a_names = [b.a_rv.name for b in spec.blocks]
-    sx, _ = spec.column_scales()
-    off = pt.concatenate([pt.zeros(b.shape[1]) if b.offset is None
-                          else pt.broadcast_to(b.offset, (1, b.shape[1])).reshape((b.shape[1],))
-                          for b in spec.blocks])
-    outs = [sx, spec.prior.alpha, spec.prior.beta, off]
-    used = [rv for rv in model.free_RVs if rv in set(ancestors(outs))]
-    missing = [rv.name for rv in used if rv.name not in post]
+    z_rv = spec.z_rv if generic is None else generic.z_rv
+    z_name = model.rvs_to_values[z_rv].name
+    if generic is None:
+        n, d = spec.shape
+        k_max = spec.k_max
+        a_names = [b.a_rv.name for b in spec.blocks]
+        sx, _ = spec.column_scales()
+        off = pt.concatenate([pt.zeros(b.shape[1]) if b.offset is None
+                              else pt.broadcast_to(b.offset, (1, b.shape[1])).reshape(
+                                  (b.shape[1],))
+                              for b in spec.blocks])
+        outs = [sx, spec.prior.alpha, spec.prior.beta, off]
+        used = [rv for rv in model.free_RVs if rv in set(ancestors(outs))]
+        fn = pm.compile(used, outs, on_unused_input="ignore")
+    else:
+        n, d, k_max = generic.n, generic.d, generic.k_max
+        used = generic.used
+    missing = [rv.name for rv in [z_rv, *used] if rv.name not in post]
     if missing:
         raise DataError(f"pmi.predict_rows: the posterior has no draws of {missing}.")
-    fn = pm.compile(used, outs, on_unused_input="ignore")
     rng = np.random.default_rng(random_seed)
     if X_new is not None:
         X_new = np.asarray(X_new, dtype=np.float64)
@@ -115,21 +225,33 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
         if rows < 1:
             raise ValueError(f"n_new must be >= 1; got {n_new!r}.")
     chains, draws = post.sizes["chain"], post.sizes["draw"]
-    k_max = spec.k_max
     Z_out = np.zeros((chains, draws, rows, k_max), dtype=np.int8)
     X_out = np.zeros((chains, draws, rows, d)) if n_new is not None else None
     # the draws as arrays once (not an xarray selection per draw)
     z_all = np.asarray(post[z_name].values)
-    a_all = np.concatenate([np.asarray(post[a].values, dtype=np.float64) for a in a_names],
-                           axis=-1)
     used_all = [np.asarray(post[rv.name].values) for rv in used]
+    if generic is None:
+        a_all = np.concatenate([np.asarray(post[a].values, dtype=np.float64) for a in a_names],
+                               axis=-1)
     for c in range(chains):
         for t in range(draws):
-            Z, A = z_all[c, t], a_all[c, t]
-            sx_v, alpha, beta, b = fn(*[v[c, t] for v in used_all])
+            Z = z_all[c, t]
+            m = Z.sum(axis=0)
+            values = [v[c, t] for v in used_all]
+            if generic is not None:
+                alpha, beta = generic.hyper(values)
+                if X_new is not None:
+                    fit = FittedDraw(np.zeros((k_max, 0)), np.zeros(0), m, n, alpha, beta)
+                    Z_out[c, t] = fold_in_rows(rng, X_new, None, fit, int(sweeps),
+                                               loglik=generic.loglik(values, X_new, observed))
+                else:
+                    Z_out[c, t] = predictive_rows(rng, m, n, alpha, beta, rows)
+                    X_out[c, t] = generic.draw(rng, values, Z_out[c, t])
+                continue
+            A = a_all[c, t]
+            sx_v, alpha, beta, b = fn(*values)
             sx_v = np.broadcast_to(np.asarray(sx_v, dtype=np.float64), (d,))
             alpha, beta = float(alpha), float(beta)
-            m = Z.sum(axis=0)
             if X_new is not None:
                 W = np.where(observed, 1.0 / sx_v**2, 0.0)
                 fit = FittedDraw(A, np.asarray(b, dtype=float), m, n, alpha, beta)
@@ -139,12 +261,12 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
                 Z_out[c, t] = Zn
                 X_out[c, t] = (Zn @ A + np.asarray(b, dtype=float)
                                + sx_v * rng.standard_normal((rows, d)))
-    dims = model.named_vars_to_dims.get(spec.z_rv.name) or ()
-    feature = dims[1] if len(dims) == 2 else f"{spec.z_rv.name}_feature"
+    dims = model.named_vars_to_dims.get(z_rv.name) or ()
+    feature = dims[1] if len(dims) == 2 else f"{z_rv.name}_feature"
     coords = {dim: (post.coords[dim].values if dim in post.coords else np.arange(size))
               for dim, size in (("chain", chains), ("draw", draws))}
     coords.update({"row": np.arange(rows), feature: np.arange(k_max)})
-    data = {f"{spec.z_rv.name}_new": (("chain", "draw", "row", feature), Z_out)}
+    data = {f"{z_rv.name}_new": (("chain", "draw", "row", feature), Z_out)}
     if X_out is not None:
         coords["column"] = np.arange(d)
         data["X_new"] = (("chain", "draw", "row", "column"), X_out)

@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pymc as pm
 import xarray as xr
+from pytensor.graph.basic import Constant
+from pytensor.tensor.elemwise import DimShuffle
+from pytensor.tensor.subtensor import Subtensor
 from scipy.optimize import minimize
 
 from pymc_ibp._numba_utils import interrupt_safe
@@ -45,6 +48,7 @@ from pymc_ibp._pytensor_utils import compile_point_fn, constant_value
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.inference import vi_kernels as vk
 from pymc_ibp.kernels.gaussian import data_start
+from pymc_ibp.matching.graph import is_zero_constant, strip
 from pymc_ibp.matching.linear_gaussian import find_linear_gaussian, matched_models
 from pymc_ibp.matching.priors import IBPPrior
 
@@ -287,15 +291,33 @@ def _match(model, z):
             "representation is built in); use pm.sample for other priors.")
     if spec.z_data is not None:
         raise ModelPatternError(f"{spec.z_rv.name!r} is observed: nothing to infer.")
-    if any(b.offset is not None for b in spec.blocks):
+    if any(b.offset is not None and not is_zero_constant(b.offset) for b in spec.blocks):
         raise ModelPatternError(
-            "fit_variational handles X ~ Normal(Z @ A, sigma_x) without an offset; use "
-            "pm.sample for models with an offset.")
+            "fit_variational fits X ~ Normal(Z @ A, sigma_x) without an offset b (its "
+            "mean-field updates have no term for one): centre the data's columns "
+            "(X - np.nanmean(X, axis=0)) and leave b out of the model, or fit the model as it "
+            "is with pm.sample (AcceleratedGibbs fits b).")
     return spec
 
 
+def _root(var):
+    """``var`` without the views the matcher puts on a scale: casts, added axes, and
+    ``s[None][0]`` (the per-column scale of a one-block model)."""
+    var = strip(var)
+    node = var.owner
+    if (node is not None and isinstance(node.op, Subtensor) and len(node.inputs) == 2
+            and isinstance(node.inputs[1], Constant) and int(node.inputs[1].data) == 0
+            and node.inputs[0].owner is not None
+            and isinstance(node.inputs[0].owner.op, DimShuffle)
+            and list(node.inputs[0].owner.op.new_order[:1]) == ["x"]):
+        var = strip(node.inputs[0].owner.inputs[0])
+    return var
+
+
 def _free_root(model, var):
-    """The name of ``var`` if it is itself a free random variable of ``model``, else None."""
+    """The name of the free random variable of ``model`` that ``var`` is (through the
+    matcher's views of it, :func:`_root`), else None."""
+    var = _root(var)
     return var.name if var in model.free_RVs else None
 
 
@@ -357,7 +379,7 @@ def fit_variational(model=None, *, z=None, method="infinite", bound="multinomial
                              sa_name, b.sigma_x.ndim > 0, b.sigma_a.ndim > 0,
                              None if b.missing_rv is None
                              else model.rvs_to_values[b.missing_rv].name, b.missing_mask))
-        allowed |= {v for v in (b.sigma_x, b.sigma_a) if v in model.free_RVs}
+        allowed |= {_root(v) for v in (b.sigma_x, b.sigma_a)} & set(model.free_RVs)
     alpha_name = _free_root(model, spec.prior.alpha) if learn_hyper else None
     if spec.prior.alpha in model.free_RVs:
         allowed.add(spec.prior.alpha)

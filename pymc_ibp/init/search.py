@@ -170,7 +170,8 @@ class AnnealedSearch(WithSamplingState):
         """``(Z, base, fit)``: the chain's first ``Z`` (initialisation policy in the module
         docstring), the search's baseline (:meth:`anneal`; ``None`` without one) and the
         scales the chain's first ``A`` is drawn at (``noise`` with a free ``σx`` or ``σa`` at
-        the search's estimate of it after a search, else ``noise``).  From
+        the search's estimate of it after a search or given a ``Z`` with features, else
+        ``noise``).  From
         the prior with ``init_sweeps > 0``: the best of ``init_restarts`` annealed searches
         (:meth:`search`), before the first sweep, so that runs with little or no tuning
         start from it too.  With ``init_sweeps=0``: a prior draw and the multi-start schedule
@@ -178,7 +179,13 @@ class AnnealedSearch(WithSamplingState):
         tuning).  ``owned``: ``X`` is the step's own array, which the start search may shift in
         place (:meth:`search`)."""
         if not self.from_prior(Z):
-            return Z, None, noise
+            if not Z.any() or self.sharded is not None:
+                return Z, None, noise
+            # a given Z: A is drawn at the free scales' estimates given it, not at their
+            # initial values (the scales' own steps then start from that A)
+            m = Z.sum(axis=0).astype(np.int64)
+            v0 = kernels.block_variances(X, tuple(noise.cols))
+            return Z, None, self.noise_estimate(Z, X, m, noise, v0)
         if self.will_search(Z):
             found, base, fit = self.search(rng, X, noise, restarts=self.init_restarts,
                                             in_place=owned)

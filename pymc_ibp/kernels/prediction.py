@@ -68,33 +68,44 @@ def predictive_rows(rng, m, n, alpha, beta, n_new, attempts=1000):
         "draw fewer rows at a time.")
 
 
-def fold_in_rows(rng, X, W, fit, sweeps, Z=None):
+def fold_in_rows(rng, X, W, fit, sweeps, Z=None, loglik=None):
     """Features of the observed new rows ``X`` (``R x D``; ``W`` the precisions
     ``1/σx²`` per entry, 0 where an entry is missing) given one draw of the fitted model
     (:class:`FittedDraw`: the features ``A``, the offset ``b`` and the counts ``m`` of the
     ``n`` fitted rows under the IBP(``alpha``, ``beta``)).  Each row is drawn by
     ``sweeps`` Gibbs scans of its entries from ``Z`` (default all zero), each entry from its
     exact conditional: the truncated IBP's prior log-odds for row ``n + 1``
-    (:func:`~pymc_ibp.distributions.ibp_math.ibp_entry_logodds`) plus the Gaussian
-    log-likelihood ratio.  The rows are independent given the draw (each is row ``n + 1``).
-    Returns ``Z`` (int8, ``R x K_max``)."""
+    (:func:`~pymc_ibp.distributions.ibp_math.ibp_entry_logodds`) plus the log-likelihood
+    ratio of the row with and without the feature: Gaussian from ``A``, ``b`` and ``W``, or,
+    under any other likelihood, ``loglik(Z)`` (the ``R`` rows' log-likelihoods at ``Z``,
+    e.g. a compiled model's; two evaluations per column and scan; ``X``, ``W``, ``A`` and
+    ``b`` are then unused, ``A`` only gives ``K_max``).  The rows are independent given the
+    draw (each is row ``n + 1``).  Returns ``Z`` (int8, ``R x K_max``)."""
     A, b, m, n, alpha, beta = fit
-    X = np.where(W > 0, X, 0.0)
     k_max = A.shape[0]
-    Z = np.zeros((X.shape[0], k_max), dtype=np.int8) if Z is None else Z.astype(np.int8)
+    rows = X.shape[0]
+    Z = np.zeros((rows, k_max), dtype=np.int8) if Z is None else Z.astype(np.int8)
     m = np.asarray(m, dtype=np.int64)
     fitted = m > 0
     log_lam = log_birth_rate(alpha, beta, n + 1)
-    R = X - b - Z @ A  # residuals
+    if loglik is None:
+        X = np.where(W > 0, X, 0.0)
+        R = X - b - Z @ A  # residuals
     lo_used = np.array([ibp_entry_logodds(int(m[k]), 0, n + 1, k_max, log_lam, beta)
                         for k in range(k_max)])
     for _ in range(sweeps):
         for k in rng.permutation(k_max):
-            zk = Z[:, k].astype(np.float64)
-            r0 = R + zk[:, None] * A[k]  # the residuals without feature k
-            delta = 0.5 * np.sum((2.0 * r0 - A[k]) * A[k] * W, axis=1)
+            if loglik is None:
+                zk = Z[:, k].astype(np.float64)
+                r0 = R + zk[:, None] * A[k]  # the residuals without feature k
+                delta = 0.5 * np.sum((2.0 * r0 - A[k]) * A[k] * W, axis=1)
+            else:
+                Z[:, k] = 1
+                on = np.asarray(loglik(Z), dtype=np.float64)
+                Z[:, k] = 0
+                delta = on - np.asarray(loglik(Z), dtype=np.float64)
             if fitted[k]:
-                lo = np.full(X.shape[0], lo_used[k])
+                lo = np.full(rows, lo_used[k])
             else:  # a birth: λ over the free slots, the row's own other features counted
                 active = (fitted[None, :] | (Z > 0))
                 others = active.sum(axis=1) - active[:, k]
@@ -102,7 +113,8 @@ def fold_in_rows(rng, X, W, fit, sweeps, Z=None):
             x = lo + delta
             p = np.where(x > 0, 1.0 / (1.0 + np.exp(-np.abs(x))),
                          np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x))))
-            new = rng.random(X.shape[0]) < p
+            new = rng.random(rows) < p
             Z[:, k] = new
-            R = r0 - new[:, None] * A[k]
+            if loglik is None:
+                R = r0 - new[:, None] * A[k]
     return Z

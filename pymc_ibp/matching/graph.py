@@ -144,6 +144,26 @@ def mean_terms(mu, left=None):
     return left, right, offset, mask
 
 
+def linked_mean_terms(param, var, left=None):
+    """``(terms, links)``: :func:`mean_terms` of ``param`` (with ``left``) or, through
+    element-wise links with one input depending on ``var`` (``exp``, ``sigmoid``, ...), of the
+    linear predictor below them, and the scalar ops of those links, outermost first
+    (``(None, links)`` when there is no such predictor)."""
+    links = []
+    while True:
+        terms = mean_terms(param, left=left)
+        if terms is not None:
+            return terms, links
+        node = param.owner
+        if node is None or not isinstance(node.op, Elemwise):
+            return None, links
+        inputs = [v for v in node.inputs if var in set(ancestors([v]))]
+        if len(inputs) != 1:
+            return None, links
+        links.append(node.op.scalar_op)
+        param = inputs[0]
+
+
 def is_scalar(var):
     return all(var.type.broadcastable)
 

@@ -215,6 +215,30 @@ class FeatureParameterMoves:
             a = a + np.clip(g / prec, -_MAX_STEP * sd, _MAX_STEP * sd)
         return a, prec
 
+    def start_rows(self, point, surrogate_features=None):
+        """``point`` with the rows of ``A`` of the active features of its ``Z`` at their
+        Laplace means (two passes over the columns) or, where those fit the rows better (a
+        higher log-likelihood), at ``surrogate_features`` (``K_max x D``; a start search's)."""
+        Z = point[self.moves.z_name]
+        a_name = self.a_name
+        trial = dict(point)
+        active = np.flatnonzero(Z.sum(axis=0))
+        for _ in range(2):
+            for k in active:
+                try:
+                    mean, _ = self.laplace(trial, Z, int(k))
+                except FloatingPointError:
+                    continue
+                trial = self._rows(trial, {int(k): mean})
+        new = dict(point)
+        new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
+        if (surrogate_features is not None
+                and surrogate_features.shape == np.shape(point[a_name])):
+            other = self._rows(dict(new), {int(k): surrogate_features[k] for k in active})
+            if np.sum(self.rows(other)) > np.sum(self.rows(new)):
+                new[a_name] = np.asarray(other[a_name], dtype=point[a_name].dtype)
+        return new
+
     def joint_mode(self, trial, Z, maxiter=200):
         """``A`` with its rows of the active features of ``Z`` at the mode of
         ``log p(X | Z, A) + log p(A)`` (the other rows as in ``trial``): L-BFGS (at most
@@ -477,6 +501,97 @@ class FeatureParameterMoves:
             trial[self.a_name] = self._rows(trial, {c: new_c, t: new_t})[self.a_name]
             return 1, merged
         return 0, Z
+
+    # ---- fold / unfold of a duplicated feature ---------------------------------------------
+    def fold(self, rng, Z, trial, alpha, beta):
+        r"""One fold or unfold proposal of a feature with its parameters; returns
+        ``(accepted, Z)`` (on acceptance ``trial[A]`` holds the new parameters, a new array).
+
+        The split–merge of :meth:`split_merge` never merges two columns with the same owners
+        (its anchors need a row owning each alone), yet under a location ``Z @ A`` such a
+        pair is one feature with its parameters shared out, ``A_c + A_t``.  *Fold*
+        (probability ½): an ordered pair ``(c, t)`` of active columns (among
+        ``K_+ (K_+ - 1)``); unless they have the same owners, a null move; else ``t`` is
+        emptied, ``A_c' = A_c + A_t`` and ``A_t' \sim q_0`` (the Laplace approximation of the
+        prior).  *Unfold* (the reverse): an active column ``c`` (among ``K_+``) and an empty
+        slot ``t`` (among ``E``); ``t`` takes ``c``'s owners, ``A_t' = u`` and
+        ``A_c' = A_c - u`` with ``u \sim \mathcal N(A_c / 2, 1 / (2 p_0))``, the conditional of
+        one of two draws of ``q_0`` (precision ``p_0``) given their sum.  The map
+        ``(A_c, A_t, u) 	o (A_c - u, u, A_t)`` has unit Jacobian, so an unfold is accepted
+        with
+
+        .. math:: \min\Big\{1, rac{P(Z')\,p(X\mid Z', A')\,p(A_c')\,p(A_t')}
+            {P(Z)\,p(X\mid Z, A)\,p(A_c)\,p(A_t)}\,
+            rac{E\,q_0(A_t)}{(K_+ + 1)\,q_u(u)}\Big\}
+
+        (``K_+``, ``E`` before it), a fold with the reciprocal (Green 1995).
+        """
+        try:
+            return self._fold(rng, Z, trial, alpha, beta)
+        except FloatingPointError:
+            return 0, Z
+
+    def _fold(self, rng, Z, trial, alpha, beta):
+        k_max = Z.shape[1]
+        m = Z.sum(axis=0).astype(np.int64)
+        act = np.flatnonzero(m > 0)
+        kp = act.size
+        a_cur = np.array(trial[self.a_name], dtype=float)
+        if rng.random() < 0.5:  # ---- unfold
+            if kp == 0 or kp == k_max:
+                return 0, Z
+            c = int(act[int(rng.random() * kp)])
+            empty = np.flatnonzero(m == 0)
+            t = int(empty[int(rng.random() * empty.size)])
+            mean0, prec0 = self._prior_laplace(trial, Z, t)
+            u = a_cur[c] / 2.0 + rng.standard_normal(a_cur[c].shape) / np.sqrt(2.0 * prec0)
+            split = Z.copy()
+            split[:, t] = Z[:, c]
+            log_r = self._unfold_log_ratio(trial, Z, split, c, t, (a_cur[c], a_cur[t]),
+                                           (a_cur[c] - u, u), (mean0, prec0), kp, alpha, beta)
+            if math.log(rng.random()) < log_r:
+                trial[self.a_name] = self._rows(trial, {c: a_cur[c] - u, t: u})[self.a_name]
+                return 1, split
+            return 0, Z
+        if kp < 2:  # ---- fold
+            return 0, Z
+        i, j = ordered_pair(rng, kp)
+        c, t = int(act[i]), int(act[j])
+        if not np.array_equal(Z[:, c], Z[:, t]):
+            return 0, Z
+        merged = Z.copy()
+        merged[:, t] = 0
+        mean0, prec0 = self._prior_laplace(trial, merged, t)
+        new_t = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
+        total = a_cur[c] + a_cur[t]
+        log_r = self._unfold_log_ratio(trial, merged, Z, c, t, (total, new_t),
+                                       (a_cur[c], a_cur[t]), (mean0, prec0), kp - 1, alpha,
+                                       beta)
+        if math.log(rng.random()) < -log_r:
+            trial[self.a_name] = self._rows(trial, {c: total, t: new_t})[self.a_name]
+            return 1, merged
+        return 0, Z
+
+    def _unfold_log_ratio(self, trial, merged, split, c, t, a_merged, a_split, q0, kp, alpha,
+                          beta):
+        """Log acceptance ratio of the unfold ``(merged, A_c, A_t = a_merged) -> (split,
+        a_split)`` of column ``c`` into ``c`` and the empty slot ``t`` (``kp`` active columns
+        before it; ``q0`` the prior's Laplace approximation of a row)."""
+        k_max = merged.shape[1]
+        mean0, prec0 = q0
+        u = a_split[1]
+        before = self._rows(trial, {c: a_merged[0], t: a_merged[1]})
+        after = self._rows(trial, {c: a_split[0], t: a_split[1]})
+        ll0 = float(np.sum(self.rows.at(dict(before), merged)))
+        ll1 = float(np.sum(self.rows.at(dict(after), split)))
+        p0 = np.asarray(self._prior(before))
+        p1 = np.asarray(self._prior(after))
+        return (self.moves.log_prior(split, alpha, beta) - self.moves.log_prior(merged, alpha,
+                                                                                 beta)
+                + ll1 - ll0 + float(p1[c] + p1[t] - p0[c] - p0[t])
+                + math.log(k_max - kp) - math.log(kp + 1)
+                + self._log_q(a_merged[1], mean0, prec0)
+                - self._log_q(u, a_merged[0] / 2.0, 2.0 * prec0))
 
     def _allocation(self, trial, merged, c, t, a, b):
         """The seeds ``(s_c, s_t)`` (Laplace means of a feature fitted to row ``a`` alone and

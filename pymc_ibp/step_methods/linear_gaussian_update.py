@@ -243,6 +243,10 @@ class LinearGaussianUpdate(WithSamplingState):
             # hyperparameters given the searched Z before the first Z move (the initial values
             # of a free sigma_x or alpha, e.g. alpha drawn given the all-zero Z, can be far off)
             searched = not self.started and self.search.will_search(Z)
+            # likewise at a given Z with features: A at the scales' estimates given it, the
+            # scales' steps next, then the first Z move
+            given = (not self.started and not self.search.from_prior(Z) and Z.any()
+                     and self.search.sharded is None)
             if not self.started:
                 # after a search, A at its estimates of a free sigma_x / sigma_a: at the
                 # initial values (e.g. sigma_a = 2 for features of size 0.5) the empty slots'
@@ -260,7 +264,7 @@ class LinearGaussianUpdate(WithSamplingState):
             Z = self.search.restart(rng, Z, X, trXX, noise, self.sweeps)
             m = Z.sum(axis=0).astype(np.int64)
             noise_z = self.search.annealed(noise, self.sweeps)
-        if self.update_z and not searched:
+        if self.update_z and not (searched or given):
             if self.sweep is None:
                 raise RuntimeError(f"{self.who}: this linear-Gaussian update only starts chains.")
             flips, births, deaths, hit = self.sweep(rng, Z, X, m, noise_z)

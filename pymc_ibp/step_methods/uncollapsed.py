@@ -37,11 +37,13 @@ from pymc_ibp.distributions.ibp_math import (
 )
 from pymc_ibp.distributions.stick_breaking import IBPStickBreakingRV
 from pymc_ibp.exceptions import ModelPatternError, warn_slots_in_use
+from pymc_ibp.init.chained import ChainedStart
 from pymc_ibp.init.given import StartDefaults, check_binary_start
 from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import INIT_Z, init_z_policy
 from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.columns import bernoulli_column_gibbs, ibp_column_gibbs
+from pymc_ibp.matching.correlated import match_correlated
 from pymc_ibp.matching.graph import one_value_var, slot_knob
 from pymc_ibp.matching.linear_gaussian import find_linear_gaussian
 from pymc_ibp.matching.logit import find_bernoulli_logit
@@ -93,6 +95,23 @@ def _linear_gaussian_start(model, spec, initial_point, init_z, compile_kwargs):
         compile_kwargs=compile_kwargs, init_z=init_z)
 
 
+def _chained_start(model, m_rv, hyper, initial_point):
+    """The :class:`~pymc_ibp.init.chained.ChainedStart` of ``m_rv`` when it is a correlated
+    model's category-feature matrix (features by a plain IBP on the surrogate first, the
+    categories fitted to them second; ``hyper`` its ``alpha``, ``beta`` at the initial
+    point), else ``None``; logs why it does not apply to such a matrix."""
+    match = match_correlated(model, m_rv)
+    if match is None:
+        return None
+    alpha0, beta0 = (float(np.asarray(h)) for h in hyper)
+    try:
+        return ChainedStart(model, m_rv, match, alpha0, beta0, "IBPGibbs", initial_point)
+    except ModelPatternError as err:
+        _log.info(f"IBPGibbs for {m_rv.name!r}: no chained start (features first, then "
+                  f"categories): {err}")
+        return None
+
+
 @dataclass_state
 class IBPGibbsState(StepMethodState):
     """``rng``, whether the truncation warning was given in this chain and whether the chain
@@ -124,8 +143,9 @@ class IBPGibbs(BlockedStep):
     Its parts, each an object with its own state (``None`` where it does not apply):
     ``rows`` (the per-row log-likelihood, :class:`pymc_ibp.matching.rows.RowLikelihood`),
     ``row_moves``, ``child_moves`` and ``features`` (the Metropolis–Hastings moves of ``Z``,
-    of a child binary matrix with it, and of ``Z`` with ``A``) and ``surrogate`` (the
-    surrogate start, :class:`pymc_ibp.init.surrogate.SurrogateStart`).
+    of a child binary matrix with it, and of ``Z`` with ``A``), ``surrogate`` (the
+    surrogate start, :class:`pymc_ibp.init.surrogate.SurrogateStart`) and ``chained`` (the
+    chained start of a correlated model's ``M``, :class:`pymc_ibp.init.chained.ChainedStart`).
 
     Parameters
     ----------
@@ -150,7 +170,8 @@ class IBPGibbs(BlockedStep):
     feature_rows : int
         The most rows of a feature those births and deaths make (default 10); see the docs page.
     feature_split_merge : int
-        Split / merge proposals of features with their parameters (default 3); see the docs page.
+        Split / merge proposals of features with their parameters, each followed by a fold /
+        unfold proposal of a duplicated feature (default 3); see the docs page.
     feature_params : bool, optional
         Whether to look for the features' parameter matrix ``A`` (default ``None``: look;
         ``True``: raise if it is missing; ``False``: no feature moves); see the docs page.
@@ -195,6 +216,7 @@ class IBPGibbs(BlockedStep):
         "ibp_turn_on_accepted": (np.int64, []),
         "ibp_feature_move_accepted": (np.int64, []),
         "ibp_feature_split_merge_accepted": (np.int64, []),
+        "ibp_feature_fold_accepted": (np.int64, []),
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
@@ -317,6 +339,9 @@ class IBPGibbs(BlockedStep):
             except ModelPatternError:
                 if not auto:
                     raise
+        # the chained start of a correlated model's category-feature matrix M
+        self.chained = (_chained_start(model, z_rv, self._hyper(ip), initial_point)
+                        if self.is_ibp and init_z != "point" else None)
         # the model's potentials on what this step changes (Z, and A or Y through its moves):
         # the column updates and moves are proposals, accepted in a second stage by the
         # potentials' ratio (delayed acceptance), the entry-wise sweep includes them
@@ -350,6 +375,9 @@ class IBPGibbs(BlockedStep):
             self._start_check.check(point)
             check_binary_start(point[self.z_name], self.z_name, "IBPGibbs")
             z_given = self._starts.given(point, self.z_name)
+            if self.chained is not None and (self.init_z in ("prior", "surrogate") or not (
+                    z_given or self.chained.given)):
+                return self._chained_start(point)
             if self.surrogate is not None and (self.init_z == "surrogate" or not z_given):
                 return self._surrogate_start(point)
             if self._starter is not None:
@@ -428,7 +456,7 @@ class IBPGibbs(BlockedStep):
                 accepted = self.child_moves.turn_on_move(self.rng, Z, trial, alpha, beta)
                 accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
                 turn_acc += accepted
-        fm_acc = fsm_acc = 0
+        fm_acc = fsm_acc = fold_acc = 0
         if self.features is not None:
             self.features.new_sweep()
         for _ in range(self.feature_moves):
@@ -441,7 +469,11 @@ class IBPGibbs(BlockedStep):
             accepted, Z = self.features.split_merge(self.rng, Z, trial, alpha, beta)
             accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fsm_acc += accepted
-        if sm_acc or cm_acc or block_acc or turn_acc or fm_acc or fsm_acc:
+            saved = self._saved(Z, trial)
+            accepted, Z = self.features.fold(self.rng, Z, trial, alpha, beta)
+            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
+            fold_acc += accepted
+        if sm_acc or cm_acc or block_acc or turn_acc or fm_acc or fsm_acc or fold_acc:
             trial[self.z_name] = Z
             loglik = float(np.sum(self.rows(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
@@ -455,7 +487,7 @@ class IBPGibbs(BlockedStep):
         if block_acc or turn_acc:
             y_name = self.child_moves.y_name
             new[y_name] = np.asarray(trial[y_name], dtype=point[y_name].dtype)
-        if fm_acc or fsm_acc:
+        if fm_acc or fsm_acc or fold_acc:
             a_name = self.features.a_name
             new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
@@ -465,6 +497,7 @@ class IBPGibbs(BlockedStep):
                          "ibp_turn_on_accepted": int(turn_acc),
                          "ibp_feature_move_accepted": int(fm_acc),
                          "ibp_feature_split_merge_accepted": int(fsm_acc),
+                         "ibp_feature_fold_accepted": int(fold_acc),
                          "ibp_kmax_hit": bool(hit)}
         return new, self._stats(stats_, new)
 
@@ -496,24 +529,22 @@ class IBPGibbs(BlockedStep):
         "IBPGibbs")."""
         draw = self.surrogate.draw(self.rng, point)
         Z = draw.z.astype(point[self.z_name].dtype)
-        features = self.features
-        a_name = features.a_name
-        trial = {**point, **draw.offsets, self.z_name: Z}
-        active = np.flatnonzero(Z.sum(axis=0))
-        for _ in range(2):
-            for k in active:
-                try:
-                    mean, _ = features.laplace(trial, Z, int(k))
-                except FloatingPointError:
-                    continue
-                trial = features._rows(trial, {int(k): mean})
-        new = {**point, **draw.offsets}
-        new[self.z_name] = Z
-        new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
-        if draw.features is not None and draw.features.shape == np.shape(point[a_name]):
-            other = features._rows(dict(new), {int(k): draw.features[k] for k in active})
-            if np.sum(self.rows(other)) > np.sum(self.rows(new)):
-                new[a_name] = np.asarray(other[a_name], dtype=point[a_name].dtype)
+        new = self.features.start_rows({**point, **draw.offsets, self.z_name: Z}, draw.features)
+        return new, self._start_stats(new)
+
+    def _chained_start(self, point):
+        """The chain's first iteration for the category-feature matrix ``M`` of a correlated
+        model (:class:`~pymc_ibp.init.chained.ChainedStart`): the features by the surrogate
+        start of a plain IBP, the categories (``c`` or ``C``) and ``M`` fitted to them, ``A``
+        as in :meth:`_surrogate_start` where this step has it (else at the surrogate's
+        features on continuous data, unless the user gave ``A``)."""
+        draw = self.chained.draw(self.rng, point)
+        new = {**point, **draw.values}
+        a_name = self.chained.a_name
+        if self.features is not None:
+            new = self.features.start_rows(new, draw.features)
+        elif a_name is not None and draw.features is not None:
+            new[a_name] = draw.features.astype(np.asarray(point[a_name]).dtype)
         return new, self._start_stats(new)
 
     def _given_z_start(self, point):
@@ -536,8 +567,8 @@ class IBPGibbs(BlockedStep):
         n_active = self._k_plus(Z, new, n_active)
         # no move was made: every "accepted" counter the class declares is 0
         stats_ = {k: 0 for k in type(self).stats_dtypes_shapes if k.endswith("_accepted")}
-        stats_.update(ibp_n_active=n_active, ibp_flips=0,
-                      ibp_log_lik=float(np.sum(self.rows(new))), ibp_kmax_hit=hit)
+        loglik = float(self._total_ll(new) if self.joint else np.sum(self.rows(new)))
+        stats_.update(ibp_n_active=n_active, ibp_flips=0, ibp_log_lik=loglik, ibp_kmax_hit=hit)
         return self._stats(stats_, new)
 
     def _stats(self, stats_, new):

@@ -1,6 +1,7 @@
 """Sharded data (pmi.ShardedData): the driver never holds X; the shards load their rows on
 their workers, and the chain equals the one on the same data held by the driver."""
 
+import logging
 import os
 
 import numpy as np
@@ -72,6 +73,18 @@ def test_sources_describe_and_load_their_shards(tmp_path):
             data.tensor().eval()
     gathered = ShardedData.from_npy(paths, allow_gather=True)
     np.testing.assert_array_equal(gathered.tensor().eval(), X)
+
+
+def test_the_models_logp_with_sharded_data_refuses_without_rewrite_failures(tmp_path, caplog):
+    """Compiling the logp of a model whose data stay on their shards logs nothing (PyTensor
+    does not try to constant-fold the data, which logged one traceback per rewrite pass); the
+    compiled function refuses with ShardedDataNotGathered."""
+    model = model_of(ShardedData.from_npy(npy_shards(tmp_path, X)).tensor())
+    with caplog.at_level(logging.WARNING):
+        logp = model.compile_logp()
+    assert not [r for r in caplog.records if "Rewrite failure" in r.getMessage()]
+    with pytest.raises(ShardedDataNotGathered, match="allow_gather=True"):
+        logp(model.initial_point())
 
 
 def test_bad_shards_are_named(tmp_path):

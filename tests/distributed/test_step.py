@@ -1,6 +1,9 @@
 """DataParallelGibbs on a local Dask cluster: statistics, reproducibility, pm.sample, failure."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -365,3 +368,32 @@ def test_the_outer_iterations_state_is_in_the_steps_state():
     assert (state.token, state.since_refresh, state.exact_accepted) == (1, 7, 3)
     other.sampling_state = state
     assert (other.token, other.since_refresh, other.exact_accepted) == (1, 7, 3)
+
+
+_OWN_CLUSTER_SCRIPT = '''
+import numpy as np, pymc as pm
+import pymc_ibp as pmi
+
+if __name__ == "__main__":
+    data = pmi.datasets.block_images(60, noise=0.5, seed=1)
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(60, 6))
+        A = pm.Normal("A", 0.0, 1.0, shape=(6, 36))
+        pm.Normal("X", Z @ A, 0.5, observed=data.X)
+        pm.sample(tune=5, draws=5, chains=1, step=[pmi.DataParallelGibbs([Z, A], n_shards=2)],
+                  progressbar=False, compute_convergence_checks=False, random_seed=1)
+    print("SAMPLED", flush=True)
+'''
+
+
+def test_the_plugins_own_cluster_says_nothing_at_shutdown(tmp_path):
+    """pm.sample with DataParallelGibbs and no client (a LocalCluster of the plugin's own):
+    Dask prints none of its log lines, also at the interpreter's exit (it reported the shards'
+    data it dropped as lost, four WARNING / ERROR lines for two workers)."""
+    script = tmp_path / "own_cluster.py"
+    script.write_text(_OWN_CLUSTER_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600, cwd=Path(__file__).parents[2])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SAMPLED" in proc.stdout
+    assert "distributed." not in proc.stderr, proc.stderr[-3000:]

@@ -118,6 +118,7 @@ def test_a_handed_over_z_is_kept_not_searched():
     assert searches == [True, False, False]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # l_max = 4 may bind
 def test_only_the_last_stage_runs_convergence_checks(monkeypatch):
     """The stages before the last only choose where the next starts: PyMC's R-hat / ESS
     checks (and their warnings) run on the last stage only, unless the user says otherwise."""

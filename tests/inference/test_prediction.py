@@ -1,5 +1,6 @@
-"""pmi.predict_rows: new rows of a fitted linear-Gaussian model, one set per posterior draw
-(the kernels are tested against enumeration in tests/kernels/test_prediction.py)."""
+"""pmi.predict_rows: new rows of a fitted model, one set per posterior draw, for the
+linear-Gaussian model (closed form) and any other likelihood (the model's own logp) (the
+kernels are tested against enumeration in tests/kernels/test_prediction.py)."""
 
 import numpy as np
 import pymc as pm
@@ -27,10 +28,11 @@ def _tiny_model():
     return model
 
 
-def _one_draw_repeated(draws):
+def _one_draw_repeated(draws, **values):
     """A posterior of ``draws`` identical draws (so every draw's predictions are independent
-    draws from one conditional)."""
-    rep = {"Z": Z_FIT, "A": A_DRAW, "alpha": 1.3, "sigma_x": 0.7, "b": np.array([0.3, -0.2])}
+    draws from one conditional); ``values`` replace the defaults."""
+    rep = {"Z": Z_FIT, "A": A_DRAW, "alpha": 1.3, "sigma_x": 0.7, "b": np.array([0.3, -0.2]),
+           **values}
     data = {k: (("chain", "draw", *[f"{k}_{i}" for i in range(np.ndim(v))]),
                 np.broadcast_to(v, (1, draws, *np.shape(v))).copy()) for k, v in rep.items()}
     return xr.DataTree.from_dict({"posterior": xr.Dataset(data)})
@@ -97,9 +99,63 @@ def test_bad_requests_are_errors():
         pmi.predict_rows(idata, model)
     with pytest.raises(pmi.DataError, match=r"X_new must be R x 2"):
         pmi.predict_rows(idata, model, X_new=np.zeros((2, 3)))
-    with pm.Model() as poisson:
+    with pm.Model() as per_row:
+        Z = pmi.IBP("Z", 1.0, shape=(3, 3))
+        A = pm.Normal("A", 0.0, 1.0, shape=(3, 2))
+        b = pm.Normal("b", 0.0, 1.0, shape=(3, 1))
+        pm.Poisson("X", pm.math.exp(Z @ A + b), observed=np.zeros((3, 2)))
+    rows = _one_draw_repeated(2, b=np.zeros((3, 1)))
+    with pytest.raises(pmi.ModelPatternError, match="terms per fitted row"):
+        pmi.predict_rows(rows, per_row, X_new=np.zeros((2, 2)))
+    with pm.Model() as two:
         Z = pmi.IBP("Z", 1.0, shape=(3, 3))
         A = pm.Normal("A", 0.0, 1.0, shape=(3, 2))
         pm.Poisson("X", pm.math.exp(Z @ A), observed=np.zeros((3, 2)))
-    with pytest.raises(pmi.ModelPatternError, match="linear-Gaussian pattern"):
-        pmi.predict_rows(idata, poisson, n_new=1)
+        pm.Poisson("Y", pm.math.exp(Z @ A), observed=np.zeros((3, 2)))
+    with pytest.raises(pmi.ModelPatternError, match="one observed N x D matrix"):
+        pmi.predict_rows(idata, two, n_new=1)
+
+
+def _tiny_poisson_model():
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0)
+        Z = pmi.IBP("Z", alpha, shape=(3, 3))
+        A = pm.Normal("A", 0.0, 1.0, shape=(3, 2))
+        b = pm.Normal("b", 0.0, 1.0, shape=2)
+        pm.Poisson("X", pm.math.exp(Z @ A + b), observed=np.zeros((3, 2)))
+    return model
+
+
+def test_fold_in_under_any_likelihood_is_the_exact_conditional_of_each_draw():
+    """A Poisson likelihood (no closed form): two new rows, one with a missing entry, over a
+    posterior of identical draws follow p(z | x, draw) by enumeration, each row on its own
+    (the IBP over the 3 fitted rows and the new one; alpha and the offset b from the draw)."""
+    model = _tiny_poisson_model()
+    X_new = np.array([[4.0, 0.0], [np.nan, 3.0]])
+    pred = pmi.predict_rows(_one_draw_repeated(3000), model, X_new=X_new, sweeps=10,
+                            random_seed=1)
+    rows = all_binary_matrices(1, 3)[:, 0]
+    value = pt.tensor3("v", dtype="int64")
+    logp = pytensor.function([value], pm.logp(pmi.IBP.dist(1.3, 1.0, shape=(4, 3)), value))
+    prior = logp(np.array([np.vstack([Z_FIT, r]) for r in rows]))
+    for j, x in enumerate(X_new):
+        seen = ~np.isnan(x)
+        rate = np.exp(rows @ A_DRAW + [0.3, -0.2])
+        lp = prior + stats.poisson.logpmf(x[seen], rate[:, seen]).sum(axis=1)
+        post = np.exp(lp - special.logsumexp(lp))
+        z = pred["Z_new"].values[0, :, j]
+        counts = np.bincount(codes(z[:, None, :]), minlength=8)[codes(rows[:, None, :])]
+        res = chi2_pooled(counts, post * len(z))
+        assert res.pvalue > 1e-3, (j, res)
+
+
+def test_new_rows_under_any_likelihood_are_drawn_from_it():
+    """n_new rows of the Poisson model: X_new is Poisson with rate exp(Z_new A + b) of each
+    draw's Z_new (the mean and variance of X_new given Z_new agree)."""
+    pred = pmi.predict_rows(_one_draw_repeated(1000), _tiny_poisson_model(), n_new=3,
+                            random_seed=2)
+    z, x = pred["Z_new"].values[0], pred["X_new"].values[0]
+    rate = np.exp(z @ A_DRAW + [0.3, -0.2])
+    assert x.shape == (1000, 3, 2) and np.all(x == np.round(x)) and np.all(x >= 0)
+    standard = (x - rate) / np.sqrt(rate)
+    assert abs(standard.mean()) < 0.05 and abs(standard.std() - 1.0) < 0.05

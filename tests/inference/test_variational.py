@@ -248,6 +248,25 @@ def test_fit_finds_the_block_features_and_learns_the_scales():
     assert res.sigma_x_columns.shape == (res.phi.shape[1],)
 
 
+def test_free_per_column_scales_are_fitted_and_drawn_in_their_shape():
+    """sigma_x and sigma_a with one free value per column (shape (D,)), as pm.sample runs the
+    model: the fit learns each column's noise (0.3 on half of the columns, 0.8 on the other
+    half), and draws carry one value per column (the matcher's view of a per-column scale
+    was once taken for another free variable)."""
+    data = pmi.datasets.block_images(200, noise=0.5, seed=1)
+    scale = np.tile([0.3, 0.3, 0.3, 0.8, 0.8, 0.8], 6)
+    X = data.Z @ data.A + scale * np.random.default_rng(0).standard_normal(data.X.shape)
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", 1.0, shape=(200, 8))
+        A = pm.Normal("A", 0.0, pm.HalfNormal("sigma_a", 2.0, shape=36), shape=(8, 36))
+        pm.Normal("X", Z @ A, pm.HalfNormal("sigma_x", 1.0, shape=36), observed=X)
+    res = pmi.inference.fit_variational(model, random_seed=1, restarts=1)
+    assert res.sigma_x.shape == (36,) and res.sigma_a.shape == (36,)
+    np.testing.assert_allclose(res.sigma_x, scale, atol=0.1)
+    post = res.sample(5, random_seed=1)["posterior"]
+    assert post["sigma_x"].shape[-1] == 36 and post["sigma_a"].shape[-1] == 36
+
+
 def test_sample_is_shaped_like_pm_sample_and_feeds_the_diagnostics():
     data = pmi.datasets.block_images(80, noise=0.5, seed=2)
     model = block_model(data.X)
@@ -293,6 +312,24 @@ def test_refuses_models_it_cannot_fit():
         pm.Normal("other", 0.0, 1.0)
         with pytest.raises(ModelPatternError, match="other free variables"):
             pmi.inference.fit_variational()
+
+
+def test_a_zero_offset_is_fitted_and_a_free_offset_is_told_what_to_do():
+    """mu = Z @ A + 0 is the model without an offset (pm.sample gives it AcceleratedGibbs);
+    a free offset b gets an error that says how to fit without it."""
+    X = pmi.datasets.block_images(40, noise=0.5, seed=1).X
+    for offset in ("zero", "free"):
+        with pm.Model() as model:
+            Z = pmi.IBP("Z", 1.0, shape=(40, 6))
+            A = pm.Normal("A", 0.0, 1.0, shape=(6, 36))
+            b = 0.0 if offset == "zero" else pm.Normal("b", 0.0, 1.0, shape=36)
+            pm.Normal("X", Z @ A + b, 0.5, observed=X)
+        if offset == "zero":
+            res = pmi.inference.fit_variational(model, random_seed=1, restarts=1)
+            assert res.Z.shape == (40, 6)
+        else:
+            with pytest.raises(ModelPatternError, match=r"centre the data's columns.*pm.sample"):
+                pmi.inference.fit_variational(model)
 
 
 # --- truncation ----------------------------------------------------------------------------

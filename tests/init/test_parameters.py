@@ -68,3 +68,20 @@ def test_a_constant_length_scale_outside_its_support_is_an_error(length_scale):
     with pm.Model(), pytest.raises(ValueError, match=r"length_scale > 0"):
         pmi.dependent_ibp("Z", np.repeat([0.0, 1.0, 2.0], 4), alpha=2.0, k=3,
                           length_scale=length_scale)
+
+
+@pytest.mark.parametrize("length_scale", [-2.0, 0.0])
+def test_a_set_data_length_scale_outside_its_support_is_an_error(length_scale):
+    """A pm.Data length scale of the dependent IBP set to -2 (which the kernel would run as
+    2) or 0 after the model was built: the step of Z stops at the chain's start naming it."""
+    t = np.repeat(np.arange(10.0), 4)
+    X = np.random.default_rng(0).normal(size=(40, 5))
+    with pm.Model():
+        ls = pm.Data("ls", 3.0)
+        dibp = pmi.dependent_ibp("Z", t, alpha=2.0, length_scale=ls, shape=(40, 4))
+        A = pm.Normal("A", 0.0, 1.0, shape=(4, 5))
+        pm.Normal("X", dibp.Z @ A, 0.5, observed=X)
+        pm.set_data({"ls": length_scale})
+        with pytest.raises(DataError, match=rf"pmi.dependent_ibp 'Z': length_scale = "
+                                            rf"{length_scale!r} \(it must be > 0\)"):
+            pm.sample(**RUN)

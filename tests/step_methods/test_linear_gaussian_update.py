@@ -62,3 +62,26 @@ def test_an_update_that_only_starts_chains_refuses_to_sweep():
     new, info = update.step(np.random.default_rng(0), model.initial_point())
     assert info.n_active > 0 and info.flips == 0  # the search, then A: no sweep
     assert new["A"].shape == (6, 36) and np.all(np.isfinite(new["A"]))
+
+
+def test_a_given_z_starts_the_free_scales_where_it_puts_them():
+    """The README model with free sigma_x and sigma_a at PyMC's own starts (1 and 2; the
+    noise is 0.5) and the true Z given: the first iteration draws A at the scales' estimates
+    given Z and leaves the first move of Z to the second, after the scales' steps, so the
+    first draws keep the given features (at the initial scales the first sweep dropped one:
+    K+ 3 and 75% of the entries of the true columns).  Measured 0.98-1.0 below."""
+    import pymc as pm
+
+    data = pmi.datasets.block_images(200, noise=0.5, seed=1)
+    n, d = data.X.shape
+    Zt = np.zeros((n, 12), dtype=np.int8)
+    Zt[:, :4] = data.Z
+    with pm.Model():
+        Z = pmi.IBP("Z", pm.Gamma("alpha", 1.0, 1.0), shape=(n, 12))
+        A = pm.Normal("A", 0.0, pm.HalfNormal("sigma_a", 2.0), shape=(12, d))
+        pm.Normal("X", mu=Z @ A, sigma=pm.HalfNormal("sigma_x", 1.0), observed=data.X)
+        idata = pm.sample(tune=0, draws=5, chains=1, initvals={"Z": Zt}, random_seed=1,
+                          progressbar=False, compute_convergence_checks=False)
+    zs = idata.posterior["Z"].values[0]
+    assert np.array_equal(zs[0], Zt)  # the first iteration only draws A
+    assert all(np.mean(z[:, :4] == data.Z) > 0.95 for z in zs)

@@ -752,6 +752,29 @@ def test_feature_split_merge_leaves_the_joint_posterior_invariant(k_max):
     assert ks.pvalue > 1e-3, ks
 
 
+@pytest.mark.parametrize("k_max", [3, 4])
+def test_feature_fold_leaves_the_joint_posterior_invariant(k_max):
+    """Exact draws of (Z, A) from p(Z, A | X) pushed through four fold / unfold proposals (two
+    columns with the same owners folded into one with the sum of their parameters, or a
+    column copied into an empty slot with its parameters shared out) still follow it: χ² for
+    Z, KS for A whitened by its exact conditional given the new Z.  Two rows with one
+    pattern and a third with none give the posterior mass on duplicated columns."""
+    alpha, sx, sa = 2.0, 0.5, 1.0
+    X = np.array([[1.5, 0.5], [1.5, 0.5], [0.0, 0.0]])
+    with pm.Model() as model:
+        Z = pmi.IBP("Z", alpha, shape=(3, k_max))
+        A = pm.Normal("A", 0.0, sa, shape=(k_max, 2))
+        pm.Normal("X", mu=Z @ A, sigma=sx, observed=X)
+        step = pmi.IBPGibbs([Z], feature_params=True)
+    n, moves = 8000, 4
+    accepted, res, ks = push_exact_joint_draws(step.features.fold, model, step, k_max, X,
+                                               alpha, sx, sa, n, seed=11, moves=moves)
+    print(k_max, accepted / (moves * n), res.pvalue, ks.pvalue)
+    assert accepted > 0.05 * moves * n, accepted
+    assert res.pvalue > 1e-3, res
+    assert ks.pvalue > 1e-3, ks
+
+
 @pytest.mark.parametrize("bad,where", [(2, "row 1, column 0"), (-1, "row 2, column 1")])
 def test_non_binary_data_under_a_bernoulli_likelihood_is_an_error(bad, where):
     """Counts or negative values observed through pm.Bernoulli (e.g. the noisy-detection or

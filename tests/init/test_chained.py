@@ -1,0 +1,107 @@
+"""The chained start of the correlated models (:class:`pymc_ibp.init.chained.ChainedStart`):
+features by a plain IBP on the surrogate first, then categories that reproduce them."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_ibp as pmi
+from pymc_ibp.init.chained import ChainedStart, categories_of_rows, owners_of_features
+from pymc_ibp.matching.correlated import match_correlated
+
+
+def _random_z(rng, n, k, patterns):
+    pats = (rng.random((patterns, k)) < 0.5).astype(np.int8)
+    return pats[rng.integers(0, patterns, n)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_categories_reproduce_z_when_they_can(seed):
+    rng = np.random.default_rng(seed)
+    Z = _random_z(rng, 40, 6, 5)
+    c, M = categories_of_rows(Z, 7)
+    np.testing.assert_array_equal(M[c], Z)
+    assert M.shape == (7, 6) and c.min() >= 0 and c.max() < 7
+    # the categories in decreasing order of use
+    counts = np.bincount(c, minlength=7)
+    used = counts[counts > 0]
+    assert np.all(np.diff(used) <= 0)
+
+
+def test_rare_patterns_beyond_l_max_go_to_the_nearest_kept_one():
+    Z = np.array([[1, 0, 0]] * 5 + [[0, 1, 1]] * 4 + [[1, 0, 1]] * 2 + [[0, 1, 0]],
+                 dtype=np.int8)
+    c, M = categories_of_rows(Z, 2)
+    np.testing.assert_array_equal(M, [[1, 0, 0], [0, 1, 1]])
+    # [1, 0, 1] is one flip from both kept patterns: the more used one; [0, 1, 0] one from the
+    # second
+    np.testing.assert_array_equal(c, [0] * 5 + [1] * 4 + [0, 0, 1])
+
+
+@pytest.mark.parametrize(("k", "l_max"), [(4, 6), (6, 3)])
+def test_owners_reproduce_z(k, l_max):
+    rng = np.random.default_rng(k)
+    Z = _random_z(rng, 30, k, 3)
+    Z[:, 0] = 0  # an unused feature keeps no owner
+    Z[0] = 0  # a row without features has no category
+    C, M = owners_of_features(Z, l_max)
+    if k > l_max:  # one category per pattern of the rows with features
+        assert np.all(C.sum(axis=1)[1:] == 1)
+    np.testing.assert_array_equal((C @ M > 0).astype(np.int8), Z)
+    assert C.shape == (30, l_max) and M.shape == (l_max, k)
+    assert not C[0].any() and not M[:, 0].any()
+
+
+def _block_model(builder, data, **kw):
+    n, d = data.X.shape
+    with pm.Model() as model:
+        Z = builder("Z", 1.0, 1.0, l_max=10, shape=(n, 8), **kw)
+        A = pm.Normal("A", 0.0, 1.0, shape=(8, d))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=data.X)
+    return model
+
+
+@pytest.mark.parametrize("builder", [pmi.dp_ibp, pmi.ibp_ibp])
+def test_the_start_finds_the_glyphs_and_factorises_them(builder):
+    """On pmi.datasets.block_combinations(150): the plain IBP's features are the four glyphs,
+    and the categories reproduce them exactly (Z = M[c], or 1[C M > 0]); A starts at the
+    surrogate's features, near the glyphs; any other column is a rare one (at most 3% of the
+    rows)."""
+    data = pmi.datasets.block_combinations(150, noise=0.5, seed=7)
+    model = _block_model(builder, data)
+    match = match_correlated(model, model["Z_M"])
+    start = ChainedStart(model, model["Z_M"], match, 1.0, 1.0, "IBPGibbs")
+    assert not start.given and start.a_name == "A"
+    point = model.initial_point()
+    draw = start.draw(np.random.default_rng(1), point)
+    M = draw.values["Z_M"]
+    labels = draw.values["Z_c" if builder is pmi.dp_ibp else "Z_C"]
+    assert M.dtype == point["Z_M"].dtype and labels.dtype == point[start.labels_name].dtype
+    Z = M[labels] if builder is pmi.dp_ibp else (labels @ M > 0).astype(np.int8)
+    truth = np.asarray(data.Z)
+    act = np.flatnonzero(Z.sum(0))
+    agree = np.array([[np.mean(Z[:, k] == truth[:, g]) for g in range(4)] for k in act])
+    assert np.all(agree.max(axis=0) > 0.95)
+    best = act[np.argmax(agree, axis=0)]
+    assert len(set(best)) == 4
+    others = np.setdiff1d(act, best)
+    assert np.all(Z[:, others].sum(axis=0) <= 0.03 * len(Z))
+    glyphs = np.asarray(pmi.datasets.BLOCK_GLYPHS, dtype=float)
+    err = [np.abs(draw.features[best[g]] - glyphs[g]).max() for g in range(4)]
+    assert max(err) < 0.6
+
+
+def test_a_given_start_of_the_labels_or_a_is_told():
+    data = pmi.datasets.block_combinations(30, noise=0.5, seed=7)
+    n, d = data.X.shape
+    with pm.Model() as model:
+        Z = pmi.dp_ibp("Z", 1.0, 1.0, l_max=5, shape=(n, 4))
+        pm.Normal("A", 0.0, 1.0, shape=(4, d), initval=np.ones((4, d)))
+        pm.Normal("X", mu=Z @ model["A"], sigma=0.5, observed=data.X)
+    match = match_correlated(model, model["Z_M"])
+    start = ChainedStart(model, model["Z_M"], match, 1.0, 1.0, "IBPGibbs")
+    assert start.a_name is None and not start.given
+    ip = model.initial_point()
+    ip["Z_c"] = np.arange(n) % 5
+    start = ChainedStart(model, model["Z_M"], match, 1.0, 1.0, "IBPGibbs", ip)
+    assert start.given
