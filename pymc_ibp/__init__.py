@@ -45,7 +45,7 @@ from pymc_ibp.exceptions import (
     TruncationWarning,
     UntrustedChainsWarning,
 )
-from pymc_ibp.inference import predict_rows
+from pymc_ibp.inference import predict_rows, sample_smc
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     BinaryFeatureGibbs,
@@ -112,6 +112,7 @@ __all__ = [
     "distributed",
     "inference",
     "predict_rows",
+    "sample_smc",
     "likelihoods",
     "hairiness",
     "hairiness_index",

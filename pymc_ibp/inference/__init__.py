@@ -21,6 +21,7 @@ from pymc_ibp.inference.chained import ChainedFit, chained_fit
 from pymc_ibp.inference.greedy import GreedyResult, greedy_map
 from pymc_ibp.inference.meibp import BPMeansResult, MEIBPResult, fit_bp_means, fit_meibp
 from pymc_ibp.inference.prediction import predict_rows
+from pymc_ibp.inference.smc import sample_smc
 from pymc_ibp.inference.variational import (
     VariationalResult,
     fit_variational,
@@ -31,4 +32,5 @@ from pymc_ibp.inference.variational import (
 
 __all__ = ["BPMeansResult", "ChainedFit", "GreedyResult", "MEIBPResult", "VariationalResult",
            "chained_fit", "fit_bp_means", "fit_meibp", "fit_variational", "greedy_map",
-           "predict_rows", "truncation_bound", "variational_elbo", "variational_z"]
+           "predict_rows", "sample_smc", "truncation_bound", "variational_elbo",
+           "variational_z"]

@@ -47,6 +47,7 @@ from pymc_ibp.kernels.gaussian import (
     residual_sq_sum,
     stats_with_row,
     suff_stats,
+    tempered_loglik,
 )
 from pymc_ibp.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 from pymc_ibp.kernels.logit import (
@@ -178,4 +179,5 @@ __all__ = [
     "swap_remove",
     "sweep_state",
     "write_row",
+    "tempered_loglik",
 ]

@@ -209,6 +209,27 @@ def collapsed_loglik(G, RX, trXX, n, noise):
                                noise.sx2[b], noise.sa2[b])
     return total
 
+def tempered_loglik(G, RX, trXX, n, noise, temperature):
+    """``log ∫ p(X | Z, A)^τ p(A) dA`` of the linear-Gaussian model at ``τ = temperature``
+    in ``[0, 1]`` (the tempered likelihood of sequential Monte Carlo, Del Moral, Doucet &
+    Jasra 2006), from ``G = ZᵀZ``, ``RX = ZᵀX`` of the active columns and ``trXX`` per block.
+    A Gaussian likelihood to the power ``τ`` is the same likelihood with noise ``σx²/τ`` times
+    a constant, so per block of ``d_b`` columns
+
+    ``log ℓ_τ = N d_b (-(τ/2) log 2πσx² + (1/2) log 2πσx²/τ) + log p(X_b | Z; σx²/τ, σa²)``
+
+    (:func:`collapsed_loglik` at the hot noise); ``0`` at ``τ = 0`` and the collapsed
+    log-likelihood at ``τ = 1``."""
+    if temperature <= 0.0:
+        return 0.0
+    widths = np.diff(noise.cols)
+    log2pi_sx2 = LOG2PI + np.log(noise.sx2)
+    const = float(np.sum(n * widths * (-0.5 * temperature * log2pi_sx2
+                                       + 0.5 * (log2pi_sx2 - math.log(temperature)))))
+    hot = Noise(noise.cols, noise.sx2 / temperature, noise.sa2)
+    return const + collapsed_loglik(G, RX, trXX, n, hot)
+
+
 @numba.njit(cache=True)
 def draw_active_features(rng, G, RX, noise):
     """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6), per block: one

@@ -446,9 +446,7 @@ class FeatureParameterMoves:
         if rng.random() < 0.5:  # ---- split
             if kp == 0 or kp == k_max:
                 return 0, Z
-            c = int(act[int(rng.random() * kp)])
-            empty = np.flatnonzero(m == 0)
-            t = int(empty[int(rng.random() * empty.size)])
+            c, t = self._column_and_slot(rng, m, act)
             rows = np.flatnonzero(Z[:, c])
             if rows.size < 2:
                 return 0, Z  # no merge leads to a feature with one row alone
@@ -540,9 +538,7 @@ class FeatureParameterMoves:
         if rng.random() < 0.5:  # ---- unfold
             if kp == 0 or kp == k_max:
                 return 0, Z
-            c = int(act[int(rng.random() * kp)])
-            empty = np.flatnonzero(m == 0)
-            t = int(empty[int(rng.random() * empty.size)])
+            c, t = self._column_and_slot(rng, m, act)
             mean0, prec0 = self._prior_laplace(trial, Z, t)
             u = a_cur[c] / 2.0 + rng.standard_normal(a_cur[c].shape) / np.sqrt(2.0 * prec0)
             split = Z.copy()
@@ -580,15 +576,8 @@ class FeatureParameterMoves:
         k_max = merged.shape[1]
         mean0, prec0 = q0
         u = a_split[1]
-        before = self._rows(trial, {c: a_merged[0], t: a_merged[1]})
-        after = self._rows(trial, {c: a_split[0], t: a_split[1]})
-        ll0 = float(np.sum(self.rows.at(dict(before), merged)))
-        ll1 = float(np.sum(self.rows.at(dict(after), split)))
-        p0 = np.asarray(self._prior(before))
-        p1 = np.asarray(self._prior(after))
-        return (self.moves.log_prior(split, alpha, beta) - self.moves.log_prior(merged, alpha,
-                                                                                 beta)
-                + ll1 - ll0 + float(p1[c] + p1[t] - p0[c] - p0[t])
+        return (self._target_log_ratio(trial, merged, split, c, t, a_merged, a_split, alpha,
+                                       beta)
                 + math.log(k_max - kp) - math.log(kp + 1)
                 + self._log_q(a_merged[1], mean0, prec0)
                 - self._log_q(u, a_merged[0] / 2.0, 2.0 * prec0))
@@ -618,7 +607,6 @@ class FeatureParameterMoves:
         a_split)`` of the union in column ``c`` into ``c`` and ``t``.  ``fits``: ``q_c`` and
         ``q_t`` at ``split``; ``reverse``: ``q_u`` and ``q_0`` at ``merged`` (computed when
         ``None``)."""
-        step = self.moves
         n, k_max = merged.shape
         m = merged.sum(axis=0)
         kp = int((m > 0).sum())
@@ -632,20 +620,36 @@ class FeatureParameterMoves:
             reverse = (self.laplace(trial, merged, c), self._prior_laplace(trial, merged, t))
         (mean_u, prec_u), (mean0, prec0) = reverse
         (mean_c, prec_c), (mean_t, prec_t) = fits
-        before = self._rows(trial, {c: a_merged[0], t: a_merged[1]})
-        after = self._rows(trial, {c: a_split[0], t: a_split[1]})
-        ll0 = float(np.sum(self.rows.at(dict(before), merged)))
-        ll1 = float(np.sum(self.rows.at(dict(after), split)))
-        p0 = np.asarray(self._prior(before))
-        p1 = np.asarray(self._prior(after))
-        return (step.log_prior(split, alpha, beta) - step.log_prior(merged, alpha, beta)
-                + ll1 - ll0 + float(p1[c] + p1[t] - p0[c] - p0[t])
+        return (self._target_log_ratio(trial, merged, split, c, t, a_merged, a_split, alpha,
+                                       beta)
                 + math.log(k_max - kp) + math.log(rows.size) + math.log(rows.size - 1)
                 - math.log(kp + 1) - math.log(n_c) - math.log(n_t)
                 + self._log_q(a_merged[0], mean_u, prec_u)
                 + self._log_q(a_merged[1], mean0, prec0)
                 - log_alloc - self._log_q(a_split[0], mean_c, prec_c)
                 - self._log_q(a_split[1], mean_t, prec_t))
+
+    @staticmethod
+    def _column_and_slot(rng, m, act):
+        """An active column and an empty slot, uniformly (the start of a split or an
+        unfold)."""
+        c = int(act[int(rng.random() * act.size)])
+        empty = np.flatnonzero(m == 0)
+        return c, int(empty[int(rng.random() * empty.size)])
+
+    def _target_log_ratio(self, trial, merged, split, c, t, a_merged, a_split, alpha, beta):
+        """``log p(Z', A' | X) - log p(Z, A | X)`` (up to the evidence) of a move from
+        ``(merged, A_c, A_t = a_merged)`` to ``(split, a_split)``, only columns ``c`` and
+        ``t`` and their rows of ``A`` changed."""
+        before = self._rows(trial, {c: a_merged[0], t: a_merged[1]})
+        after = self._rows(trial, {c: a_split[0], t: a_split[1]})
+        ll0 = float(np.sum(self.rows.at(dict(before), merged)))
+        ll1 = float(np.sum(self.rows.at(dict(after), split)))
+        p0 = np.asarray(self._prior(before))
+        p1 = np.asarray(self._prior(after))
+        return (self.moves.log_prior(split, alpha, beta) - self.moves.log_prior(merged, alpha,
+                                                                                 beta)
+                + ll1 - ll0 + float(p1[c] + p1[t] - p0[c] - p0[t]))
 
     def _rows(self, trial, rows):
         """``trial`` with the given rows of ``A`` replaced (a new dict and array)."""
