@@ -12,10 +12,13 @@ likelihood with noise ``σx²/τ`` times a constant
 temperature by the accelerated collapsed Gibbs sweeps and the split–merge, birth–death and
 pair-swap moves of :class:`pymc_ibp.AcceleratedGibbs` at that noise, which leave
 ``π_τ`` invariant.  Each next temperature is the one at which the effective sample size of the
-incremental weights is ``ess`` of the particles (bisection); the particles are then resampled
-(systematic) and moved.  The product of the mean incremental weights is an unbiased estimate
-of ``p(X)``; its log is reported per chain (an independent run), and the spread over chains is
-its Monte Carlo error.
+incremental weights is ``ess`` of the particles (bisection), but at most ``growth`` times the
+current one: particles that all miss a feature the data want have similar weights, and the
+effective sample size alone then lets the temperature jump to 1 past the distributions where
+they would find it (an evidence estimate tens of nats low, measured on six block images).
+The particles are then resampled (systematic) and moved.  The product of the mean incremental
+weights is an unbiased estimate of ``p(X)``; its log is reported per chain (an independent
+run), and the spread over chains is its Monte Carlo error.
 """
 
 from __future__ import annotations
@@ -127,7 +130,8 @@ def _next_temperature(particles, current, ll_now, ess):
     return max(lo, current + 1e-12)
 
 
-def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, random_seed=None):
+def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2,
+               random_seed=None):
     """Tempered sequential Monte Carlo from the prior to the posterior of a linear-Gaussian
     IBP model, and its estimate of the log evidence ``log p(X)`` (module docstring).
 
@@ -147,6 +151,8 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, random_see
     sweeps : int, default 3
         Sweeps (each followed by the split–merge, birth–death and pair-swap moves of
         :class:`pymc_ibp.AcceleratedGibbs`) per particle and temperature.
+    growth : float, default 1.2
+        The largest factor by which a temperature may grow from one stage to the next.
     random_seed : int or Generator, optional
 
     Returns
@@ -161,6 +167,8 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, random_see
     model = pm.modelcontext(model)
     if not 0.0 < float(ess) < 1.0:
         raise ValueError(f"ess must lie in (0, 1); got {ess!r}.")
+    if not float(growth) > 1.0:
+        raise ValueError(f"growth must be > 1; got {growth!r}.")
     if int(draws) < 2 or int(chains) < 1:
         raise ValueError("sample_smc needs draws >= 2 and chains >= 1.")
     spec = _spec(model)
@@ -179,6 +187,8 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, random_see
         temp, ll_now, total, path = 0.0, np.zeros(int(draws)), 0.0, [0.0]
         while temp < 1.0:
             new = _next_temperature(particles, temp, ll_now, float(ess))
+            if temp > 0.0:  # at most a factor growth per stage (module docstring)
+                new = min(new, float(growth) * temp)
             ll_new = particles.loglik(new)
             w = ll_new - ll_now
             total += float(np.logaddexp.reduce(w) - math.log(w.size))
