@@ -59,9 +59,7 @@ class _NewRows:
     def __init__(self, model, z):
         free = [rv for rv in model.free_RVs
                 if (z is None or rv.name == z)
-                and isinstance(match_prior(model, rv), IBPPrior)
-                and rv.owner.inputs[-1] is not None]
-        free = [rv for rv in free if rv.ndim == 2]
+                and rv.ndim == 2 and isinstance(match_prior(model, rv), IBPPrior)]
         if len(free) != 1:
             raise ModelPatternError(
                 "pmi.predict_rows needs one pmi.IBP matrix"
@@ -75,7 +73,7 @@ class _NewRows:
                 data = observed_data(model.rvs_to_values[children[0]])
             except ModelPatternError:
                 data = None
-        n = model.initial_point()[model.rvs_to_values[z_rv].name].shape[0]
+        n, k_max = model.initial_point()[model.rvs_to_values[z_rv].name].shape
         if data is None or data.ndim != 2 or data.shape[0] != n:
             raise ModelPatternError(
                 f"pmi.predict_rows needs the likelihood of {z_rv.name!r} to be one observed "
@@ -84,7 +82,7 @@ class _NewRows:
                 f"the closed form: {PATTERN}.")
         self.obs = obs = children[0]
         self.n, self.d = data.shape
-        self.k_max = int(model.initial_point()[model.rvs_to_values[z_rv].name].shape[1])
+        self.k_max = int(k_max)
         z_new = pt.matrix("z_new", dtype="int8")
         x_new = pt.matrix("x_new", dtype="float64")
         mask = pt.matrix("mask", dtype="bool")
