@@ -10,7 +10,9 @@ from pymc_ibp.diagnostics import (
     bernoulli_heldout_metrics,
     chain_summary,
     check_chains,
+    compare_models,
     cusum,
+    entry_folds,
     hairiness,
     hairiness_index,
     heldout_metrics,
@@ -126,6 +128,8 @@ __all__ = [
     "summary",
     "chain_summary",
     "check_chains",
+    "compare_models",
+    "entry_folds",
     "plot_cusum",
 ]
 

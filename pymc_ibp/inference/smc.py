@@ -3,8 +3,12 @@ model evidence ``log p(X)`` (:func:`sample_smc`).
 
 The particles move from the prior to the posterior through the tempered targets
 
-.. math:: \\pi_\\tau(Z) \\propto P(Z)\\int p(X\\mid Z, A)^{\\tau}\\,p(A)\\,dA,
+.. math:: \\pi_\\tau(Z, \\theta) \\propto p(\\theta)\\,P(Z\\mid\\theta)
+    \\int p(X\\mid Z, A, \\theta)^{\\tau}\\,p(A\\mid\\theta)\\,dA,
     \\qquad 0 = \\tau_0 < \\tau_1 < \\dots < \\tau_T = 1,
+
+where ``θ`` are the free hyperparameters (the scales, ``alpha``, ``beta`` and what they depend
+on; none when they are numbers)
 
 (Del Moral, Doucet & Jasra 2006).  A Gaussian likelihood to the power ``τ`` is the same
 likelihood with noise ``σx²/τ`` times a constant
@@ -16,7 +20,11 @@ incremental weights is ``ess`` of the particles (bisection), but at most ``growt
 current one: particles that all miss a feature the data want have similar weights, and the
 effective sample size alone then lets the temperature jump to 1 past the distributions where
 they would find it (an evidence estimate tens of nats low, measured on six block images).
-The particles are then resampled (systematic) and moved.  The product of the mean incremental
+The particles are then resampled (systematic) and moved; free hyperparameters take a
+random-walk Metropolis step after each sweep, in the model's unconstrained space, at
+``π_τ(θ | Z)`` (A integrated out, the tempered likelihood from the spectrum of ``ZᵀZ``:
+:func:`pymc_ibp.kernels.gaussian.tempered_loglik_columns`), scaled by the particles' spread.
+The product of the mean incremental
 weights is an unbiased estimate of ``p(X)``; its log is reported per chain (an independent
 run), and the spread over chains is its Monte Carlo error.
 """
@@ -24,14 +32,22 @@ run), and the spread over chains is its Monte Carlo error.
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
+import os
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
+import pytensor
 import xarray as xr
+from pytensor.graph.replace import graph_replace
+from pytensor.graph.traversal import ancestors
 
 from pymc_ibp import kernels
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.ibp import ibp_draw_core
-from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.exceptions import ModelPatternError, UntrustedChainsWarning
 from pymc_ibp.matching.linear_gaussian import PATTERN, matched_models
 from pymc_ibp.matching.prior_modes import prior_mode
 from pymc_ibp.matching.priors import IBPPrior
@@ -55,12 +71,20 @@ def _spec(model):
     if any(b.offset is not None for b in spec.blocks):
         raise ModelPatternError("pmi.sample_smc does not handle an offset yet; centre the "
                                 "data's columns and leave it out, or use pm.sample.")
-    others = [rv.name for rv in model.free_RVs if rv is not spec.z_rv and rv not in spec.a_rvs]
-    if others:
+    hyper = model.replace_rvs_by_values(
+        [*spec.column_scales(), spec.prior.alpha, spec.prior.beta])
+    needed = {v for v in ancestors(hyper)}
+    others = [rv for rv in model.free_RVs if rv is not spec.z_rv and rv not in spec.a_rvs]
+    stray = [rv.name for rv in others if model.rvs_to_values[rv] not in needed]
+    if stray:
         raise ModelPatternError(
-            f"pmi.sample_smc integrates out A and needs the scales and alpha fixed (numbers); "
-            f"the model has other free variables {others}. Use pm.sample for this model.")
-    return spec
+            f"pmi.sample_smc integrates out A and moves the scales and alpha; the model has "
+            f"other free variables {stray}. Use pm.sample for this model.")
+    discrete = [rv.name for rv in others if not rv.dtype.startswith("float")]
+    if discrete:
+        raise ModelPatternError(f"pmi.sample_smc needs continuous hyperparameters; "
+                                f"{discrete} are discrete. Use pm.sample for this model.")
+    return spec, others
 
 
 def _ess(logw):
@@ -78,38 +102,166 @@ def _systematic(rng, logw):
     return np.searchsorted(cum, u)
 
 
+class _Hyper:
+    """The free hyperparameters of the particles (the scales, ``alpha``, ``beta`` and the
+    variables they depend on) in the model's unconstrained value space: their prior draws,
+    the values they give, and the prior density of a particle, ``log p(θ) + log P(Z | θ)``
+    (with the Jacobians of the transforms)."""
+
+    def __init__(self, model, spec, rvs):
+        self.rvs = rvs
+        self.names = [model.rvs_to_values[rv].name for rv in rvs]
+        self.z_name = model.rvs_to_values[spec.z_rv].name
+        self.base = model.initial_point()
+        self.values = spec.hyper_values_fn(model)
+        self.shapes = [np.shape(self.base[n]) for n in self.names]
+        self.sizes = [int(np.prod(sh)) for sh in self.shapes]
+        self.dim = sum(self.sizes)
+        if rvs:
+            self.prior = model.compile_logp(vars=[*rvs, spec.z_rv], jacobian=True, sum=True)
+            xs = [rv.type() for rv in rvs]
+            fwd = []
+            for rv, x in zip(rvs, xs, strict=True):
+                tr = model.rvs_to_transforms.get(rv)
+                fwd.append(x if tr is None else tr.forward(x, *rv.owner.inputs))
+            fwd = graph_replace(fwd, dict(zip(rvs, xs, strict=True)), strict=False)
+            self._forward = pytensor.function(xs, fwd, on_unused_input="ignore")
+            self._constrained = compile_point_fn(model, model.replace_rvs_by_values(rvs))
+
+    def point(self, theta, Z=None):
+        """The model's point at the unconstrained vector ``theta`` (and ``Z``)."""
+        pt_ = dict(self.base)
+        at = 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
+            pt_[name] = theta[at:at + size].reshape(shape)
+            at += size
+        if Z is not None:
+            pt_[self.z_name] = Z
+        return pt_
+
+    def draw(self, rng, draws):
+        """``draws`` prior draws of the unconstrained vector (``draws x dim``)."""
+        if not self.rvs:
+            return np.zeros((draws, 0))
+        seed = int(rng.integers(2**31 - 1))
+        vals = pm.draw(self.rvs, draws=draws, random_seed=seed)
+        vals = list(vals) if isinstance(vals, list | tuple) else [vals]
+        out = np.empty((draws, self.dim))
+        for i in range(draws):
+            fwd = self._forward(*[np.asarray(v[i], dtype=rv.dtype)
+                                  for v, rv in zip(vals, self.rvs, strict=True)])
+            out[i] = np.concatenate([np.ravel(f) for f in fwd])
+        return out
+
+    def constrained(self, theta):
+        """The hyperparameters' values at ``theta``, by name."""
+        vals = self._constrained(self.point(theta))
+        return {rv.name: np.asarray(v) for rv, v in zip(self.rvs, vals, strict=True)}
+
+
+class _Params(NamedTuple):
+    """What a particle's hyperparameters give: the noise blocks and ``trXX`` of the sweeps,
+    ``alpha``, ``beta``, and the per-column variances of the tempered likelihood."""
+
+    noise: kernels.Noise
+    alpha: float
+    beta: float
+    trXX: np.ndarray
+    sx2: np.ndarray
+    sa2: np.ndarray
+
+
 class _Particles:
-    """The particles of one chain and their tempered log-likelihoods."""
+    """The particles of one chain: their ``Z``, hyperparameters ``theta`` (unconstrained) and
+    the spectra of their collapsed likelihoods (:func:`pymc_ibp.kernels.collapsed_spectrum`),
+    from which a tempered log-likelihood of every particle costs one array expression."""
 
-    def __init__(self, rng, X, noise, alpha, beta, k_max, draws):
-        n = X.shape[0]
-        self.X, self.noise, self.n = X, noise, n
-        self.trXX = kernels.block_sq_norms(X, noise)
-        self.Z = np.stack([ibp_draw_core(rng, alpha, beta, n, k_max) for _ in range(draws)])
-        self.stats = [self._stats(z) for z in self.Z]
+    def __init__(self, rng, X, hyper, spec, k_max, draws):
+        n, d = X.shape
+        self.X, self.n, self.d, self.k_max, self.hyper = X, n, d, k_max, hyper
+        self.colsq = kernels.column_sq_norms(X)
+        self.mode = prior_mode(spec.prior, n, k_max)
+        self.theta = hyper.draw(rng, draws)
+        self.params = [self._params(t) for t in self.theta]
+        self.Z = np.stack([ibp_draw_core(rng, p.alpha, p.beta, n, k_max) for p in self.params])
+        self.g = np.zeros((draws, k_max))
+        self.q = np.zeros((draws, k_max, d))
+        for i in range(draws):
+            self._spectrum(i)
 
-    def _stats(self, Z):
-        act = np.flatnonzero(Z.sum(axis=0))
-        return kernels.suff_stats(Z, self.X, act)
+    def _params(self, theta):
+        sx, sa, alpha, beta = self.hyper.values(self.hyper.point(theta))
+        sx2 = np.broadcast_to(sx**2, (self.d,)).astype(float)
+        sa2 = np.broadcast_to(sa**2, (self.d,)).astype(float)
+        noise = kernels.noise_blocks(sx2, sa2, self.d)
+        return _Params(noise, alpha, beta, kernels.block_sq_norms(self.X, noise, self.colsq),
+                       sx2, sa2)
 
-    def loglik(self, temperature):
-        return np.array([kernels.tempered_loglik(G, RX, self.trXX, self.n, self.noise,
-                                                 temperature) for G, RX in self.stats])
+    def _spectrum(self, i):
+        Z = self.Z[i]
+        G, RX = kernels.suff_stats(Z, self.X, np.flatnonzero(Z.sum(axis=0)))
+        self.g[i], self.q[i] = kernels.collapsed_spectrum(G, RX, self.k_max)
+
+    def loglik(self, temperature, i=None, params=None):
+        """The tempered log-likelihoods of every particle, or of particle ``i`` (at its own
+        hyperparameters, or at ``params``)."""
+        if i is None:
+            sx2 = np.stack([p.sx2 for p in self.params])
+            sa2 = np.stack([p.sa2 for p in self.params])
+            return kernels.tempered_loglik_columns(self.g, self.q, self.colsq, self.n, sx2,
+                                                   sa2, temperature)
+        p = self.params[i] if params is None else params
+        return float(kernels.tempered_loglik_columns(
+            self.g[i:i + 1], self.q[i:i + 1], self.colsq, self.n, p.sx2[None], p.sa2[None],
+            temperature)[0])
 
     def resample(self, idx):
         self.Z = self.Z[idx].copy()
-        self.stats = [self.stats[i] for i in idx]
+        self.theta = self.theta[idx].copy()
+        self.g, self.q = self.g[idx].copy(), self.q[idx].copy()
+        self.params = [self.params[i] for i in idx]
 
-    def move(self, rng, temperature, mode, alpha, beta, sweeps, moves):
-        hot = kernels.Noise(self.noise.cols, self.noise.sx2 / temperature, self.noise.sa2)
+    def move(self, rng, temperature, sweeps, moves):
+        """``sweeps`` times per particle: an accelerated sweep and the moves of
+        :class:`pymc_ibp.AcceleratedGibbs` at the hot noise, then a random-walk Metropolis
+        step of the hyperparameters (scaled by the particles' spread); returns the
+        Metropolis acceptance rate (NaN without free hyperparameters)."""
         refresh = kernels.refresh_interval(self.n)
+        scale = None
+        if self.hyper.dim:
+            spread = self.theta.std(axis=0)
+            scale = 2.38 / math.sqrt(self.hyper.dim) * np.where(spread > 0, spread, 0.1)
+        accepted = 0
         for i, Z in enumerate(self.Z):
             m = Z.sum(axis=0).astype(np.int64)
             for _ in range(sweeps):
-                kernels.accelerated_sweep(rng, Z, self.X, m, hot, mode.sweep_prior, refresh)
-                kernels.linear_gaussian_moves(rng, Z, self.X, m, hot, alpha, beta, self.trXX,
+                p = self.params[i]
+                hot = kernels.Noise(p.noise.cols, p.noise.sx2 / temperature, p.noise.sa2)
+                self.mode.set_params(p.alpha, p.beta)
+                kernels.accelerated_sweep(rng, Z, self.X, m, hot, self.mode.sweep_prior,
+                                          refresh)
+                kernels.linear_gaussian_moves(rng, Z, self.X, m, hot, p.alpha, p.beta, p.trXX,
                                               moves)
-            self.stats[i] = self._stats(Z)
+                self._spectrum(i)
+                if scale is not None:
+                    accepted += self._move_hyper(rng, i, temperature, scale)
+        return accepted / (sweeps * len(self.Z)) if scale is not None else math.nan
+
+    def _move_hyper(self, rng, i, temperature, scale):
+        """One random-walk Metropolis step of particle ``i``'s hyperparameters at
+        ``π_τ(θ | Z) ∝ p(θ) P(Z | θ) L(Z, θ)^τ``; returns 1 if accepted."""
+        hyper, Z, theta = self.hyper, self.Z[i], self.theta[i]
+        prop = theta + scale * rng.standard_normal(theta.size)
+        lp_prop = float(hyper.prior(hyper.point(prop, Z)))
+        if not math.isfinite(lp_prop):
+            return 0
+        params = self._params(prop)
+        lp_prop += self.loglik(temperature, i, params)
+        lp_now = float(hyper.prior(hyper.point(theta, Z))) + self.loglik(temperature, i)
+        if math.log(rng.random()) < lp_prop - lp_now:
+            self.theta[i], self.params[i] = prop, params
+            return 1
+        return 0
 
 
 def _next_temperature(particles, current, ll_now, ess):
@@ -131,7 +283,7 @@ def _next_temperature(particles, current, ll_now, ess):
 
 
 def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2,
-               random_seed=None):
+               cores=None, random_seed=None):
     """Tempered sequential Monte Carlo from the prior to the posterior of a linear-Gaussian
     IBP model, and its estimate of the log evidence ``log p(X)`` (module docstring).
 
@@ -139,8 +291,9 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
     ----------
     model : pm.Model, optional
         The model (from the context if omitted): the pattern of
-        :class:`pymc_ibp.AcceleratedGibbs` with a ``pmi.IBP`` prior and the scales and
-        ``alpha`` fixed (numbers), no offset, no missing entries.
+        :class:`pymc_ibp.AcceleratedGibbs` with a ``pmi.IBP`` prior, no offset, no missing
+        entries; the scales, ``alpha`` and ``beta`` numbers or continuous free variables
+        (with their own priors), and no other free variable.
     draws : int, default 500
         Particles per chain.
     chains : int, default 4
@@ -153,16 +306,22 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         :class:`pymc_ibp.AcceleratedGibbs`) per particle and temperature.
     growth : float, default 1.2
         The largest factor by which a temperature may grow from one stage to the next.
+    cores : int, optional
+        Chains run at once, in forked worker processes (default: as many as chains and
+        CPUs allow; 1, or a platform without ``fork``, runs them one after another).  The
+        draws for one seed do not depend on it.
     random_seed : int or Generator, optional
 
     Returns
     -------
     xarray.DataTree
         ``posterior`` with ``Z`` and ``A`` (``A`` drawn from its Gaussian conditional given
-        each particle), one draw per particle; ``sample_stats`` with ``log_marginal_likelihood``
-        (``chain``) and ``beta`` (``chain, stage``: the temperatures, NaN after a chain's
-        last); attributes ``log_marginal_likelihood`` (the mean over chains) and
-        ``log_marginal_likelihood_se`` (the standard error over chains).
+        each particle) and the free hyperparameters, one draw per particle; ``sample_stats``
+        with ``log_marginal_likelihood`` (``chain``), ``beta`` (``chain, stage``: the
+        temperatures, NaN after a chain's last) and ``hyper_accept_rate`` (the Metropolis
+        acceptance rate of the hyperparameters at each stage); attributes
+        ``log_marginal_likelihood`` (the mean over chains) and ``log_marginal_likelihood_se``
+        (the standard error over chains).
     """
     model = pm.modelcontext(model)
     if not 0.0 < float(ess) < 1.0:
@@ -171,40 +330,96 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         raise ValueError(f"growth must be > 1; got {growth!r}.")
     if int(draws) < 2 or int(chains) < 1:
         raise ValueError("sample_smc needs draws >= 2 and chains >= 1.")
-    spec = _spec(model)
-    sx, sa, alpha, beta = spec.hyper_values(model)
-    X = np.ascontiguousarray(spec.X, dtype=np.float64)
-    n, d = X.shape
-    k_max = spec.k_max
-    noise = kernels.noise_blocks(sx**2, sa**2, d)
-    mode = prior_mode(spec.prior, n, k_max)
-    mode.set_params(alpha, beta)
-    moves = kernels.Moves(5, "sequential", 5, 3, 64, 3)
-    seeds = np.random.default_rng(random_seed).spawn(int(chains))
-    Zs, As, logz, betas = [], [], [], []
-    for rng in seeds:
-        particles = _Particles(rng, X, noise, alpha, beta, k_max, int(draws))
-        temp, ll_now, total, path = 0.0, np.zeros(int(draws)), 0.0, [0.0]
+    spec, free = _spec(model)
+    run = _Run(_Hyper(model, spec, free), spec, np.ascontiguousarray(spec.X, dtype=np.float64),
+               int(draws), float(ess), float(growth), int(sweeps),
+               np.random.default_rng(random_seed).spawn(int(chains)))
+    cores = min(int(chains), os.cpu_count() or 1) if cores is None else int(cores)
+    if cores < 1:
+        raise ValueError(f"cores must be a positive integer; got {cores!r}.")
+    if cores > 1 and "fork" in mp.get_all_start_methods():
+        global _RUN
+        _RUN = run  # the workers, forked below, inherit it (compiled functions included)
+        try:
+            # a Pool forks its workers before it starts its own threads (a
+            # ProcessPoolExecutor forks them later, from a process that has threads)
+            with mp.get_context("fork").Pool(cores) as pool:
+                out = pool.map(_run_in_worker, range(int(chains)), chunksize=1)
+        finally:
+            _RUN = None
+    else:
+        out = [run.chain(c) for c in range(int(chains))]
+    Zs, As, thetas, logz, betas, rates, lls = (list(x) for x in zip(*out, strict=True))
+    idata = _result(model, spec, run.hyper, Zs, As, thetas, np.array(logz), betas, rates,
+                    np.stack(lls))
+    _check_runs(np.stack(lls))
+    return idata
+
+
+def _check_runs(ll, rhat_max=1.05):
+    """One :class:`~pymc_ibp.UntrustedChainsWarning` line when the runs' final particles
+    disagree: the rank R-hat of their log-likelihoods (``chains x particles``) above
+    ``rhat_max`` means the runs ended in different modes, and ``log p(X)`` is unreliable."""
+    from arviz_stats.base import array_stats
+
+    if ll.shape[0] < 2 or ll.shape[1] < 4 or not np.all(np.isfinite(ll)):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = float(array_stats.rhat(ll, chain_axis=0, draw_axis=1))
+    if r > rhat_max:
+        means = ll.mean(axis=1)
+        warnings.warn(
+            f"pmi.sample_smc: the runs disagree (R-hat of the final particles' "
+            f"log-likelihood {r:.2f}, their means {means.max() - means.min():.1f} nats apart): "
+            "their particles sit in different modes and log p(X) is not reliable; raise draws "
+            "or sweeps, or compare models by held-out entries (pmi.compare_models).",
+            UntrustedChainsWarning, stacklevel=3)
+
+
+#: the run a forked worker of :func:`sample_smc` executes (set only while the pool runs)
+_RUN = None
+
+
+def _run_in_worker(c):
+    return _RUN.chain(c)
+
+
+class _Run(NamedTuple):
+    """One call of :func:`sample_smc`: what every chain needs, and each chain's generator."""
+
+    hyper: _Hyper
+    spec: object
+    X: np.ndarray
+    draws: int
+    ess: float
+    growth: float
+    sweeps: int
+    seeds: list
+
+    def chain(self, c):
+        """Chain ``c`` from the prior to the posterior: ``(Z, A, theta, log p(X), the
+        temperatures, the hyperparameters' acceptance rates, the final log-likelihoods)``."""
+        rng, X = self.seeds[c], self.X
+        moves = kernels.Moves(5, "sequential", 5, 3, 64, 3)
+        particles = _Particles(rng, X, self.hyper, self.spec, self.spec.k_max, self.draws)
+        temp, ll_now, total, path, acc = 0.0, np.zeros(self.draws), 0.0, [0.0], []
         while temp < 1.0:
-            new = _next_temperature(particles, temp, ll_now, float(ess))
+            new = _next_temperature(particles, temp, ll_now, self.ess)
             if temp > 0.0:  # at most a factor growth per stage (module docstring)
-                new = min(new, float(growth) * temp)
-            ll_new = particles.loglik(new)
-            w = ll_new - ll_now
+                new = min(new, self.growth * temp)
+            w = particles.loglik(new) - ll_now
             total += float(np.logaddexp.reduce(w) - math.log(w.size))
-            idx = _systematic(rng, w)
-            particles.resample(idx)
+            particles.resample(_systematic(rng, w))
             temp, path = new, path + [new]
-            particles.move(rng, temp, mode, alpha, beta, int(sweeps), moves)
+            acc.append(particles.move(rng, temp, self.sweeps, moves))
             ll_now = particles.loglik(temp)
-        Zs.append(particles.Z)
-        As.append(np.stack([kernels.draw_features(rng, z, X, noise) for z in particles.Z]))
-        logz.append(total)
-        betas.append(path)
-    return _result(model, spec, Zs, As, np.array(logz), betas)
+        A = np.stack([kernels.draw_features(rng, z, X, p.noise)
+                      for z, p in zip(particles.Z, particles.params, strict=True)])
+        return particles.Z, A, particles.theta, total, path, acc, particles.loglik(1.0)
 
 
-def _result(model, spec, Zs, As, logz, betas):
+def _result(model, spec, hyper, Zs, As, thetas, logz, betas, rates, lls):
     chains, draws = len(Zs), Zs[0].shape[0]
     z_name = model.rvs_to_values[spec.z_rv].name
     zdims = model.named_vars_to_dims.get(spec.z_rv.name) or (f"{z_name}_dim_0",
@@ -218,7 +433,17 @@ def _result(model, spec, Zs, As, logz, betas):
         adims = model.named_vars_to_dims.get(name) or (f"{name}_dim_0", f"{name}_dim_1")
         post[name] = (("chain", "draw", *adims), A[..., col:col + b.shape[1]])
         col += b.shape[1]
-    for dims in [zdims] + [model.named_vars_to_dims.get(b.a_rv.name) or () for b in spec.blocks]:
+    hdims = []
+    if hyper.rvs:
+        vals = [[hyper.constrained(t) for t in theta] for theta in thetas]
+        for rv in hyper.rvs:
+            dims = model.named_vars_to_dims.get(rv.name) or tuple(
+                f"{rv.name}_dim_{j}" for j in range(rv.ndim))
+            post[rv.name] = (("chain", "draw", *dims),
+                             np.array([[v[rv.name] for v in chain] for chain in vals]))
+            hdims.append(dims)
+    for dims in [*hdims, zdims] + [model.named_vars_to_dims.get(b.a_rv.name) or ()
+                                   for b in spec.blocks]:
         for dim in dims:
             if dim in model.coords and model.coords[dim] is not None:
                 coords[dim] = np.asarray(model.coords[dim])
@@ -229,9 +454,15 @@ def _result(model, spec, Zs, As, logz, betas):
     se = float(np.std(logz, ddof=1) / math.sqrt(chains)) if chains > 1 else float("nan")
     attrs = {"log_marginal_likelihood": float(np.mean(logz)),
              "log_marginal_likelihood_se": se, "sampler": "pymc_ibp.sample_smc"}
+    rate = np.full((chains, stages), np.nan)
+    for c, r in enumerate(rates):
+        rate[c, 1:len(r) + 1] = r
     stats = xr.Dataset({"log_marginal_likelihood": (("chain",), logz),
-                        "beta": (("chain", "stage"), beta)},
-                       coords={"chain": np.arange(chains), "stage": np.arange(stages)},
+                        "beta": (("chain", "stage"), beta),
+                        "hyper_accept_rate": (("chain", "stage"), rate),
+                        "log_likelihood": (("chain", "draw"), lls)},
+                       coords={"chain": np.arange(chains), "draw": np.arange(draws),
+                               "stage": np.arange(stages)},
                        attrs=attrs)
     return xr.DataTree.from_dict({
         "posterior": xr.Dataset(post, coords=coords, attrs=attrs),

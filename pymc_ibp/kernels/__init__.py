@@ -36,6 +36,7 @@ from pymc_ibp.kernels.gaussian import (
     centred_spread,
     collapsed_log_joint,
     collapsed_loglik,
+    collapsed_spectrum,
     column_moments,
     column_sq_norms,
     draw_active_features,
@@ -48,6 +49,7 @@ from pymc_ibp.kernels.gaussian import (
     stats_with_row,
     suff_stats,
     tempered_loglik,
+    tempered_loglik_columns,
 )
 from pymc_ibp.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 from pymc_ibp.kernels.logit import (
@@ -134,6 +136,7 @@ __all__ = [
     "collapsed_loglik",
     "collapsed_sweep",
     "column_moments",
+    "collapsed_spectrum",
     "column_sq_norms",
     "Moves",
     "MovesInfo",
@@ -180,4 +183,5 @@ __all__ = [
     "sweep_state",
     "write_row",
     "tempered_loglik",
+    "tempered_loglik_columns",
 ]

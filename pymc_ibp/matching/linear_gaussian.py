@@ -167,13 +167,21 @@ class LinearGaussianIBP:
         """``(σx, σa, α, β)`` at ``point`` (default the model's initial point): the scales as
         per-column float arrays of length ``D``, ``α``, ``β`` of a :class:`IBPPrior` as floats.
         Used by the fits of :mod:`pymc_ibp.inference`, which take the hyperparameters there."""
+        return self.hyper_values_fn(model)(model.initial_point() if point is None else point)
+
+    def hyper_values_fn(self, model):
+        """The compiled function of a point behind :meth:`hyper_values`, for many points."""
         if not isinstance(self.prior, IBPPrior):
             raise ModelPatternError(f"{self.z_rv.name!r} needs a pmi.IBP prior.")
         fn = compile_point_fn(model, model.replace_rvs_by_values(
             [*self.column_scales(), self.prior.alpha, self.prior.beta]))
-        sx, sa, alpha, beta = fn(model.initial_point() if point is None else point)
-        return (np.array(sx, dtype=float), np.array(sa, dtype=float),
-                float(np.asarray(alpha)), float(np.asarray(beta)))
+
+        def values(point):
+            sx, sa, alpha, beta = fn(point)
+            return (np.array(sx, dtype=float), np.array(sa, dtype=float),
+                    float(np.asarray(alpha)), float(np.asarray(beta)))
+
+        return values
 
     def compile_offset(self, model, compile_kwargs=None):
         """A point function giving the blocks' offsets as a :class:`RowOffset`, or ``None``

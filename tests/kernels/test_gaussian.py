@@ -192,3 +192,31 @@ def test_data_summaries_match_numpy():
     refg = np.sum((X[:, 2:5] - table[labels][:, 4:7] - Z @ A) ** 2)
     assert kernels.residual_sq_sum(X, 2, Z, A, table, 4, labels) == pytest.approx(refg,
                                                                                 rel=1e-12)
+
+
+def test_the_spectral_tempered_loglik_equals_the_cholesky_one():
+    """tempered_loglik_columns (eigenvalues of ZᵀZ, any per-column scales, many particles)
+    against tempered_loglik (Cholesky per column block), including an empty Z and two
+    identical columns (a zero eigenvalue)."""
+    rng = np.random.default_rng(0)
+    n, d, k = 7, 5, 4
+    X = rng.normal(size=(n, d))
+    colsq = kernels.column_sq_norms(X)
+    mats = [(rng.random((n, k)) < 0.5).astype(np.int8) for _ in range(4)]
+    mats.append(np.zeros((n, k), dtype=np.int8))
+    mats.append(np.repeat(mats[0][:, :1], k, axis=1))
+    sx2 = rng.uniform(0.1, 2.0, (len(mats), d))
+    sa2 = rng.uniform(0.3, 3.0, (len(mats), d))
+    sx2[1], sa2[1] = 0.5, 1.5  # scalar scales: one block
+    spectra = []
+    for Z in mats:
+        G, RX = kernels.suff_stats(Z, X, np.flatnonzero(Z.sum(axis=0)))
+        spectra.append((G, RX, kernels.collapsed_spectrum(G, RX, k)))
+    g = np.stack([s[2][0] for s in spectra])
+    q = np.stack([s[2][1] for s in spectra])
+    for t in (0.0, 0.01, 0.4, 1.0):
+        got = kernels.tempered_loglik_columns(g, q, colsq, n, sx2, sa2, t)
+        for i, (G, RX, _) in enumerate(spectra):
+            noise = kernels.noise_blocks(sx2[i], sa2[i], d)
+            want = kernels.tempered_loglik(G, RX, kernels.block_sq_norms(X, noise), n, noise, t)
+            np.testing.assert_allclose(got[i], want, rtol=1e-10, atol=1e-10)
