@@ -7,8 +7,8 @@ label-invariant quantities instead and reports:
 
 * **chains that disagree**: the rank R-hat (Vehtari et al. 2021) of the log joint (or of the
   log-likelihood, or of ``K+``) above ``rhat_max``: the chains sit in different modes;
-* **a binding truncation**: every one of the ``K_max`` slots in use in some draws, so the
-  posterior is truncated;
+* **a binding truncation**: every one of the ``K_max`` slots in use in some draws, or every
+  one of a CRP's ``l_max`` labels occupied, so the posterior is truncated;
 * **duplicated features**: two columns of ``Z`` owned by exactly the same rows (a feature
   split in two, its weights shared out) in most of a chain's draws.
 
@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_ibp._stat_names import SEP
 from pymc_ibp.diagnostics._idata import (
     _get_z,
     _k_plus,
@@ -49,8 +50,8 @@ _DUPLICATE_DRAWS = 100
 
 
 class TrustIssue(NamedTuple):
-    """One problem :func:`check_chains` found: its ``kind`` (``"disagree"``, ``"k_max"`` or
-    ``"duplicates"``), the chains it concerns, the measured ``value`` (the R-hat, the
+    """One problem :func:`check_chains` found: its ``kind`` (``"disagree"``, ``"k_max"``,
+    ``"l_max"`` or ``"duplicates"``), the chains it concerns, the measured ``value`` (the R-hat, the
     fraction of draws with every slot in use, the fraction of draws with duplicated columns)
     and the one-line ``message`` that says what to do."""
 
@@ -131,6 +132,38 @@ def _k_max(post, stats, Z, z_name, dim_name):
     return TrustIssue("k_max", chains, float(frac.max()), msg)
 
 
+def _l_max(post, idata):
+    """The binding-CRP-truncation issue, if any: every one of the ``l_max`` labels of a
+    :class:`~pymc_ibp.CRP` (a DP mixture's, the DP-IBP's categories) occupied in some draws
+    (the ``ibp_lmax_hit`` stat of :class:`~pymc_ibp.CRPGibbs`, one per CRP)."""
+    stats = _sample_stats(idata)
+    if stats is None:
+        return None
+    names = [v for v in stats.data_vars if v == "ibp_lmax_hit" or v.startswith(
+        f"ibp_lmax_hit{SEP}")]
+    if not names:
+        return None
+    frac, which = None, []
+    for v in names:
+        da = stats[v]
+        extra = [d for d in da.dims if d not in ("chain", "draw")]
+        hit = np.asarray((da.max(extra) if extra else da).values) > 0
+        f = hit.mean(axis=1)
+        if np.any(f > 0):
+            which.append(v[len(f"ibp_lmax_hit{SEP}"):] if SEP in v else "")
+            frac = f if frac is None else np.maximum(frac, f)
+    if frac is None:
+        return None
+    labels = _chain_labels(post)
+    chains = tuple(labels[c] for c in np.flatnonzero(frac > 0))
+    of = f" of {', '.join(repr(w) for w in which if w)}" if any(which) else ""
+    msg = (f"l_max binds: every label{of} was occupied in {100 * float(frac.max()):.0f}% of "
+           f"the draws of chain(s) {list(chains)}, so the number of categories is truncated; "
+           "raise l_max= (of pmi.CRP, pmi.dp_ibp or pmi.ibp_ibp), e.g. to twice its value, "
+           "and re-run.")
+    return TrustIssue("l_max", chains, float(frac.max()), msg)
+
+
 def _duplicates(post, Z, z_name, min_rows):
     """The duplicated-features issue, if any: per chain, the fraction of (up to
     :data:`_DUPLICATE_DRAWS`) draws of its second half in which two columns of ``Z`` with at
@@ -185,7 +218,8 @@ def check_chains(idata, z_name: str = "Z", *, rhat_max: float = 1.05,
        fewer than 100 draws per chain, where R-hat is noisy, the chains' means must also be
        more than 5 within-chain standard deviations apart;
     2. **truncation**: no draw uses every one of the ``K_max`` slots of ``z_name`` (from
-       ``Z``, or the ``ibp_kmax_hit`` stat when ``Z`` is not in the trace);
+       ``Z``, or the ``ibp_kmax_hit`` stat when ``Z`` is not in the trace), and no draw
+       has every ``l_max`` label of a CRP occupied (the ``ibp_lmax_hit`` stat);
     3. **duplicated features**: in less than half of a chain's draws (up to 100, from its
        second half) two columns of ``Z`` with at least ``min_rows`` owners (default 2% of
        the rows, at least 2) are identical.
@@ -219,6 +253,7 @@ def check_chains(idata, z_name: str = "Z", *, rhat_max: float = 1.05,
     dim_name = dims[3] if len(dims) == 4 and not dims[3].startswith(f"{z_name}_dim_") else None
     issues = [issue for issue in (_agreement(post, stats, Z, rhat_max),
                                   _k_max(post, stats, Z, z_name, dim_name),
+                                  _l_max(post, idata),
                                   _duplicates(post, Z, z_name, min_rows)) if issue is not None]
     if warn:
         for issue in issues:

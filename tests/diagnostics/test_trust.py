@@ -86,6 +86,29 @@ def test_truncation_from_the_stat_when_z_is_left_out():
     assert [(i.kind, i.chains) for i in issues] == [("k_max", (0,))]
 
 
+def test_a_full_crp_truncation_names_l_max():
+    """CRPGibbs's ibp_lmax_hit (plain, and suffixed per CRP with two of them, stacked by
+    PyMC when two steps emit it): one l_max line naming the chains and the variable."""
+    rng = np.random.default_rng(1)
+    trace = _trace(_z(), log_joint=-1000.0 + rng.normal(size=(N_CHAINS, N_DRAWS)))
+    stats = trace["sample_stats"].to_dataset()
+    hit = np.zeros((N_CHAINS, N_DRAWS, 2), dtype=bool)
+    hit[1, :50, 1] = True
+    for name, value in (("ibp_lmax_hit", (("chain", "draw", "ibp_lmax_hit_dim_0"), hit)),
+                        ("ibp_lmax_hit__Z_c", (("chain", "draw"), hit[..., 1]))):
+        tree = xr.DataTree.from_dict({"posterior": trace["posterior"].to_dataset(),
+                                      "sample_stats": stats.assign({name: value})})
+        issues = pmi.check_chains(tree, warn=False)
+        (issue,) = issues
+        assert (issue.kind, issue.chains, issue.value) == ("l_max", (1,), 0.25)
+        assert "raise l_max=" in issue.message
+        assert ("'Z_c'" in issue.message) == name.endswith("Z_c")
+    tree = xr.DataTree.from_dict({"posterior": trace["posterior"].to_dataset(),
+                                  "sample_stats": stats.assign(
+                                      ibp_lmax_hit=(("chain", "draw"), hit[..., 0]))})
+    assert pmi.check_chains(tree, warn=False) == []
+
+
 def test_duplicated_features_are_reported_per_chain():
     Z = _z()
     Z[1, :, :, 4] = Z[1, :, :, 0]  # chain 1: feature 0 split in two identical columns
