@@ -152,7 +152,8 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
         ``{name: build}``, where ``build(X)`` returns the ``pm.Model`` of the data ``X``
         (called with the held-out entries set to NaN for each fold, and with the full data to
         score them).  The models are any PyMC models; the scored variable is the observed
-        variable of ``X``'s shape.
+        variable of ``X``'s shape, given to ``observed=`` as an array (PyMC imputes NaN
+        entries of an array, and refuses them in ``pm.Data`` with a message that says so).
     X : array_like, shape (N, D)
         The data, without missing entries.
     folds : int, default 5
