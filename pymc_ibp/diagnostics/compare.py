@@ -110,10 +110,11 @@ def _truncated(idata):
     return float(max((h.mean() for h in hit), default=0.0))
 
 
-def _fit_fold(builder, name, X, fold_of, f, observed, sample_kwargs, seed):
+def _fit_fold(builder, name, full, X, fold_of, f, observed, sample_kwargs, seed):
     """Refit ``builder`` with the entries of fold ``f`` missing and score them; returns the
     per-entry log predictive densities of the fold (row-major order of its entries), the
-    R-hat of the training log-likelihood and the share of draws with a full truncation."""
+    R-hat of the training log-likelihood and the share of draws with a full truncation.
+    ``full`` is the model built with all of ``X``, whose log-likelihood scores the draws."""
     from scipy.special import logsumexp
 
     held = fold_of == f
@@ -125,7 +126,6 @@ def _fit_fold(builder, name, X, fold_of, f, observed, sample_kwargs, seed):
             kw = {"progressbar": False, "compute_convergence_checks": False, **sample_kwargs,
                   "random_seed": seed}
             idata = pm.sample(**kw)
-    full = _build(name, builder, X)
     var = _observed_name(full, X.shape, observed)
     ll = pm.compute_log_likelihood(idata, model=full, var_names=[var],
                                    extend_inferencedata=False, progressbar=False)
@@ -209,14 +209,15 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
     rows, pointwise, reasons = [], {}, {}
     for (name, builder), mseed in zip(models.items(), model_seeds, strict=True):
         seeds = mseed.generate_state(folds + 1)
-        logz, logz_se, why = _evidence(name, builder, X, evidence, smc_kwargs, int(seeds[-1]))
+        full = _build(name, builder, X)
+        logz, logz_se, why = _evidence(full, evidence, smc_kwargs, int(seeds[-1]))
         if why:
             reasons[name] = why
         note = "no log evidence (attrs['evidence_errors'])" if why else ""
         point = np.empty(X.shape)
         rhats, trunc = [], []
         for f in range(folds):
-            p, r, t = _fit_fold(builder, name, X, fold_of, f, observed, sample_kwargs,
+            p, r, t = _fit_fold(builder, name, full, X, fold_of, f, observed, sample_kwargs,
                                 int(seeds[f]))
             point[fold_of == f] = p
             rhats.append(r)
@@ -250,14 +251,14 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
     return table
 
 
-def _evidence(name, builder, X, evidence, smc_kwargs, seed):
+def _evidence(full, evidence, smc_kwargs, seed):
     """``(log p(X), its standard error, why not)`` from :func:`pymc_ibp.sample_smc`."""
     if evidence is False:
         return math.nan, math.nan, ""
     from pymc_ibp.inference.smc import sample_smc
 
     try:
-        res = sample_smc(_build(name, builder, X), random_seed=seed, **dict(smc_kwargs or {}))
+        res = sample_smc(full, random_seed=seed, **dict(smc_kwargs or {}))
     except ModelPatternError as err:
         if evidence is True:
             raise

@@ -73,7 +73,7 @@ def _spec(model):
                                 "data's columns and leave it out, or use pm.sample.")
     hyper = model.replace_rvs_by_values(
         [*spec.column_scales(), spec.prior.alpha, spec.prior.beta])
-    needed = {v for v in ancestors(hyper)}
+    needed = set(ancestors(hyper))
     others = [rv for rv in model.free_RVs if rv is not spec.z_rv and rv not in spec.a_rvs]
     stray = [rv.name for rv in others if model.rvs_to_values[rv] not in needed]
     if stray:
@@ -242,9 +242,11 @@ class _Particles:
                                           refresh)
                 kernels.linear_gaussian_moves(rng, Z, self.X, m, hot, p.alpha, p.beta, p.trXX,
                                               moves)
-                self._spectrum(i)
-                if scale is not None:
+                if scale is not None:  # the Metropolis step reads the new Z's spectrum
+                    self._spectrum(i)
                     accepted += self._move_hyper(rng, i, temperature, scale)
+            if scale is None:
+                self._spectrum(i)
         return accepted / (sweeps * len(self.Z)) if scale is not None else math.nan
 
     def _move_hyper(self, rng, i, temperature, scale):
