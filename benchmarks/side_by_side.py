@@ -5,19 +5,21 @@ source trees run the same script in fresh processes (``PYTHONPATH`` set to the t
 interleaved, so that the machine's drift hits both alike.
 
 * **cold**: the tree's numba cache deleted, then a 6-iteration run of the README model (1000
-  block images, K_max = 20, one chain): the wall time of the whole process, import and
-  compiles included (PyTensor's compile cache warmed once beforehand for both trees);
+  block images, K_max = 20 or ``--k-max``, one chain): the wall time of the whole process,
+  import and compiles included (PyTensor's compile cache warmed once beforehand for both
+  trees);
 * **warm**: the same run again, numba's cache now filled;
 * **per iteration**: in one process, after a first 6-iteration run, ``pm.sample`` of 6
-  iterations and then of 406, both from the start search; the difference over 400
-  iterations.
+  iterations and then of ``--iters`` + 6 (default 400), both from the start search; the
+  difference over ``--iters`` iterations.
 
 Run from the repository root, with the other tree checked out elsewhere (e.g.
 ``git worktree add /tmp/base <commit>``)::
 
-    python -m benchmarks.side_by_side --base /tmp/base [--this /tmp/head] [--reps 3]
+    python -m benchmarks.side_by_side --base /tmp/base [--this /tmp/head] [--reps 3] [--k-max 20]
 
-Writes ``results/side_by_side.{csv,md}``.
+Writes ``results/side_by_side.{csv,md}`` (``side_by_side_kmax<K>`` for another ``--k-max``:
+the README model with more slots than features, whose cost should not grow with them).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ logging.getLogger("pymc").setLevel(logging.ERROR)
 import numpy as np, pymc as pm, pymc_ibp as pmi
 assert pmi.__file__.startswith(sys.argv[1]), pmi.__file__
 data = pmi.datasets.block_images(1000, noise=0.5, seed=1)
-coords = {"obs": range(1000), "feature": range(20), "dim": range(36)}
+coords = {"obs": range(1000), "feature": range(int(sys.argv[3])), "dim": range(36)}
 def run(tune, draws):
     with pm.Model(coords=coords):
         alpha = pm.Gamma("alpha", 1.0, 1.0)
@@ -64,8 +66,9 @@ if mode == "short":
 else:
     run(3, 3)  # first calls: numba's dispatchers load their cache, PyTensor compiles
     short = run(3, 3)
-    long = run(203, 203)
-    print("PER_ITER", (long - short) / 400)
+    iters = int(sys.argv[4])
+    long = run(3 + iters // 2, 3 + iters - iters // 2)
+    print("PER_ITER", (long - short) / iters)
 """
 
 
@@ -74,10 +77,11 @@ def _clear_numba(tree):
         p.unlink()
 
 
-def _run(tree, mode):
+def _run(tree, mode, k_max=20, iters=400):
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(Path(tree) / "pymc_ibp"), mode],
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(Path(tree) / "pymc_ibp"), mode,
+                          str(k_max), str(iters)],
                          capture_output=True, text=True, env=env, cwd="/tmp", timeout=1800)
     wall = time.perf_counter() - t
     if out.returncode:
@@ -95,21 +99,25 @@ def main():
     parser.add_argument("--this", default=str(HERE),
                         help="the tree to compare (default: this checkout)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--k-max", type=int, default=20, help="the model's K_max (default 20)")
+    parser.add_argument("--iters", type=int, default=400,
+                        help="iterations of the per-iteration measure (default 400)")
     args = parser.parse_args()
+    k = args.k_max
     trees = {"base": Path(args.base).resolve(), "this": Path(args.this).resolve()}
     info = machine_info()
     base_rev, this_rev = (subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=t,
                                          capture_output=True, text=True).stdout.strip()
                           for t in (trees["base"], trees["this"]))
     for tree in trees.values():  # PyTensor's cache and numba's, once for each tree
-        _run(tree, "short")
+        _run(tree, "short", k)
     res = {k: {"cold": [], "warm": [], "per_iter": []} for k in trees}
     for rep in range(args.reps):
         for name, tree in trees.items():
             _clear_numba(tree)
-            res[name]["cold"].append(_run(tree, "short")[1])
-            res[name]["warm"].append(_run(tree, "short")[1])
-            res[name]["per_iter"].append(_run(tree, "long")[0])
+            res[name]["cold"].append(_run(tree, "short", k)[1])
+            res[name]["warm"].append(_run(tree, "short", k)[1])
+            res[name]["per_iter"].append(_run(tree, "long", k, args.iters)[0])
             print(f"rep {rep} {name}: " + ", ".join(f"{k} {v[-1]:.3f}"
                                                      for k, v in res[name].items()), flush=True)
     rows = []
@@ -121,13 +129,13 @@ def main():
                      "this_range": f"{min(res['this'][what]):.3f}-{max(res['this'][what]):.3f}"})
     cols = ["measure", "unit", "base", "this", "ratio", "base_range", "this_range"]
     print_table(rows, cols)
-    write_results("side_by_side", rows, cols,
-                  f"README model: {this_rev} beside {base_rev}", [
+    write_results("side_by_side" if k == 20 else f"side_by_side_kmax{k}", rows, cols,
+                  f"README model (K_max = {k}): {this_rev} beside {base_rev}", [
                       f"medians of {args.reps} interleaved repetitions; ratio = this / base",
                       "cold: a 6-iteration run's whole process with the tree's numba cache "
                       "deleted (PyTensor's cache warm); warm: the same with numba's cache "
-                      "filled; per_iter: (406 - 6 iterations) / 400 in one process, after a first "
-                      "6-iteration run",
+                      f"filled; per_iter: ({args.iters + 6} - 6 iterations) / {args.iters} in "
+                      "one process, after a first 6-iteration run",
                   ], info)
 
 

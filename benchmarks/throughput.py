@@ -19,7 +19,8 @@ sweep, ``T = N k`` flip tests (an upper bound: a row's own singletons are not te
     Gibbs row set-up (v = Sigma z, residual):      N (2k + 2D) + (k + D) S1b
     flip tests (r'mu_a, |mu_a|^2, two log-densities): T (4D + 20)
     flips (residual and v updates):                 F (2D + 2k)
-    prior log-odds and the birth count:             N (3k + 8 (K_max - k + 1))
+    prior log-odds and the birth count:             N (3k + 8 (K_max - k + 1))  (an upper
+                                                    bound: the count stops at negligible terms)
     refreshes (P, Cholesky, inverse, mu = Sigma RX): ceil(N/r) (4/3 k^3 + 2 k^2 D + k^2)
     initial statistics:                             D S1b + S2b
 
@@ -100,7 +101,7 @@ def measure(kind, n, reps, seed=0):
         rs = Z.sum(axis=1)
         kb, S1b, S2b = int((m > 0).sum()), float(rs.sum()), float((rs * rs).sum())
         t = time.perf_counter()
-        flips, births, deaths, _ = kernels.accelerated_sweep(
+        flips, births, deaths, *_ = kernels.accelerated_sweep(
             rng, Z, X, m, noise, kernels.SweepPrior.counts(1.0, 1.0), refresh)
         dt = time.perf_counter() - t
         rs = Z.sum(axis=1)

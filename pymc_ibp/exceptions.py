@@ -36,15 +36,18 @@ class UntrustedChainsWarning(UserWarning):
     (:func:`pymc_ibp.check_chains`).  The message is one line naming what to do."""
 
 
-def warn_slots_in_use(step, z_name, k_max, where=None, stacklevel=4):
+def warn_slots_in_use(step, z_name, k_max, where=None, stacklevel=4, advice=None):
     """Emit the :class:`TruncationWarning` of a step whose ``K_max`` slots of ``z_name`` were
     all in use; ``where`` says what to raise (:func:`pymc_ibp.matching.graph.slot_knob`;
-    default: the last entry of ``shape=``).  The default ``stacklevel`` points at the caller
-    of the step's ``step()``, past :func:`~pymc_ibp._numba_utils.interrupt_safe`."""
+    default: the last entry of ``shape=``); ``advice``: a probe's estimate of the ``K_max``
+    to use (:meth:`pymc_ibp.inference.k_max.KMaxProbe.advice`; default: twice ``K_max``).
+    The default ``stacklevel`` points at the caller of the step's ``step()``, past
+    :func:`~pymc_ibp._numba_utils.interrupt_safe`."""
     where = "the last entry of shape=" if where is None else where
+    raise_to = f"e.g. to {2 * k_max}" if advice is None else advice
     warnings.warn(
         f"{step}: all K_max={k_max} feature slots of {z_name!r} were in use; the truncation "
-        f"may bias the posterior. Raise K_max (e.g. to {2 * k_max}: {where}) and re-run; the "
+        f"may bias the posterior. Raise K_max ({raise_to}: {where}) and re-run; the "
         "sample stat 'ibp_kmax_hit' marks the affected draws.", TruncationWarning,
         stacklevel=stacklevel)
 

@@ -126,10 +126,22 @@ def _k_max(post, stats, Z, z_name, dim_name):
     to = "" if k_max is None else f" to at least {2 * k_max}"
     where = (f"the length of its {dim_name!r} dim" if dim_name else
              "the last entry of its shape")
+    suggested = _suggested_k_max(stats)
+    if suggested:  # the step's probe with room for more features
+        to = f" to at least {suggested}"
+        where += "; the sampler's K_max probe suggests it, stat 'ibp_kmax_suggested'"
     msg = (f"{size} binds: every feature slot of {z_name!r} was in use in "
            f"{100 * float(frac.max()):.0f}% of the draws of chain(s) {list(chains)}, so the "
            f"posterior is truncated; raise K_max{to} ({where}) and re-run.")
     return TrustIssue("k_max", chains, float(frac.max()), msg)
+
+
+def _suggested_k_max(stats):
+    """The largest ``K_max`` the chains' probes suggested (the ``ibp_kmax_suggested`` stat of
+    the linear-Gaussian steps, already this matrix's; 0: none ran)."""
+    if stats is None or "ibp_kmax_suggested" not in stats:
+        return 0
+    return int(np.asarray(stats["ibp_kmax_suggested"].values).max(initial=0))
 
 
 def _l_max(post, idata):

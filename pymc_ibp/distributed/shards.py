@@ -38,6 +38,7 @@ class ShardResult(NamedTuple):
     kmax_hit: int
     seconds: float = 0.0
     worker_rss: int = 0
+    births_denied: float = 0.0
 
 
 class Stats(NamedTuple):
@@ -65,6 +66,7 @@ class ShardReport(NamedTuple):
     state_bytes: int
     worker_rss: int
     stats: Stats | None = None
+    births_denied: float = 0.0
 
 
 def _z_of(source):
@@ -107,6 +109,7 @@ def shard_sweeps(X, source, m_global, G_global, RX_global, noise, alpha, beta, n
     m = np.asarray(m_global, dtype=np.int64).copy()
     refresh = kernels.refresh_interval(X.shape[0])
     flips = born = died = hit = 0
+    denied = 0.0
     for _ in range(int(sweeps)):
         s = kernels.shard_sweep(rng, Z, X, m, noise, kernels.SweepPrior.counts(alpha, beta),
                                 refresh, kernels.OtherRows(G_ext, RX_ext, int(n_total)), births)
@@ -114,8 +117,9 @@ def shard_sweeps(X, source, m_global, G_global, RX_global, noise, alpha, beta, n
         born += s.births
         died += s.deaths
         hit = max(hit, s.kmax_hit)
+        denied += s.births_denied
     out = shard_stats(X, Z)
-    return out._replace(flips=flips, births=born, deaths=died, kmax_hit=hit,
+    return out._replace(flips=flips, births=born, deaths=died, kmax_hit=hit, births_denied=denied,
                         seconds=time.perf_counter() - t0, worker_rss=_rss())
 
 
@@ -187,7 +191,8 @@ def shard_report(result, X, previous, with_stats=False) -> ShardReport:
     ``previous`` state (runs on its worker)."""
     return ShardReport(z_changes(result, previous), result.flips, result.births, result.deaths,
                        result.kmax_hit, result.seconds, state_bytes(result, X.nbytes),
-                       result.worker_rss, stats_of(result) if with_stats else None)
+                       result.worker_rss, stats_of(result) if with_stats else None,
+                       result.births_denied)
 
 
 # ---------------------------------------------------------------------------------------------

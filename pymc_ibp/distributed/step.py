@@ -40,6 +40,7 @@ import pymc as pm
 from pymc.step_methods.compound import Competence
 from pymc.step_methods.state import dataclass_state
 
+from pymc_ibp import kernels
 from pymc_ibp.datasets.sharded import sharded_data_of
 from pymc_ibp.distributed.cluster import ShardCluster
 from pymc_ibp.distributed.modes import (
@@ -249,7 +250,7 @@ class DataParallelGibbs(AcceleratedGibbs):
                     self.inner_sweeps, self.exact_rows, token, self.exact_flip)
                 self.exact_accepted = int(accepted)
                 self.last_iteration = {"token": token, "accepted": accepted, "rows": rows}
-                return flips, 0, 0, int(np.all(cluster.total.m > 0))
+                return kernels.SweepStats(flips, 0, 0, int(np.all(cluster.total.m > 0)), 0.0)
             if self.parallel_mode == "async":
                 token = self.token
                 reports, shards, self.token = async_iteration(
@@ -266,8 +267,10 @@ class DataParallelGibbs(AcceleratedGibbs):
                                        deaths=[r.deaths for r in reports],
                                        flips=[r.flips for r in reports])
             self._record(reports, shards, token)
-            return (sum(r.flips for r in reports), sum(r.births for r in reports),
-                    sum(r.deaths for r in reports), max(r.kmax_hit for r in reports))
+            return kernels.SweepStats(
+                sum(r.flips for r in reports), sum(r.births for r in reports),
+                sum(r.deaths for r in reports), max(r.kmax_hit for r in reports),
+                sum(r.births_denied for r in reports))
 
         out = cluster.run(iteration, rng, it)
         m[:] = cluster.total.m

@@ -285,7 +285,7 @@ def _next_temperature(particles, current, ll_now, ess):
 
 
 def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2,
-               cores=None, random_seed=None):
+               cores=None, client=None, random_seed=None):
     """Tempered sequential Monte Carlo from the prior to the posterior of a linear-Gaussian
     IBP model, and its estimate of the log evidence ``log p(X)`` (module docstring).
 
@@ -312,6 +312,10 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         Chains run at once, in forked worker processes (default: as many as chains and
         CPUs allow; 1, or a platform without ``fork``, runs them one after another).  The
         draws for one seed do not depend on it.
+    client : distributed.Client, optional
+        A Dask client: each chain runs as one task on its workers instead (``cores`` is then
+        ignored), with the same draws for one seed.  A chain whose worker is lost is re-run
+        by Dask from its seed; one that cannot finish raises an error naming it.
     random_seed : int or Generator, optional
 
     Returns
@@ -339,7 +343,9 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
     cores = min(int(chains), os.cpu_count() or 1) if cores is None else int(cores)
     if cores < 1:
         raise ValueError(f"cores must be a positive integer; got {cores!r}.")
-    if cores > 1 and "fork" in mp.get_all_start_methods():
+    if client is not None:
+        out = _on_dask(client, run, int(chains))
+    elif cores > 1 and "fork" in mp.get_all_start_methods():
         global _RUN
         _RUN = run  # the workers, forked below, inherit it (compiled functions included)
         try:
@@ -381,6 +387,32 @@ def _check_runs(ll, rhat_max=1.05):
 
 #: the run a forked worker of :func:`sample_smc` executes (set only while the pool runs)
 _RUN = None
+
+
+def _chain_task(run, c):
+    return run.chain(c)
+
+
+def _on_dask(client, run, chains):
+    """Each chain of ``run`` as one task on the Dask ``client``'s workers (the run, compiled
+    functions and each chain's generator included, is pickled to them)."""
+    futures = [client.submit(_chain_task, run, c, pure=False) for c in range(chains)]
+    out = []
+    for c, fut in enumerate(futures):
+        try:
+            out.append(fut.result())
+        except Exception as err:  # KilledWorker, a worker's error, a cancelled future
+            for f in futures:
+                f.cancel()
+            try:
+                why = f"{type(err).__name__}: {err}"
+            except Exception:  # an exception whose str() fails
+                why = type(err).__name__
+            raise RuntimeError(
+                f"pmi.sample_smc: chain {c} did not finish on the Dask cluster ({why}); check "
+                "the workers (memory, logs) and re-run, or pass client=None to run the chains "
+                "on this machine.") from err
+    return out
 
 
 def _run_in_worker(c):

@@ -262,33 +262,88 @@ def gibbs_row_entries(rng, z, k, row, Sig, mu, noise, work, greedy):
             z[a] = float(newz)
     return flips
 
+_NEGLIGIBLE = 60.0
+"""Nats below the largest term at which :func:`birth_terms` stops: ``e^-60 ≈ 1e-26`` is far
+below half a unit in the last place of a sum of at least one."""
+
+
 @numba.njit(cache=True)
-def birth_count(rng, navail, log_lam, row, noise, work, logpj, greedy):
-    """Draw the number ``j`` of row-``n`` singleton features:
-    ``p(j) ∝ Poisson(j; λ) Π_b N(x_b; zμ_b, (s²_b + jσa_b²) I)`` over ``j = 0..navail``.
+def birth_terms(navail, log_lam, row, noise, work, logpj):
+    """``logpj[j] = log p(j)`` (unnormalised) of the number ``j`` of row-``n`` singleton
+    features, ``p(j) ∝ Poisson(j; λ) Π_b N(x_b; zμ_b, (s²_b + jσa_b²) I)``, for
+    ``j = 0..last``; returns ``last`` (at most ``navail``).
 
     Eq. 3.7 of Doshi-Velez (2009) (eq. 4 of Doshi-Velez & Ghahramani 2009) with the new
     features' values integrated out (each adds ``σa²`` to the predictive variance and nothing
     to its mean) and ``λ = α/N`` (``αβ/(N-1+β)`` for the two-parameter IBP).  The sum starts at
     ``j = 0``: the thesis text ranges over ``1..k_max``, which would force a new feature on
     every row.  ``row``: the :class:`ObservedRow` (its observed entries per block ``dn``);
-    ``work``: the :class:`RowWork` holding its moments ``s2``, ``rr``."""
+    ``work``: the :class:`RowWork` holding its moments ``s2``, ``rr``.
+
+    The terms stop at the first ``j`` past the modes of both factors at which ``log p(j)`` is
+    :data:`_NEGLIGIBLE` nats below the largest so far: every later term is smaller and would
+    round away in any sum, so a draw over ``0..last`` is the one over all ``navail + 1``
+    terms, at a cost set by the row's data rather than by ``K_max``."""
     s2, rr, dn = work.s2, work.rr, row.dn
+    nb = noise.sx2.shape[0]
+    lam = math.exp(log_lam)
     lf = 0.0  # log j!
+    mx = -np.inf
+    last = navail
     for j in range(navail + 1):
         if j > 1:
             lf += math.log(j)
-        logpj[j] = j * log_lam - lf
-    for b in range(noise.sx2.shape[0]):
-        hd = 0.5 * dn[b]
-        s, a, q = s2[b], noise.sa2[b], 0.5 * rr[b]
-        for j in range(navail + 1):
-            sj = s + j * a
-            logpj[j] -= hd * math.log(sj) + q / sj
+        lp = j * log_lam - lf
+        past_modes = j + 1 > lam  # the Poisson terms decrease from here on ...
+        for b in range(nb):
+            hd = 0.5 * dn[b]
+            sj = s2[b] + j * noise.sa2[b]
+            q = 0.5 * rr[b]
+            lp -= hd * math.log(sj) + q / sj
+            if hd * sj < q:  # ... and block b's likelihood terms too once s_j ≥ q / hd
+                past_modes = False
+        logpj[j] = lp
+        mx = max(mx, lp)
+        if past_modes and lp < mx - _NEGLIGIBLE:
+            last = j  # every later term is below this one: each would round away in the sum
+            break
+    return last
+
+
+@numba.njit(cache=True)
+def draw_count(rng, logpj, last, greedy):
+    """A draw ``j ∈ 0..last`` with ``p(j) ∝ exp(logpj[j])`` (the mode when ``greedy``)."""
     if greedy:
         best = 0
-        for j in range(navail + 1):
+        for j in range(last + 1):
             if logpj[j] > logpj[best]:
                 best = j
         return best
-    return categorical_logp(rng, logpj, navail + 1)
+    return categorical_logp(rng, logpj, last + 1)
+
+
+@numba.njit(cache=True)
+def excess_count(logpj, last, navail):
+    """``E[(j - navail)⁺]`` under ``p(j) ∝ exp(logpj[j])``, ``j = 0..last``: the features a row
+    wants beyond the ``navail`` free slots (0 when ``last ≤ navail``)."""
+    if last <= navail:
+        return 0.0
+    mx = -np.inf
+    for j in range(last + 1):
+        mx = max(mx, logpj[j])
+    tot = 0.0
+    ex = 0.0
+    for j in range(last + 1):
+        w = math.exp(logpj[j] - mx)
+        tot += w
+        if j > navail:
+            ex += (j - navail) * w
+    return ex / tot
+
+
+@numba.njit(cache=True)
+def birth_count(rng, navail, log_lam, row, noise, work, logpj, greedy):
+    """Draw the number ``j ∈ 0..navail`` of row-``n`` singleton features from the terms of
+    :func:`birth_terms`."""
+    return draw_count(rng, logpj, birth_terms(navail, log_lam, row, noise, work, logpj),
+                      greedy)

@@ -41,7 +41,9 @@ from pymc_ibp.kernels.gaussian import (
 from pymc_ibp.kernels.linalg import forward_sub
 from pymc_ibp.kernels.rows import (
     ObservedRow,
-    birth_count,
+    birth_terms,
+    draw_count,
+    excess_count,
     gibbs_row_entries,
     row_dims,
     row_update,
@@ -58,13 +60,20 @@ from pymc_ibp.kernels.slots import (
 
 
 class SweepStats(NamedTuple):
-    """What a sweep did: entries flipped, features born and died, and whether all ``K_max``
-    slots were in use at some row (``kmax_hit``, 0/1)."""
+    """What a sweep did: entries flipped, features born and died, whether all ``K_max``
+    slots were in use at some row (``kmax_hit``, 0/1), and the births the free slots denied:
+    the sum over rows of ``E[(j - free slots)⁺]`` under the untruncated birth count
+    (:func:`~pymc_ibp.kernels.rows.excess_count`; 0.0 when the truncation never binds)."""
 
     flips: int
     births: int
     deaths: int
     kmax_hit: int
+    births_denied: float = 0.0
+
+
+#: how far past the free slots a sweep looks when it counts the births they deny
+BIRTH_LOOKAHEAD = 128
 
 
 #: :attr:`OtherRows.G` / :attr:`OtherRows.RX`: no other rows
@@ -126,9 +135,11 @@ def accelerated_sweep(rng, Z, X, m, noise, prior, refresh, greedy=False, miss=No
       2. Gibbs each ``z_nk`` with ``m₋ₙₖ > 0`` (:func:`gibbs_row_entries`, prior log-odds
          ``log m/(N-1-m+β)``), row-``n`` singletons kept in the likelihood (their posterior is
          the prior, so they add ``σa²`` to the predictive variance and nothing to the mean);
-      3. block-Gibbs row ``n``'s singleton set: drop it, then draw ``j`` (:func:`birth_count`,
+      3. block-Gibbs row ``n``'s singleton set: drop it, then draw ``j`` (:func:`birth_terms`,
          ``λ = αβ/(N-1+β)``, ``j`` up to the free slots — exact for the truncated prior) and
-         place the ``j`` features in uniformly random empty slots;
+         place the ``j`` features in uniformly random empty slots; the births the free slots
+         deny (up to :data:`BIRTH_LOOKAHEAD` past them) are counted in
+         :attr:`SweepStats.births_denied`;
       4. re-add row ``n``.
 
     * **Per-entry prior log-odds without births** (:meth:`SweepPrior.entries`): the
@@ -206,12 +217,13 @@ def accelerated_sweep_core(rng, Z, X, m, noise, prior, other, options, miss):
             for t in range(d):
                 RX[a, t] += RX_ext[act[a], t]
     flips = births = deaths = kmax_hit = 0
+    denied = 0.0
     z = np.zeros(k_max)
     work = row_work(d, nb, k_max)
     v, s2, r = work.v, work.s2, work.r
     prior_lo, skip = work.prior_lo, work.skip
     e = np.zeros(d)
-    logpj = np.zeros(k_max + 1)
+    logpj = np.zeros(k_max + BIRTH_LOOKAHEAD + 1)
     free = np.empty(k_max, dtype=np.int64)
     no_w = np.zeros(0)
     w_row = np.ones(d)
@@ -280,7 +292,10 @@ def accelerated_sweep_core(rng, Z, X, m, noise, prior, other, options, miss):
                     k = swap_remove(a, k, act, Sig, mu, G, RX)
                 else:
                     a += 1
-            jnew = birth_count(rng, k_max - k, log_lam, row, noise, work, logpj, greedy)
+            navail = k_max - k
+            last = birth_terms(navail + BIRTH_LOOKAHEAD, log_lam, row, noise, work, logpj)
+            denied += excess_count(logpj, last, navail)
+            jnew = draw_count(rng, logpj, min(last, navail), greedy)
             if jnew > 0:
                 random_free_slots(rng, act, k, k_max, jnew, free)
                 for j in range(jnew):
@@ -301,7 +316,7 @@ def accelerated_sweep_core(rng, Z, X, m, noise, prior, other, options, miss):
         write_row(Z, i, z, act, k, m)
         row_update(Sig, mu, z, x, k, noise, 1.0, v, e)
         stats_with_row(G, RX, z, x, k, 1.0)
-    return SweepStats(flips, births, deaths, kmax_hit)
+    return SweepStats(flips, births, deaths, kmax_hit, denied)
 
 @numba.njit(cache=True)
 def _window_loglik(C, E, d):
@@ -451,7 +466,7 @@ def accelerated_sweep_window(rng, Z, X, m, noise, alpha, beta, refresh, window):
                 z[a] = Zw[r, a]
             row_update(Sig, mu, z, X[i], k, noise, 1.0, v, e)
             stats_with_row(G, RX, z, X[i], k, 1.0)
-    return SweepStats(flips, births, deaths, kmax_hit)
+    return SweepStats(flips, births, deaths, kmax_hit, 0.0)
 
 @numba.njit(cache=True)
 def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, noise):
@@ -557,4 +572,4 @@ def collapsed_sweep(rng, Z, X, m, noise, alpha, beta, trXX):
         if k == k_max:
             kmax_hit = 1
         write_row(Z, i, z, act, k, m)
-    return SweepStats(flips, births, deaths, kmax_hit)
+    return SweepStats(flips, births, deaths, kmax_hit, 0.0)

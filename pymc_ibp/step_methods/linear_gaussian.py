@@ -101,6 +101,8 @@ class _LinearGaussianIBPStep(BlockedStep):
         "ibp_births": (np.int64, []),
         "ibp_deaths": (np.int64, []),
         "ibp_kmax_hit": (bool, []),
+        "ibp_births_denied": (np.float64, []),
+        "ibp_kmax_suggested": (np.int64, []),
         "ibp_split_merge_accepted": (np.int64, []),
         "ibp_birth_death_accepted": (np.int64, []),
         "ibp_pair_swap_accepted": (np.int64, []),
@@ -121,7 +123,7 @@ class _LinearGaussianIBPStep(BlockedStep):
                  split_merge_proposal="sequential", init_restarts=4, init_anneal=True,
                  birth_death=3, birth_rows=64, init_subsample=1000, init_sweeps=100,
                  column_split_merge=0, pair_swaps=3, init_method="anneal", tuning_repairs=True,
-                 data=None):
+                 k_max_probe=30, data=None):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [spec.z_rv for spec in matched_models(model)]
@@ -192,7 +194,8 @@ class _LinearGaussianIBPStep(BlockedStep):
             initial_point=initial_point, compile_kwargs=compile_kwargs, data=data,
             init_z=init_z, init_restarts=init_restarts, init_anneal=init_anneal,
             init_subsample=init_subsample, init_sweeps=init_sweeps, init_method=init_method,
-            column_split_merge=self.column_split_merge, tuning_repairs=tuning_repairs)
+            column_split_merge=self.column_split_merge, tuning_repairs=tuning_repairs,
+            k_max_probe=k_max_probe)
         self.mode = self.update.mode
         self.rng = get_random_generator(rng)
 
@@ -219,6 +222,8 @@ class _LinearGaussianIBPStep(BlockedStep):
             "ibp_births": info.births,
             "ibp_deaths": info.deaths,
             "ibp_kmax_hit": info.kmax_hit,
+            "ibp_births_denied": info.births_denied,
+            "ibp_kmax_suggested": info.kmax_suggested,
             "ibp_split_merge_accepted": info.moves.split_merge,
             "ibp_birth_death_accepted": info.moves.birth_death,
             "ibp_pair_swap_accepted": info.moves.pair_swaps,
@@ -309,6 +314,11 @@ class AcceleratedGibbs(_LinearGaussianIBPStep):
         Repairs of combination modes on all rows during tuning (default True); see the docs page.
     init_anneal : bool
         Annealing of the multi-start tuning of ``init_sweeps=0`` (default True); see the docs page.
+    k_max_probe : int
+        When every ``K_max`` slot is in use in a kept draw, sweeps of a probe with room for more
+        features, whose ``K+`` the :class:`~pymc_ibp.TruncationWarning` and the stat
+        ``ibp_kmax_suggested`` turn into the ``K_max`` to use (default 30; 0: off); see the
+        docs page.
 
     References
     ----------

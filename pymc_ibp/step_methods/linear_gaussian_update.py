@@ -23,6 +23,7 @@ from pytensor.graph.traversal import ancestors
 from pymc_ibp import kernels
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import DataError, warn_slots_in_use
+from pymc_ibp.inference.k_max import probe_k_max
 from pymc_ibp.init.baselines import search_baselines
 from pymc_ibp.init.given import StartDefaults, check_binary_start
 from pymc_ibp.init.parameters import StartCheck
@@ -62,7 +63,9 @@ class LocalData:
 class UpdateInfo(NamedTuple):
     """What one :meth:`LinearGaussianUpdate.step` did: the sweep's flips, births and deaths,
     whether it filled every slot, the moves' acceptances, the active features, the log joint
-    and log-likelihood (``A`` integrated out)."""
+    and log-likelihood (``A`` integrated out), the births the free slots denied
+    (:class:`~pymc_ibp.kernels.SweepStats`) and the ``K_max`` a probe suggested (0: none ran,
+    :func:`~pymc_ibp.inference.k_max.probe_k_max`)."""
 
     flips: int
     births: int
@@ -72,28 +75,33 @@ class UpdateInfo(NamedTuple):
     n_active: int
     log_joint: float
     log_lik: float
+    births_denied: float = 0.0
+    kmax_suggested: int = 0
 
 
 @dataclass_state
 class LinearGaussianUpdateState(DataClassState):
     """The update's per-chain state: iterations done, whether the chain has started and has
-    warned, its tuning length and the start search's state."""
+    warned, its tuning length, the ``K_max`` its probe suggested and the start search's
+    state."""
 
     sweeps: int
     started: bool
     warned: bool
     n_tune: int
+    suggested: int
     search: AnnealedSearchState
 
 
 class LinearGaussianUpdate(WithSamplingState):
     """``Z`` (when ``update_z``), ``A`` and the imputed entries of the matched model ``spec``
     (module docstring), for the step ``who``.  ``sweep(rng, Z, X, m, noise)`` is the step's
-    sweep of ``Z`` (in place; returns flips, births, deaths, whether ``K_max`` was hit;
+    sweep of ``Z`` (in place; returns a :class:`~pymc_ibp.kernels.SweepStats`;
     ``None``: the update only starts chains, each :meth:`step` right after :meth:`reset` and
     only when the search runs);
     ``moves`` the :class:`~pymc_ibp.kernels.Moves` after it; ``data`` a :class:`LocalData`
-    or the shards' equivalent (default: the model's arrays); the start options as for
+    or the shards' equivalent (default: the model's arrays); ``k_max_probe``: the sweeps of
+    the probe run when ``K_max`` binds in a kept draw (0: none); the start options as for
     :class:`~pymc_ibp.init.search.AnnealedSearch`."""
 
     _state_class = LinearGaussianUpdateState
@@ -101,8 +109,9 @@ class LinearGaussianUpdate(WithSamplingState):
     def __init__(self, model, spec, *, who, update_z, sweep, moves, initial_point=None,
                  compile_kwargs=None, data=None, init_z="auto", init_restarts=4,
                  init_anneal=True, init_subsample=1000, init_sweeps=100, init_method="anneal",
-                 column_split_merge=0, tuning_repairs=True):
+                 column_split_merge=0, tuning_repairs=True, k_max_probe=30):
         self.spec, self.who, self.update_z, self.sweep = spec, who, bool(update_z), sweep
+        self.k_max_probe = int(k_max_probe)
         self.moves = moves
         self.z_name = model.rvs_to_values[spec.z_rv].name
         self._slot_knob = slot_knob(model, spec.z_rv.name)  # named by a TruncationWarning
@@ -146,6 +155,7 @@ class LinearGaussianUpdate(WithSamplingState):
                 v in free for v in ancestors([self.mode.symbolic[0]])):
             self.noise(initial_point if initial_point is not None else ip)
             search_alpha = self.mode.alpha
+        self._free_alpha = search_alpha is not None
         if self.update_z and not self.mode.counts:  # is_support_point at the initial
             self.start_check.check(ip)  # (the probabilities need valid parameters)
             self.noise(ip)  # probabilities until the first step sets them
@@ -172,6 +182,7 @@ class LinearGaussianUpdate(WithSamplingState):
         """A new chain with ``tune`` tuning iterations."""
         self.sweeps, self.started, self.warned = 0, False, False
         self.n_tune = int(tune)
+        self.suggested = 0
         self.search.reset()
 
     def noise(self, point):
@@ -236,6 +247,7 @@ class LinearGaussianUpdate(WithSamplingState):
         X, owned = self.complete_data(point, offset)
         trXX = self.data.trXX(X, noise)
         flips = births = deaths = hit = 0
+        denied = 0.0
         moved = kernels.MovesInfo(0, 0, 0)
         noise_a = noise  # the scales A and the imputed entries are drawn at
         if self.update_z:
@@ -267,7 +279,7 @@ class LinearGaussianUpdate(WithSamplingState):
         if self.update_z and not (searched or given):
             if self.sweep is None:
                 raise RuntimeError(f"{self.who}: this linear-Gaussian update only starts chains.")
-            flips, births, deaths, hit = self.sweep(rng, Z, X, m, noise_z)
+            flips, births, deaths, hit, denied = self.sweep(rng, Z, X, m, noise_z)
             if self.mask is not None:  # the sweep may have re-drawn the missing entries
                 trXX = self.data.trXX(X, noise)
             if self.mode.counts:
@@ -300,7 +312,24 @@ class LinearGaussianUpdate(WithSamplingState):
         log_joint, loglik = self.mode.log_joint(G, RX, Z, m, act, trXX, noise)
         if hit and not self.warned and self.sweeps >= self.n_tune:  # kept draws only
             self.warned = True
-            warn_slots_in_use(self.who, self.z_name, self.k_max, self._slot_knob)
+            advice = self._probe(rng, Z, X, noise)
+            warn_slots_in_use(self.who, self.z_name, self.k_max, self._slot_knob, advice=advice)
         self.sweeps += 1
         return new, UpdateInfo(int(flips), int(births), int(deaths), bool(hit), moved,
-                               int(act.size), float(log_joint), float(loglik))
+                               int(act.size), float(log_joint), float(loglik), float(denied),
+                               self.suggested)
+
+    def _probe(self, rng, Z, X, noise):
+        """Run :func:`~pymc_ibp.inference.k_max.probe_k_max` from the chain's state (IBP prior
+        and data on this process only), keep its suggestion and return its advice.  The probe
+        draws from a generator spawned from the chain's (``Generator.spawn`` leaves the
+        parent's stream as it is): the chain's draws are the same with or without it."""
+        if self.k_max_probe <= 0 or not self.mode.counts or self.search.sharded is not None:
+            return None
+        v0 = self.search.data_var(noise)
+        probe = probe_k_max(rng.spawn(1)[0], Z, X, noise, self.mode.alpha, self.mode.beta,
+                            sweeps=self.k_max_probe, free_alpha=self._free_alpha,
+                            estimate_noise=lambda Z_, X_, m_, nz: self.search.noise_estimate(
+                                Z_, X_, m_, nz, v0))
+        self.suggested = probe.suggested
+        return probe.advice()

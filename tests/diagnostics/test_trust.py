@@ -9,7 +9,7 @@ import pymc_ibp as pmi
 N, K_MAX, N_CHAINS, N_DRAWS = 50, 6, 4, 200
 
 
-def _trace(Z, log_joint=None, kmax_hit=None, dims=("obs", "feature")):
+def _trace(Z, log_joint=None, kmax_hit=None, dims=("obs", "feature"), suggested=None):
     """A DataTree as pm.sample returns it: Z (chain, draw, obs, feature) and sample stats."""
     c, t = Z.shape[:2]
     coords = {"chain": np.arange(c), "draw": np.arange(t)}
@@ -19,6 +19,8 @@ def _trace(Z, log_joint=None, kmax_hit=None, dims=("obs", "feature")):
         stats["ibp_log_joint"] = (("chain", "draw"), log_joint)
     if kmax_hit is not None:
         stats["ibp_kmax_hit"] = (("chain", "draw"), kmax_hit)
+    if suggested is not None:
+        stats["ibp_kmax_suggested"] = (("chain", "draw"), suggested)
     tree = {"posterior": post}
     if stats:
         tree["sample_stats"] = xr.Dataset(stats, coords=coords)
@@ -74,6 +76,19 @@ def test_binding_truncation_names_k_max_and_the_dim():
     assert issue.value == 1.0 and issue.chains == (0, 1, 2, 3)
     assert f"K_max = {K_MAX} binds" in issue.message and f"at least {2 * K_MAX}" in issue.message
     assert "'feature' dim" in issue.message
+
+
+def test_binding_truncation_names_the_k_max_the_probe_suggested():
+    """With the linear-Gaussian steps' ibp_kmax_suggested stat, the line names the largest
+    suggestion of any chain instead of twice K_max."""
+    Z = _z()
+    Z[:, :, :4, 3:] = 1
+    suggested = np.zeros((N_CHAINS, N_DRAWS), dtype=np.int64)
+    suggested[1, 50:] = 17
+    suggested[2, 10:] = 23
+    (issue,) = [i for i in pmi.check_chains(_trace(Z, suggested=suggested), warn=False)
+                if i.kind == "k_max"]
+    assert "at least 23" in issue.message and "ibp_kmax_suggested" in issue.message
 
 
 def test_truncation_from_the_stat_when_z_is_left_out():

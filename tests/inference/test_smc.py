@@ -173,6 +173,33 @@ def test_one_seed_gives_one_answer():
     np.testing.assert_array_equal(a["posterior"]["Z"].values, b["posterior"]["Z"].values)
 
 
+def test_chains_on_a_dask_cluster_give_the_same_answer():
+    """client=: each chain a task on the workers (two processes), the draws those of cores=1;
+    a chain that cannot finish is named in the error."""
+    distributed = pytest.importorskip("distributed")
+    a = pmi.sample_smc(_tiny(), draws=30, chains=2, cores=1, random_seed=4)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        b = pmi.sample_smc(_tiny(), draws=30, chains=2, client=client, random_seed=4)
+    np.testing.assert_array_equal(a["sample_stats"]["log_marginal_likelihood"].values,
+                                  b["sample_stats"]["log_marginal_likelihood"].values)
+    np.testing.assert_array_equal(a["posterior"]["Z"].values, b["posterior"]["Z"].values)
+
+    class Lost:  # the futures of a cluster whose workers died
+        def submit(self, fn, *args, **kwargs):
+            return self
+
+        def result(self):
+            raise distributed.KilledWorker("pmi-chain", "tcp://worker", 3)
+
+        def cancel(self):
+            pass
+
+    with pytest.raises(RuntimeError, match="chain 0 did not finish on the Dask cluster"):
+        pmi.sample_smc(_tiny(), draws=30, chains=2, client=Lost(), random_seed=4)
+
+
 @pytest.mark.slow  # about a minute: the exact evidence sums 262,144 matrices
 def test_the_log_evidence_of_six_block_images_agrees_with_enumeration():
     """Six block images (D = 36, K_max = 3): the evidence summed over every matrix; four runs

@@ -220,3 +220,44 @@ def test_the_spectral_tempered_loglik_equals_the_cholesky_one():
             noise = kernels.noise_blocks(sx2[i], sa2[i], d)
             want = kernels.tempered_loglik(G, RX, kernels.block_sq_norms(X, noise), n, noise, t)
             np.testing.assert_allclose(got[i], want, rtol=1e-10, atol=1e-10)
+
+
+def _birth_count_reference(u, navail, log_lam, s2, rr, dn, sa2):
+    """The birth-count draw over all ``navail + 1`` terms (eq. 3.7 of Doshi-Velez 2009) for
+    the uniform ``u``, the way :func:`kernels.birth_count` lays out its sums."""
+    j = np.arange(navail + 1)
+    lp = j * log_lam - np.concatenate([[0.0], np.cumsum(np.log(np.maximum(j[1:], 1)))])
+    for b in range(len(s2)):
+        sj = s2[b] + j * sa2[b]
+        lp = lp - (0.5 * dn[b] * np.log(sj) + 0.5 * rr[b] / sj)
+    w = np.exp(lp - lp.max())
+    return int(min(np.searchsorted(np.cumsum(w), u * w.sum(), side="right"), navail)), lp
+
+
+@pytest.mark.parametrize("rr_scale", [0.1, 30.0, 3000.0])
+def test_birth_count_stops_early_without_changing_the_draw(rr_scale):
+    """``birth_count`` stops summing once the remaining terms are negligible: with 400 free
+    slots its draws are those of the full categorical for the same uniforms, from rows that
+    want no new feature (small residual) to rows that want dozens (large residual)."""
+    noise = kernels.noise_blocks(COL_SX**2, COL_SA**2, 4)
+    nb, navail = len(noise.sx2), 400
+    work = kernels.row_work(4, nb, 1)
+    dn = np.array([2.0, 1.0, 1.0])
+    row = kernels.ObservedRow(np.zeros(4), np.zeros(0), dn)
+    logpj = np.zeros(navail + 1)
+    drawn = []
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        work.s2[:] = noise.sx2 + rng.random(nb)
+        work.rr[:] = rr_scale * rng.random(nb) * dn
+        log_lam = np.log(rng.choice([1e-3, 0.5, 5.0]))
+        j = kernels.birth_count(np.random.default_rng(seed + 1000), navail, log_lam, row,
+                                noise, work, logpj, False)
+        ref, lp = _birth_count_reference(np.random.default_rng(seed + 1000).random(), navail,
+                                         log_lam, work.s2, work.rr, dn, noise.sa2)
+        assert j == ref
+        assert kernels.birth_count(rng, navail, log_lam, row, noise, work, logpj,
+                                   True) == int(np.argmax(lp))
+        drawn.append(j)
+    if rr_scale > 1000:
+        assert np.mean(drawn) > 10  # rows that want many births are covered

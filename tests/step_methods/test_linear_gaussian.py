@@ -214,6 +214,36 @@ def test_truncation_warning_names_kmax():
             point, st = step.step(point)
 
 
+def test_binding_k_max_is_probed_and_the_denied_births_counted():
+    """When every slot is in use in a kept draw, the step probes with room for more features:
+    on data of 8 planted features with K_max = 3 the warning and the stat suggest at least 8
+    slots (and not absurdly many); the sweeps count the births the full slots denied (0 with
+    room to spare), and k_max_probe=0 falls back to twice K_max."""
+    rng = np.random.default_rng(3)
+    Zt = (rng.random((120, 8)) < 0.3).astype(int)
+    X = Zt @ rng.normal(0.0, 1.0, (8, 12)) + 0.2 * rng.standard_normal((120, 12))
+    model = lg_model(X, 3, alpha=2.0, sigma_x=0.2, sigma_a=1.0)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=10)
+    with pytest.warns(pmi.TruncationWarning, match=r"reached K\+ = \d+ in 30 sweeps") as rec:
+        _, st = run_chain(step, model, 4, seed=1)
+    suggested = st[-1]["ibp_kmax_suggested"]
+    assert 8 <= suggested <= 30 and f"use K_max >= {suggested}" in str(rec[0].message)
+    # the first iteration is the start search; probed at the first sweep that filled K_max
+    assert st[1]["ibp_kmax_suggested"] == suggested
+    assert all(s["ibp_births_denied"] > 0 for s in st[1:])
+    roomy = lg_model(X, 30, alpha=2.0, sigma_x=0.2, sigma_a=1.0)
+    with roomy:
+        step = pmi.AcceleratedGibbs([roomy["Z"]], init_sweeps=10)
+    _, st = run_chain(step, roomy, 3, seed=1)
+    assert all(s["ibp_births_denied"] == 0 and s["ibp_kmax_suggested"] == 0 for s in st)
+    with model:
+        step = pmi.AcceleratedGibbs([model["Z"]], init_sweeps=10, k_max_probe=0)
+    with pytest.warns(pmi.TruncationWarning, match="e.g. to 6"):
+        _, st = run_chain(step, model, 2, seed=1)
+    assert st[-1]["ibp_kmax_suggested"] == 0
+
+
 def test_truncation_warning_names_the_dim_to_raise():
     """The warning says what to raise: the slot dim of the matrix, the last entry of shape=
     without dims, and for the category matrix of pmi.ibp_ibp / noisy_or_ibp_ibp its l_max=
