@@ -26,7 +26,13 @@ random-walk Metropolis step after each sweep, in the model's unconstrained space
 :func:`pymc_ibp.kernels.gaussian.tempered_loglik_columns`), scaled by the particles' spread.
 The product of the mean incremental
 weights is an unbiased estimate of ``p(X)``; its log is reported per chain (an independent
-run), and the spread over chains is its Monte Carlo error.
+run), and the spread over chains is its Monte Carlo error.  As a check, the same run also
+integrates ``d log p_τ(X)/dτ`` (the particles' mean slope of their tempered log-likelihood,
+:func:`pymc_ibp.kernels.tempered_loglik_slope_columns`) over its temperatures from ``τ_1`` on
+by the trapezoid rule (thermodynamic integration, Gelman & Meng 1998); the first stage,
+``[0, τ_1]``, enters by its importance weight as in the SMC estimate, since at ``τ = 0`` the
+slope's mean over the prior is infinite when a scale's prior has mass near zero (``E[1/σx²]``
+under a half-normal).
 """
 
 from __future__ import annotations
@@ -85,21 +91,6 @@ def _spec(model):
         raise ModelPatternError(f"pmi.sample_smc needs continuous hyperparameters; "
                                 f"{discrete} are discrete. Use pm.sample for this model.")
     return spec, others
-
-
-def _ess(logw):
-    """The effective sample size of weights ``exp(logw)``."""
-    w = np.exp(logw - logw.max())
-    return w.sum() ** 2 / np.sum(w * w)
-
-
-def _systematic(rng, logw):
-    """Indices of a systematic resampling of the weights ``exp(logw)``."""
-    w = np.exp(logw - logw.max())
-    cum = np.cumsum(w / w.sum())
-    cum[-1] = 1.0
-    u = (rng.random() + np.arange(w.size)) / w.size
-    return np.searchsorted(cum, u)
 
 
 class _Hyper:
@@ -215,6 +206,14 @@ class _Particles:
             self.g[i:i + 1], self.q[i:i + 1], self.colsq, self.n, p.sx2[None], p.sa2[None],
             temperature)[0])
 
+    def slope(self, temperature):
+        """``d/dτ`` of every particle's tempered log-likelihood at ``temperature``
+        (:func:`pymc_ibp.kernels.tempered_loglik_slope_columns`)."""
+        sx2 = np.stack([p.sx2 for p in self.params])
+        sa2 = np.stack([p.sa2 for p in self.params])
+        return kernels.tempered_loglik_slope_columns(self.g, self.q, self.colsq, self.n, sx2,
+                                                     sa2, temperature)
+
     def resample(self, idx):
         self.Z = self.Z[idx].copy()
         self.theta = self.theta[idx].copy()
@@ -270,12 +269,12 @@ def _next_temperature(particles, current, ll_now, ess):
     """The temperature after ``current`` at which the incremental weights keep an effective
     sample size of ``ess`` of the particles (1 when they do at 1), by bisection."""
     target = ess * ll_now.size
-    if _ess(particles.loglik(1.0) - ll_now) >= target:
+    if kernels.effective_sample_size(particles.loglik(1.0) - ll_now) >= target:
         return 1.0
     lo, hi = current, 1.0
     for _ in range(50):
         mid = 0.5 * (lo + hi)
-        if _ess(particles.loglik(mid) - ll_now) >= target:
+        if kernels.effective_sample_size(particles.loglik(mid) - ll_now) >= target:
             lo = mid
         else:
             hi = mid
@@ -323,9 +322,12 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
     xarray.DataTree
         ``posterior`` with ``Z`` and ``A`` (``A`` drawn from its Gaussian conditional given
         each particle) and the free hyperparameters, one draw per particle; ``sample_stats``
-        with ``log_marginal_likelihood`` (``chain``), ``beta`` (``chain, stage``: the
-        temperatures, NaN after a chain's last) and ``hyper_accept_rate`` (the Metropolis
-        acceptance rate of the hyperparameters at each stage); attributes
+        with ``log_marginal_likelihood`` (``chain``), ``log_marginal_likelihood_ti``
+        (``chain``: thermodynamic integration over the same temperatures, a check of the
+        SMC estimate; its error is the trapezoid rule's on the stages), ``beta``
+        (``chain, stage``: the temperatures, NaN after a chain's last) and
+        ``hyper_accept_rate`` (the Metropolis acceptance rate of the hyperparameters at each
+        stage); attributes
         ``log_marginal_likelihood`` (the mean over chains) and ``log_marginal_likelihood_se``
         (the standard error over chains).
     """
@@ -357,9 +359,9 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
             _RUN = None
     else:
         out = [run.chain(c) for c in range(int(chains))]
-    Zs, As, thetas, logz, betas, rates, lls = (list(x) for x in zip(*out, strict=True))
+    Zs, As, thetas, logz, betas, rates, lls, ti = (list(x) for x in zip(*out, strict=True))
     idata = _result(model, spec, run.hyper, Zs, As, thetas, np.array(logz), betas, rates,
-                    np.stack(lls))
+                    np.stack(lls), np.array(ti))
     _check_runs(np.stack(lls))
     return idata
 
@@ -433,27 +435,33 @@ class _Run(NamedTuple):
 
     def chain(self, c):
         """Chain ``c`` from the prior to the posterior: ``(Z, A, theta, log p(X), the
-        temperatures, the hyperparameters' acceptance rates, the final log-likelihoods)``."""
+        temperatures, the hyperparameters' acceptance rates, the final log-likelihoods,
+        log p(X) by thermodynamic integration over the same temperatures)``."""
         rng, X = self.seeds[c], self.X
         moves = kernels.Moves(5, "sequential", 5, 3, 64, 3)
         particles = _Particles(rng, X, self.hyper, self.spec, self.spec.k_max, self.draws)
         temp, ll_now, total, path, acc = 0.0, np.zeros(self.draws), 0.0, [0.0], []
+        slopes, first = [], 0.0  # TI: the slopes at τ_1, τ_2, ... and the first stage's
         while temp < 1.0:
             new = _next_temperature(particles, temp, ll_now, self.ess)
             if temp > 0.0:  # at most a factor growth per stage (module docstring)
                 new = min(new, self.growth * temp)
             w = particles.loglik(new) - ll_now
             total += float(np.logaddexp.reduce(w) - math.log(w.size))
-            particles.resample(_systematic(rng, w))
+            if temp == 0.0:  # [0, τ_1] by its importance weight (module docstring)
+                first = total
+            particles.resample(kernels.systematic_resample(rng, w))
             temp, path = new, path + [new]
             acc.append(particles.move(rng, temp, self.sweeps, moves))
             ll_now = particles.loglik(temp)
+            slopes.append(float(particles.slope(temp).mean()))
         A = np.stack([kernels.draw_features(rng, z, X, p.noise)
                       for z, p in zip(particles.Z, particles.params, strict=True)])
-        return particles.Z, A, particles.theta, total, path, acc, particles.loglik(1.0)
+        ti = first + float(np.sum(np.diff(path[1:]) * (np.add(slopes[1:], slopes[:-1])) / 2))
+        return particles.Z, A, particles.theta, total, path, acc, particles.loglik(1.0), ti
 
 
-def _result(model, spec, hyper, Zs, As, thetas, logz, betas, rates, lls):
+def _result(model, spec, hyper, Zs, As, thetas, logz, betas, rates, lls, ti):
     chains, draws = len(Zs), Zs[0].shape[0]
     z_name = model.rvs_to_values[spec.z_rv].name
     zdims = model.named_vars_to_dims.get(spec.z_rv.name) or (f"{z_name}_dim_0",
@@ -492,6 +500,7 @@ def _result(model, spec, hyper, Zs, As, thetas, logz, betas, rates, lls):
     for c, r in enumerate(rates):
         rate[c, 1:len(r) + 1] = r
     stats = xr.Dataset({"log_marginal_likelihood": (("chain",), logz),
+                        "log_marginal_likelihood_ti": (("chain",), ti),
                         "beta": (("chain", "stage"), beta),
                         "hyper_accept_rate": (("chain", "stage"), rate),
                         "log_likelihood": (("chain", "draw"), lls)},

@@ -22,6 +22,8 @@ module                    concept
                           sweep with ``A`` (and ``b``) integrated out (one posterior per
                           column) and exact ``(A, b)`` draws; a ``Z`` sweep given ``A`` under
                           the exact likelihood
+``resampling``            the effective sample size and systematic resampling of particle
+                          weights (the tempered SMC)
 ========================  =====================================================================
 
 The IBP's own formulas (mass, log-Beta terms, prior log-odds, birth rate, truncation
@@ -50,6 +52,7 @@ from pymc_ibp.kernels.gaussian import (
     suff_stats,
     tempered_loglik,
     tempered_loglik_columns,
+    tempered_loglik_slope_columns,
 )
 from pymc_ibp.kernels.linalg import backward_sub_t, chol_inverse, forward_sub
 from pymc_ibp.kernels.logit import (
@@ -65,6 +68,7 @@ from pymc_ibp.kernels.logit import (
 from pymc_ibp.kernels.moves import Moves, MovesInfo, linear_gaussian_moves
 from pymc_ibp.kernels.pair_swaps import pair_pattern_swaps
 from pymc_ibp.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
+from pymc_ibp.kernels.resampling import effective_sample_size, systematic_resample
 from pymc_ibp.kernels.rows import (
     NO_LOGODDS,
     ObservedRow,
@@ -146,6 +150,7 @@ __all__ = [
     "MovesInfo",
     "column_split_merge",
     "draw_count",
+    "effective_sample_size",
     "excess_count",
     "linear_gaussian_moves",
     "draw_active_features",
@@ -188,6 +193,8 @@ __all__ = [
     "swap_remove",
     "sweep_state",
     "write_row",
+    "systematic_resample",
     "tempered_loglik",
     "tempered_loglik_columns",
+    "tempered_loglik_slope_columns",
 ]

@@ -262,6 +262,25 @@ def tempered_loglik_columns(g, q, colsq, n, sx2, sa2, temperature):
     return (const - 0.5 * (n * LOG2PI + logdet + quad)).sum(axis=1)
 
 
+def tempered_loglik_slope_columns(g, q, colsq, n, sx2, sa2, temperature):
+    """``d/dτ`` of :func:`tempered_loglik_columns` for many particles at once: by the
+    identity of thermodynamic integration (Gelman & Meng 1998) the mean of it over particles
+    drawn at ``τ`` is ``d log p_τ(X)/dτ``.  Written without the ``1/τ`` terms that cancel, so
+    that it holds down to ``τ = 0`` (per column, with ``u_i = σx² + τσa²g_i``):
+    ``-n log(2πσx²)/2 - Σ_i σa²g_i/(2u_i) - (‖x‖² - Σ_i τσa²q_i/u_i)/(2σx²)
+    + Σ_i τσa²q_i/(2u_i²)``; at ``τ = 0`` the expectation of ``log p(X | Z, A)`` over the prior
+    of ``A``."""
+    tau = float(temperature)
+    s2, a = sx2[:, None, :], sa2[:, None, :]  # P x 1 x D
+    ag = a * g[:, :, None]  # P x K x D
+    u = s2 + tau * ag
+    w = tau * a * q / u
+    resid = colsq[None, :] - w.sum(axis=1)
+    slope = (-0.5 * n * (LOG2PI + np.log(sx2)) - 0.5 * (ag / u).sum(axis=1)
+             - 0.5 * resid / sx2 + 0.5 * (w / u).sum(axis=1))
+    return slope.sum(axis=1)
+
+
 @numba.njit(cache=True)
 def draw_active_features(rng, G, RX, noise):
     """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6), per block: one

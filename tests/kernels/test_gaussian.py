@@ -222,6 +222,35 @@ def test_the_spectral_tempered_loglik_equals_the_cholesky_one():
             np.testing.assert_allclose(got[i], want, rtol=1e-10, atol=1e-10)
 
 
+def test_the_slope_of_the_tempered_loglik_in_the_temperature():
+    """tempered_loglik_slope_columns against central differences of tempered_loglik_columns
+    (τ = 0.003 to 1), and at τ = 0 against the expectation of log p(X | Z, A) over A's prior
+    (Monte Carlo, 20,000 draws)."""
+    rng = np.random.default_rng(1)
+    n, d, k = 7, 5, 4
+    X = rng.normal(size=(n, d))
+    colsq = kernels.column_sq_norms(X)
+    mats = [(rng.random((n, k)) < 0.5).astype(np.int8) for _ in range(3)]
+    mats.append(np.zeros((n, k), dtype=np.int8))
+    g, q = map(np.stack, zip(*(kernels.collapsed_spectrum(
+        *kernels.suff_stats(Z, X, np.flatnonzero(Z.sum(axis=0))), k) for Z in mats),
+        strict=True))
+    sx2 = rng.uniform(0.1, 2.0, (len(mats), d))
+    sa2 = rng.uniform(0.3, 3.0, (len(mats), d))
+    for t in (0.003, 0.2, 1.0):
+        h = 1e-5 * t
+        num = (kernels.tempered_loglik_columns(g, q, colsq, n, sx2, sa2, t + h)
+               - kernels.tempered_loglik_columns(g, q, colsq, n, sx2, sa2, t - h)) / (2 * h)
+        got = kernels.tempered_loglik_slope_columns(g, q, colsq, n, sx2, sa2, t)
+        np.testing.assert_allclose(got, num, rtol=1e-5)
+    at0 = kernels.tempered_loglik_slope_columns(g, q, colsq, n, sx2, sa2, 0.0)
+    for i, Z in enumerate(mats):
+        A = rng.normal(size=(20000, k, d)) * np.sqrt(sa2[i])
+        R = X[None] - np.einsum("nk,skd->snd", Z.astype(float), A)
+        ll = (-0.5 * n * np.log(2 * np.pi * sx2[i]) - 0.5 * (R**2).sum(axis=1) / sx2[i]).sum(1)
+        assert abs(at0[i] - ll.mean()) < 4 * ll.std() / np.sqrt(ll.size) + 1e-9, i
+
+
 def _birth_count_reference(u, navail, log_lam, s2, rr, dn, sa2):
     """The birth-count draw over all ``navail + 1`` terms (eq. 3.7 of Doshi-Velez 2009) for
     the uniform ``u``, the way :func:`kernels.birth_count` lays out its sums."""
