@@ -109,10 +109,17 @@ def compact_stats(Gs, RXs, lay, kk):
 @numba.njit(cache=True)
 def slot_stats(Z, X, m, noise, trXX):
     """Slot-indexed ``ZᵀZ``, ``ZᵀX`` (kept current across a kernel's moves) and the current
-    ``log p(X | Z)``."""
-    Gs, RXs = suff_stats(Z, X, np.arange(Z.shape[1]))
+    ``log p(X | Z)``, from the active columns (those with ``m > 0``) only, so that the cost is
+    ``O(N K+ + K_max²)`` rather than ``O(N K_max)``: empty slots are cheap."""
     act, k = active_slots(m)
-    G, RX = compact_stats(Gs, RXs, act, k)
+    G, RX = suff_stats(Z, X, act[:k])
+    k_max = Z.shape[1]
+    Gs = np.zeros((k_max, k_max))
+    RXs = np.zeros((k_max, X.shape[1]))
+    for a in range(k):
+        for b in range(k):
+            Gs[act[a], act[b]] = G[a, b]
+        RXs[act[a]] = RX[a]
     return Gs, RXs, collapsed_loglik(G, RX, trXX, X.shape[0], noise)
 
 
