@@ -250,7 +250,7 @@ class DataParallelGibbs(AcceleratedGibbs):
                     self.inner_sweeps, self.exact_rows, token, self.exact_flip)
                 self.exact_accepted = int(accepted)
                 self.last_iteration = {"token": token, "accepted": accepted, "rows": rows}
-                return kernels.SweepStats(flips, 0, 0, int(np.all(cluster.total.m > 0)), 0.0)
+                return kernels.SweepStats(flips, 0, 0, int(np.all(cluster.total.m > 0)), np.nan)
             if self.parallel_mode == "async":
                 token = self.token
                 reports, shards, self.token = async_iteration(

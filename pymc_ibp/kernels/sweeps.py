@@ -63,7 +63,8 @@ class SweepStats(NamedTuple):
     """What a sweep did: entries flipped, features born and died, whether all ``K_max``
     slots were in use at some row (``kmax_hit``, 0/1), and the births the free slots denied:
     the sum over rows of ``E[(j - free slots)⁺]`` under the untruncated birth count
-    (:func:`~pymc_ibp.kernels.rows.excess_count`; 0.0 when the truncation never binds)."""
+    (:func:`~pymc_ibp.kernels.rows.excess_count`; 0.0 when the truncation never binds; NaN
+    from the windowed and classic collapsed sweeps, which do not count them)."""
 
     flips: int
     births: int
@@ -466,7 +467,7 @@ def accelerated_sweep_window(rng, Z, X, m, noise, alpha, beta, refresh, window):
                 z[a] = Zw[r, a]
             row_update(Sig, mu, z, X[i], k, noise, 1.0, v, e)
             stats_with_row(G, RX, z, X[i], k, 1.0)
-    return SweepStats(flips, births, deaths, kmax_hit, 0.0)
+    return SweepStats(flips, births, deaths, kmax_hit, np.nan)
 
 @numba.njit(cache=True)
 def _loglik_with_new(G, RX, k, z, x, j, trXX, n, d, noise):
@@ -572,4 +573,4 @@ def collapsed_sweep(rng, Z, X, m, noise, alpha, beta, trXX):
         if k == k_max:
             kmax_hit = 1
         write_row(Z, i, z, act, k, m)
-    return SweepStats(flips, births, deaths, kmax_hit, 0.0)
+    return SweepStats(flips, births, deaths, kmax_hit, np.nan)

@@ -2,6 +2,8 @@
 Doshi-Velez & Ghahramani 2009)."""
 
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -242,6 +244,13 @@ def test_binding_k_max_is_probed_and_the_denied_births_counted():
     with pytest.warns(pmi.TruncationWarning, match="e.g. to 6"):
         _, st = run_chain(step, model, 2, seed=1)
     assert st[-1]["ibp_kmax_suggested"] == 0
+    # the classic collapsed sweep does not count denied births: NaN, not a false 0
+    with roomy:
+        step = pmi.CollapsedGibbs([roomy["Z"]], init_sweeps=10)
+    with warnings.catch_warnings():  # whether its slots fill is not the point here
+        warnings.simplefilter("ignore", pmi.TruncationWarning)
+        _, st = run_chain(step, roomy, 2, seed=1)
+    assert np.isnan(st[-1]["ibp_births_denied"])
 
 
 def test_truncation_warning_names_the_dim_to_raise():
