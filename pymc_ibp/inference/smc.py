@@ -197,10 +197,8 @@ class _Particles:
         """The tempered log-likelihoods of every particle, or of particle ``i`` (at its own
         hyperparameters, or at ``params``)."""
         if i is None:
-            sx2 = np.stack([p.sx2 for p in self.params])
-            sa2 = np.stack([p.sa2 for p in self.params])
-            return kernels.tempered_loglik_columns(self.g, self.q, self.colsq, self.n, sx2,
-                                                   sa2, temperature)
+            return kernels.tempered_loglik_columns(self.g, self.q, self.colsq, self.n,
+                                                   *self._scales(), temperature)
         p = self.params[i] if params is None else params
         return float(kernels.tempered_loglik_columns(
             self.g[i:i + 1], self.q[i:i + 1], self.colsq, self.n, p.sx2[None], p.sa2[None],
@@ -209,10 +207,13 @@ class _Particles:
     def slope(self, temperature):
         """``d/dτ`` of every particle's tempered log-likelihood at ``temperature``
         (:func:`pymc_ibp.kernels.tempered_loglik_slope_columns`)."""
-        sx2 = np.stack([p.sx2 for p in self.params])
-        sa2 = np.stack([p.sa2 for p in self.params])
-        return kernels.tempered_loglik_slope_columns(self.g, self.q, self.colsq, self.n, sx2,
-                                                     sa2, temperature)
+        return kernels.tempered_loglik_slope_columns(self.g, self.q, self.colsq, self.n,
+                                                     *self._scales(), temperature)
+
+    def _scales(self):
+        """Every particle's per-column ``σx²`` and ``σa²`` (``P x D`` each)."""
+        return (np.stack([p.sx2 for p in self.params]),
+                np.stack([p.sa2 for p in self.params]))
 
     def resample(self, idx):
         self.Z = self.Z[idx].copy()

@@ -194,19 +194,27 @@ def test_data_summaries_match_numpy():
                                                                                 rel=1e-12)
 
 
+def _spectral_case(rng, n, d, k, n_random):
+    """Data, its column sums of squares, ``n_random`` random binary matrices and an empty
+    one, and per-matrix column scales ``sx2``, ``sa2``."""
+    X = rng.normal(size=(n, d))
+    mats = [(rng.random((n, k)) < 0.5).astype(np.int8) for _ in range(n_random)]
+    mats.append(np.zeros((n, k), dtype=np.int8))
+    sx2 = rng.uniform(0.1, 2.0, (len(mats), d))
+    sa2 = rng.uniform(0.3, 3.0, (len(mats), d))
+    return X, kernels.column_sq_norms(X), mats, sx2, sa2
+
+
 def test_the_spectral_tempered_loglik_equals_the_cholesky_one():
     """tempered_loglik_columns (eigenvalues of ZᵀZ, any per-column scales, many particles)
     against tempered_loglik (Cholesky per column block), including an empty Z and two
     identical columns (a zero eigenvalue)."""
     rng = np.random.default_rng(0)
     n, d, k = 7, 5, 4
-    X = rng.normal(size=(n, d))
-    colsq = kernels.column_sq_norms(X)
-    mats = [(rng.random((n, k)) < 0.5).astype(np.int8) for _ in range(4)]
-    mats.append(np.zeros((n, k), dtype=np.int8))
+    X, colsq, mats, sx2, sa2 = _spectral_case(rng, n, d, k, 4)
     mats.append(np.repeat(mats[0][:, :1], k, axis=1))
-    sx2 = rng.uniform(0.1, 2.0, (len(mats), d))
-    sa2 = rng.uniform(0.3, 3.0, (len(mats), d))
+    sx2 = np.vstack([sx2, rng.uniform(0.1, 2.0, d)])
+    sa2 = np.vstack([sa2, rng.uniform(0.3, 3.0, d)])
     sx2[1], sa2[1] = 0.5, 1.5  # scalar scales: one block
     spectra = []
     for Z in mats:
@@ -228,15 +236,10 @@ def test_the_slope_of_the_tempered_loglik_in_the_temperature():
     (Monte Carlo, 20,000 draws)."""
     rng = np.random.default_rng(1)
     n, d, k = 7, 5, 4
-    X = rng.normal(size=(n, d))
-    colsq = kernels.column_sq_norms(X)
-    mats = [(rng.random((n, k)) < 0.5).astype(np.int8) for _ in range(3)]
-    mats.append(np.zeros((n, k), dtype=np.int8))
+    X, colsq, mats, sx2, sa2 = _spectral_case(rng, n, d, k, 3)
     g, q = map(np.stack, zip(*(kernels.collapsed_spectrum(
         *kernels.suff_stats(Z, X, np.flatnonzero(Z.sum(axis=0))), k) for Z in mats),
         strict=True))
-    sx2 = rng.uniform(0.1, 2.0, (len(mats), d))
-    sa2 = rng.uniform(0.3, 3.0, (len(mats), d))
     for t in (0.003, 0.2, 1.0):
         h = 1e-5 * t
         num = (kernels.tempered_loglik_columns(g, q, colsq, n, sx2, sa2, t + h)
