@@ -21,6 +21,7 @@ from pymc_ibp.diagnostics import (
     plot_assignments,
     plot_features,
     relabel,
+    row_folds,
     summary,
 )
 from pymc_ibp.distributed import DataParallelGibbs
@@ -47,7 +48,7 @@ from pymc_ibp.exceptions import (
     TruncationWarning,
     UntrustedChainsWarning,
 )
-from pymc_ibp.inference import predict_rows, sample_smc
+from pymc_ibp.inference import log_predictive_rows, predict_rows, sample_smc
 from pymc_ibp.step_methods import (
     AcceleratedGibbs,
     BinaryFeatureGibbs,
@@ -113,6 +114,7 @@ __all__ = [
     "noisy_or_ibp_ibp",
     "distributed",
     "inference",
+    "log_predictive_rows",
     "predict_rows",
     "sample_smc",
     "likelihoods",
@@ -130,6 +132,7 @@ __all__ = [
     "check_chains",
     "compare_models",
     "entry_folds",
+    "row_folds",
     "plot_cusum",
 ]
 

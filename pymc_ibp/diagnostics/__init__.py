@@ -6,7 +6,7 @@ switching, see the docs page *Diagnostics*); held-out metrics (the protocol of D
 Ghahramani 2009, §6).  Full references are on the docs page *References*.
 """
 
-from pymc_ibp.diagnostics.compare import compare_models, entry_folds
+from pymc_ibp.diagnostics.compare import compare_models, entry_folds, row_folds
 from pymc_ibp.diagnostics.cusum import cusum, hairiness, hairiness_index
 from pymc_ibp.diagnostics.feature_plots import plot_assignments, plot_features, posterior_features
 from pymc_ibp.diagnostics.heldout import (
@@ -41,6 +41,7 @@ __all__ = [
     "check_chains",
     "compare_models",
     "entry_folds",
+    "row_folds",
     "cusum",
     "feature_sizes",
     "hairiness",

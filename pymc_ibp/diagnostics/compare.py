@@ -1,5 +1,5 @@
-"""Model comparison by k-fold held-out entries and, where it is available, the log evidence
-(:func:`compare_models`).
+"""Model comparison by k-fold held-out entries or rows and, where it is available, the log
+evidence (:func:`compare_models`).
 
 PSIS-loo (``az.loo``) is unreliable for latent feature models: leaving out a point moves the
 posterior of the features it owns, and many Pareto k values exceed 0.7 (docs page
@@ -12,6 +12,13 @@ its log predictive density ``log mean_s p(x_nd | θ_s)`` over the posterior draw
 (``pm.compute_log_likelihood`` on the model built with the full data).  Every entry is held
 out exactly once, so the scores of two models are paired and their difference has a standard
 error over entries, as in ``az.compare``.
+
+Held out by rows instead (``holdout="rows"``), each model is refitted on the other rows and
+each held-out row ``x_r`` is scored as a new row, ``log mean_s p(x_r | θ_s)``, with
+``p(x_r | θ_s)`` summed exactly over the row's features (the IBP's predictive given the
+fitted rows, new features with their ``A`` integrated out;
+:func:`pymc_ibp.log_predictive_rows`): the question "how well does the model predict a new
+observation", for the linear-Gaussian IBP models.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from pymc.exceptions import ImputationWarning
 from pymc_ibp.diagnostics._idata import _sample_stats
 from pymc_ibp.exceptions import ModelPatternError
 
-__all__ = ["compare_models", "entry_folds"]
+__all__ = ["compare_models", "entry_folds", "row_folds"]
 
 #: the sample stats that mark a draw in which a truncation was full
 _HIT_STATS = ("ibp_kmax_hit", "ibp_lmax_hit")
@@ -61,6 +68,27 @@ def entry_folds(shape, folds=5, seed=None):
     fold = (offsets[:, None] + np.arange(d)[None, :]) % folds
     fold = fold[:, rng.permutation(d)]
     return fold.astype(np.int64)
+
+
+def row_folds(n, folds=5, seed=None):
+    """The fold ``0..folds-1`` of each of ``n`` rows: a random assignment with the folds'
+    sizes as equal as possible.
+
+    Parameters
+    ----------
+    n : int
+        The rows, ``n >= folds``.
+    folds : int, default 5
+    seed : int or numpy Generator, optional
+    """
+    n = int(n)
+    if isinstance(folds, bool) or not float(folds).is_integer() or int(folds) < 2:
+        raise ValueError(f"folds must be an integer >= 2; got {folds!r}.")
+    if n < int(folds):
+        raise ValueError(f"{folds} folds of {n} rows would leave a fold empty; use at most "
+                         f"{n} folds.")
+    rng = np.random.default_rng(seed)
+    return rng.permutation(np.arange(n) % int(folds)).astype(np.int64)
 
 
 def _observed_name(model, shape, observed):
@@ -139,11 +167,37 @@ def _fit_fold(builder, name, full, X, fold_of, f, observed, sample_kwargs, seed)
     return point, _rhat(train), _truncated(idata)
 
 
+def _fit_row_fold(builder, name, X, fold_of, f, observed, sample_kwargs, seed):
+    """Refit ``builder`` on the rows outside fold ``f`` and score the fold's rows by their
+    log predictive density as new rows (:func:`pymc_ibp.log_predictive_rows`); returns the
+    scores, the R-hat of the training log-likelihood and the share of draws with a full
+    truncation."""
+    from scipy.special import logsumexp
+
+    from pymc_ibp.inference.prediction import log_predictive_rows
+
+    held = fold_of == f
+    model = _build(name, builder, X[~held])
+    with model:
+        kw = {"progressbar": False, "compute_convergence_checks": False, **sample_kwargs,
+              "random_seed": seed}
+        idata = pm.sample(**kw)
+    L = log_predictive_rows(idata, model, X[held])  # chain, draw, rows
+    n_chain, n_draw = L.shape[:2]
+    point = logsumexp(L.reshape(n_chain * n_draw, -1), axis=0) - math.log(n_chain * n_draw)
+    var = _observed_name(model, X[~held].shape, observed)
+    ll = pm.compute_log_likelihood(idata, model=model, var_names=[var],
+                                   extend_inferencedata=False, progressbar=False)[var]
+    train = np.asarray(ll.values, dtype=float).reshape(n_chain, n_draw, -1).sum(axis=2)
+    return point, _rhat(train), _truncated(idata)
+
+
 def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
-                   evidence: bool | str = "auto", observed: str | None = None,
+                   holdout: str = "entries", evidence: bool | str = "auto",
+                   observed: str | None = None,
                    sample_kwargs: Mapping | None = None, smc_kwargs: Mapping | None = None,
                    random_seed=None, rhat_max: float = 1.05):
-    """Compare models of one data matrix by k-fold held-out entries and, where
+    """Compare models of one data matrix by k-fold held-out entries or rows and, where
     :func:`pymc_ibp.sample_smc` applies, their log evidence (module docstring).
 
     Parameters
@@ -151,18 +205,27 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
     models : mapping of str to callable
         ``{name: build}``, where ``build(X)`` returns the ``pm.Model`` of the data ``X``
         (called with the held-out entries set to NaN for each fold, and with the full data to
-        score them).  The models are any PyMC models; the scored variable is the observed
-        variable of ``X``'s shape, given to ``observed=`` as an array (PyMC imputes NaN
-        entries of an array, and refuses them in ``pm.Data`` with a message that says so).
+        score them; with ``holdout="rows"``, with the rows outside each fold).  The models
+        are any PyMC models; the scored variable is the observed variable of ``X``'s shape,
+        given to ``observed=`` as an array (PyMC imputes NaN entries of an array, and
+        refuses them in ``pm.Data`` with a message that says so).
     X : array_like, shape (N, D)
         The data, without missing entries.
     folds : int, default 5
-        The number of groups of entries (:func:`entry_folds`); each model is sampled ``folds``
-        times.
+        The number of groups of entries (:func:`entry_folds`) or rows (:func:`row_folds`);
+        each model is sampled ``folds`` times.
+    holdout : {"entries", "rows"}, default "entries"
+        What a fold holds out.  ``"rows"`` scores each held-out row by its log predictive
+        density as a new row, ``log mean_s p(x_r | θ_s)``, its features summed over exactly
+        (:func:`pymc_ibp.log_predictive_rows`): for linear-Gaussian IBP models (the pattern
+        of :class:`pymc_ibp.AcceleratedGibbs`) with at most 14 features in use per draw;
+        other models raise an error that says to hold out entries.
     evidence : bool or "auto", default "auto"
-        Also estimate ``log p(X)`` by :func:`pymc_ibp.sample_smc`: ``"auto"`` where it
-        applies (else NaN and the reason in the ``note`` column), ``True`` raises where it
-        does not, ``False`` skips it.
+        Also estimate ``log p(X)`` by :func:`pymc_ibp.sample_smc`: ``"auto"`` where its
+        accelerated kernel applies (else NaN and the reason in the ``note`` column; pass
+        ``smc_kwargs={"kernel": "gibbs"}`` for the generic kernel of small models),
+        ``True`` with :func:`pymc_ibp.sample_smc`'s own choice of kernel for every model,
+        ``False`` skips it.
     observed : str, optional
         The observed variable to score, when several have ``X``'s shape.
     sample_kwargs : mapping, optional
@@ -178,13 +241,15 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
     -------
     pandas.DataFrame
         One row per model, best first: ``elpd_entry`` (the mean held-out log predictive
-        density per entry), ``se`` (its standard error over entries), ``d_elpd_entry`` and
+        density per entry; ``elpd_row`` per row with ``holdout="rows"``), ``se`` (its
+        standard error over entries or rows), ``d_elpd_entry`` (``d_elpd_row``) and
         ``dse`` (the difference from the best model and its paired standard error),
-        ``elpd`` (the sum over entries), ``log_evidence`` and ``log_evidence_se``,
+        ``elpd`` (the sum), ``log_evidence`` and ``log_evidence_se``,
         ``max_rhat`` (the largest R-hat of the training log-likelihood over folds),
         ``truncated`` (the largest share of draws of a fold in which ``K_max`` or ``l_max``
-        was full) and ``note``.  ``attrs["pointwise"]`` holds each model's ``N x D`` held-out
-        log predictive densities, ``attrs["folds"]`` the fold of each entry and
+        was full) and ``note``.  ``attrs["pointwise"]`` holds each model's ``N x D`` (or
+        ``N``) held-out log predictive densities, ``attrs["folds"]`` the fold of each entry
+        (or row) and
         ``attrs["evidence_errors"]`` why a model has no log evidence.
     """
     import pandas as pd
@@ -203,9 +268,15 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
     if "random_seed" in sample_kwargs:
         raise ValueError("pass the seed as compare_models(random_seed=...), not in "
                          "sample_kwargs: each fold's fit gets its own seed from it.")
+    if holdout not in ("entries", "rows"):
+        raise ValueError(f"holdout must be 'entries' or 'rows'; got {holdout!r}.")
     ss = np.random.SeedSequence(random_seed)
     fold_seed, *model_seeds = ss.spawn(len(models) + 1)
-    fold_of = entry_folds(X.shape, folds, np.random.default_rng(fold_seed))
+    fold_rng = np.random.default_rng(fold_seed)
+    if holdout == "rows":
+        fold_of, unit = row_folds(X.shape[0], folds, fold_rng), "row"
+    else:
+        fold_of, unit = entry_folds(X.shape, folds, fold_rng), "entry"
     rows, pointwise, reasons = [], {}, {}
     for (name, builder), mseed in zip(models.items(), model_seeds, strict=True):
         seeds = mseed.generate_state(folds + 1)
@@ -214,11 +285,15 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
         if why:
             reasons[name] = why
         note = "no log evidence (attrs['evidence_errors'])" if why else ""
-        point = np.empty(X.shape)
+        point = np.empty(fold_of.shape)
         rhats, trunc = [], []
         for f in range(folds):
-            p, r, t = _fit_fold(builder, name, full, X, fold_of, f, observed, sample_kwargs,
-                                int(seeds[f]))
+            if holdout == "rows":
+                p, r, t = _fit_row_fold(builder, name, X, fold_of, f, observed,
+                                        sample_kwargs, int(seeds[f]))
+            else:
+                p, r, t = _fit_fold(builder, name, full, X, fold_of, f, observed,
+                                    sample_kwargs, int(seeds[f]))
             point[fold_of == f] = p
             rhats.append(r)
             trunc.append(t)
@@ -229,21 +304,21 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
         if max(trunc) > 0:
             note = "; ".join(s for s in (note, "a truncation was full: raise K_max/l_max")
                              if s)
-        rows.append({"model": name, "elpd_entry": float(point.mean()),
+        rows.append({"model": name, f"elpd_{unit}": float(point.mean()),
                      "se": float(point.std(ddof=1) / math.sqrt(point.size)),
                      "elpd": float(point.sum()), "log_evidence": logz,
                      "log_evidence_se": logz_se,
                      "max_rhat": float(np.nanmax(rhats)) if np.any(np.isfinite(rhats))
                      else math.nan,
                      "truncated": float(max(trunc)), "note": note})
-    best = max(rows, key=lambda r: r["elpd_entry"])["model"]
+    best = max(rows, key=lambda r: r[f"elpd_{unit}"])["model"]
     for r in rows:
         diff = pointwise[r["model"]] - pointwise[best]
-        r["d_elpd_entry"] = float(diff.mean())
+        r[f"d_elpd_{unit}"] = float(diff.mean())
         r["dse"] = float(diff.std(ddof=1) / math.sqrt(diff.size))
-    cols = ["elpd_entry", "se", "d_elpd_entry", "dse", "elpd", "log_evidence",
+    cols = [f"elpd_{unit}", "se", f"d_elpd_{unit}", "dse", "elpd", "log_evidence",
             "log_evidence_se", "max_rhat", "truncated", "note"]
-    table = pd.DataFrame(rows).set_index("model")[cols].sort_values("elpd_entry",
+    table = pd.DataFrame(rows).set_index("model")[cols].sort_values(f"elpd_{unit}",
                                                                     ascending=False)
     table.attrs["pointwise"] = pointwise
     table.attrs["folds"] = fold_of
@@ -257,8 +332,11 @@ def _evidence(full, evidence, smc_kwargs, seed):
         return math.nan, math.nan, ""
     from pymc_ibp.inference.smc import sample_smc
 
+    kwargs = dict(smc_kwargs or {})
+    if evidence == "auto":  # the generic kernel is for small models: only when asked for
+        kwargs.setdefault("kernel", "accelerated")
     try:
-        res = sample_smc(full, random_seed=seed, **dict(smc_kwargs or {}))
+        res = sample_smc(full, random_seed=seed, **kwargs)
     except ModelPatternError as err:
         if evidence is True:
             raise

@@ -174,8 +174,14 @@ def ibp_mass_symbolic(alpha, beta, n):
 
 
 def log_truncation_symbolic(alpha, beta, n, k_max):
-    """Symbolic :func:`log_truncation` (the regularised upper incomplete gamma)."""
-    return pt.log(pt.gammaincc(k_max + 1.0, ibp_mass_symbolic(alpha, beta, n)))
+    """Symbolic :func:`log_truncation`: log-sum-exp over the ``K_max + 1`` Poisson terms, finite
+    in both tails (the log of the regularised upper incomplete gamma underflows to ``-inf``
+    once the mass is a few dozen times ``K_max``, and the pmf then returned ``+inf``)."""
+    lam = ibp_mass_symbolic(alpha, beta, n)
+    j = pt.arange(pt.cast(k_max, "int64") + 1, dtype="float64")
+    log_lam = pt.log(lam)[..., None]
+    terms = pt.switch(pt.eq(j, 0.0), 0.0, j * log_lam) - pt.gammaln(j + 1.0)
+    return pt.logsumexp(terms, axis=-1) - lam
 
 
 def ibp_logp_symbolic(value, alpha, beta, n, k_max):

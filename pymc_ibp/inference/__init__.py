@@ -14,13 +14,15 @@
   noisy-or IBP-IBP; Doshi-Velez 2009, §7.3), each ``pm.sample`` started from the last draws
   of the one before: MCMC, used here to choose starting points.
 * :func:`predict_rows` — new rows of a fitted linear-Gaussian model: drawn from the model, or
-  the features of observed new rows, one set per posterior draw.
+  the features of observed new rows, one set per posterior draw; :func:`log_predictive_rows`
+  — the density of observed rows as new rows, per draw (held-out rows).
+* :func:`sample_smc` — tempered sequential Monte Carlo and the log evidence.
 """
 
 from pymc_ibp.inference.chained import ChainedFit, chained_fit
 from pymc_ibp.inference.greedy import GreedyResult, greedy_map
 from pymc_ibp.inference.meibp import BPMeansResult, MEIBPResult, fit_bp_means, fit_meibp
-from pymc_ibp.inference.prediction import predict_rows
+from pymc_ibp.inference.prediction import log_predictive_rows, predict_rows
 from pymc_ibp.inference.smc import sample_smc
 from pymc_ibp.inference.variational import (
     VariationalResult,
@@ -32,5 +34,5 @@ from pymc_ibp.inference.variational import (
 
 __all__ = ["BPMeansResult", "ChainedFit", "GreedyResult", "MEIBPResult", "VariationalResult",
            "chained_fit", "fit_bp_means", "fit_meibp", "fit_variational", "greedy_map",
-           "predict_rows", "sample_smc", "truncation_bound", "variational_elbo",
-           "variational_z"]
+           "log_predictive_rows", "predict_rows", "sample_smc", "truncation_bound",
+           "variational_elbo", "variational_z"]

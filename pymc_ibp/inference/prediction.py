@@ -16,12 +16,17 @@ from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp.exceptions import DataError, ModelPatternError
-from pymc_ibp.kernels.prediction import FittedDraw, fold_in_rows, predictive_rows
+from pymc_ibp.kernels.prediction import (
+    FittedDraw,
+    fold_in_rows,
+    predictive_rows,
+    row_log_predictive,
+)
 from pymc_ibp.matching.graph import observed_data, same_for_every_row
 from pymc_ibp.matching.linear_gaussian import PATTERN, matched_models
 from pymc_ibp.matching.priors import IBPPrior, match_prior
 
-__all__ = ["predict_rows"]
+__all__ = ["log_predictive_rows", "predict_rows"]
 
 
 def _spec(model, z):
@@ -139,6 +144,79 @@ class _NewRows:
 
 
 
+def _draw_parameters(model, spec):
+    """The names of the ``A`` blocks, the free variables the scales, ``alpha``, ``beta`` and
+    the offset depend on, and a compiled function of their values giving
+    ``(σx, σa, alpha, beta, b)`` (``b`` of length ``D``, zeros without an offset)."""
+    sx, sa = spec.column_scales()
+    off = pt.concatenate([pt.zeros(b.shape[1]) if b.offset is None
+                          else pt.broadcast_to(b.offset, (1, b.shape[1])).reshape(
+                              (b.shape[1],))
+                          for b in spec.blocks])
+    outs = [sx, sa, spec.prior.alpha, spec.prior.beta, off]
+    used = [rv for rv in model.free_RVs if rv in set(ancestors(outs))]
+    return ([b.a_rv.name for b in spec.blocks], used,
+            pm.compile(used, outs, on_unused_input="ignore"))
+
+
+def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
+    """``log p(x_r | θ_s)``: the density of each observed row of ``X_rows`` as a new row of a
+    fitted linear-Gaussian IBP model, at each posterior draw ``θ_s``, with the new row's
+    features summed over exactly and the ``A`` of its new features integrated out
+    (:func:`pymc_ibp.kernels.prediction.row_log_predictive`).  Its log mean over the draws,
+    ``log mean_s p(x_r | θ_s)``, is the row's held-out log predictive density.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        The result of ``pm.sample`` for ``model``.
+    model : pm.Model, optional
+        A model with the pattern of :class:`pymc_ibp.AcceleratedGibbs` and a ``pmi.IBP``
+        prior (default: the model in context).
+    X_rows : array_like (R, D)
+        The rows, without missing entries.
+    z : str, optional
+        The IBP variable, when the model has several.
+
+    Returns
+    -------
+    ndarray (chain, draw, R)
+    """
+    model = pm.modelcontext(model)
+    spec = _spec(model, z)
+    if spec is None:
+        raise ModelPatternError(
+            "held-out rows are scored for the linear-Gaussian IBP model only (its new rows' "
+            "features summed over exactly); hold out entries for other models "
+            f"(pmi.compare_models(holdout='entries')). Needed pattern: {PATTERN}.")
+    X_rows = np.asarray(X_rows, dtype=np.float64)
+    n, d = spec.shape
+    if X_rows.ndim != 2 or X_rows.shape[1] != d or not np.all(np.isfinite(X_rows)):
+        raise DataError(f"log_predictive_rows needs finite rows of {d} columns; got shape "
+                        f"{X_rows.shape}.")
+    a_names, used, fn = _draw_parameters(model, spec)
+    post = idata["posterior"]
+    z_name = model.rvs_to_values[spec.z_rv].name
+    missing = [name for name in [z_name, *a_names, *(rv.name for rv in used)]
+               if name not in post]
+    if missing:
+        raise DataError(f"log_predictive_rows: the posterior has no draws of {missing}.")
+    z_all = np.asarray(post[z_name].values)
+    a_all = np.concatenate([np.asarray(post[a].values, dtype=np.float64) for a in a_names],
+                           axis=-1)
+    used_all = [np.asarray(post[rv.name].values) for rv in used]
+    chains, draws = z_all.shape[:2]
+    out = np.empty((chains, draws, X_rows.shape[0]))
+    for c in range(chains):
+        for t in range(draws):
+            sx, sa, alpha, beta, b = fn(*[v[c, t] for v in used_all])
+            fit = FittedDraw(a_all[c, t], np.asarray(b, dtype=float), z_all[c, t].sum(axis=0),
+                             n, float(alpha), float(beta))
+            out[c, t] = row_log_predictive(X_rows, fit, np.asarray(sx, float) ** 2,
+                                           np.asarray(sa, float) ** 2)
+    return out
+
+
 def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20,
                  random_seed=None):
     """New rows of a fitted IBP model, one set per posterior draw.
@@ -193,15 +271,7 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     if generic is None:
         n, d = spec.shape
         k_max = spec.k_max
-        a_names = [b.a_rv.name for b in spec.blocks]
-        sx, _ = spec.column_scales()
-        off = pt.concatenate([pt.zeros(b.shape[1]) if b.offset is None
-                              else pt.broadcast_to(b.offset, (1, b.shape[1])).reshape(
-                                  (b.shape[1],))
-                              for b in spec.blocks])
-        outs = [sx, spec.prior.alpha, spec.prior.beta, off]
-        used = [rv for rv in model.free_RVs if rv in set(ancestors(outs))]
-        fn = pm.compile(used, outs, on_unused_input="ignore")
+        a_names, used, fn = _draw_parameters(model, spec)
     else:
         n, d, k_max = generic.n, generic.d, generic.k_max
         used = generic.used
@@ -247,7 +317,7 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
                     X_out[c, t] = generic.draw(rng, values, Z_out[c, t])
                 continue
             A = a_all[c, t]
-            sx_v, alpha, beta, b = fn(*values)
+            sx_v, _, alpha, beta, b = fn(*values)
             sx_v = np.broadcast_to(np.asarray(sx_v, dtype=np.float64), (d,))
             alpha, beta = float(alpha), float(beta)
             if X_new is not None:

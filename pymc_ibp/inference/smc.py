@@ -37,6 +37,7 @@ under a half-normal).
 
 from __future__ import annotations
 
+import logging
 import math
 import multiprocessing as mp
 import os
@@ -45,20 +46,21 @@ from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
-import pytensor
 import xarray as xr
-from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
 
 from pymc_ibp import kernels
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.distributions.ibp import ibp_draw_core
 from pymc_ibp.exceptions import ModelPatternError, UntrustedChainsWarning
+from pymc_ibp.inference.smc_model import ModelKernel, PriorDraws
 from pymc_ibp.matching.linear_gaussian import PATTERN, matched_models
 from pymc_ibp.matching.prior_modes import prior_mode
 from pymc_ibp.matching.priors import IBPPrior
 
 __all__ = ["sample_smc"]
+
+_log = logging.getLogger("pymc")
 
 
 def _spec(model):
@@ -68,6 +70,10 @@ def _spec(model):
             "pmi.sample_smc needs one pmi.IBP matrix with the linear-Gaussian pattern; found "
             f"{len(specs)}. Needed pattern: {PATTERN}.")
     spec = specs[0]
+    if model.potentials:
+        raise ModelPatternError(
+            f"the accelerated kernel of pmi.sample_smc cannot carry the potentials "
+            f"{[p.name for p in model.potentials]}.")
     if not isinstance(spec.prior, IBPPrior) or spec.z_data is not None:
         raise ModelPatternError(f"pmi.sample_smc needs a free pmi.IBP prior on "
                                 f"{spec.z_rv.name!r}.")
@@ -110,13 +116,7 @@ class _Hyper:
         self.dim = sum(self.sizes)
         if rvs:
             self.prior = model.compile_logp(vars=[*rvs, spec.z_rv], jacobian=True, sum=True)
-            xs = [rv.type() for rv in rvs]
-            fwd = []
-            for rv, x in zip(rvs, xs, strict=True):
-                tr = model.rvs_to_transforms.get(rv)
-                fwd.append(x if tr is None else tr.forward(x, *rv.owner.inputs))
-            fwd = graph_replace(fwd, dict(zip(rvs, xs, strict=True)), strict=False)
-            self._forward = pytensor.function(xs, fwd, on_unused_input="ignore")
+            self._draws = PriorDraws(model, rvs)
             self._constrained = compile_point_fn(model, model.replace_rvs_by_values(rvs))
 
     def point(self, theta, Z=None):
@@ -134,15 +134,8 @@ class _Hyper:
         """``draws`` prior draws of the unconstrained vector (``draws x dim``)."""
         if not self.rvs:
             return np.zeros((draws, 0))
-        seed = int(rng.integers(2**31 - 1))
-        vals = pm.draw(self.rvs, draws=draws, random_seed=seed)
-        vals = list(vals) if isinstance(vals, list | tuple) else [vals]
-        out = np.empty((draws, self.dim))
-        for i in range(draws):
-            fwd = self._forward(*[np.asarray(v[i], dtype=rv.dtype)
-                                  for v, rv in zip(vals, self.rvs, strict=True)])
-            out[i] = np.concatenate([np.ravel(f) for f in fwd])
-        return out
+        return np.concatenate([v.reshape(draws, -1).astype(float)
+                               for v in self._draws(rng, draws)], axis=1)
 
     def constrained(self, theta):
         """The hyperparameters' values at ``theta``, by name."""
@@ -169,6 +162,7 @@ class _Particles:
 
     def __init__(self, rng, X, hyper, spec, k_max, draws):
         n, d = X.shape
+        self.moves = kernels.Moves(5, "sequential", 5, 3, 64, 3)
         self.X, self.n, self.d, self.k_max, self.hyper = X, n, d, k_max, hyper
         self.colsq = kernels.column_sq_norms(X)
         self.mode = prior_mode(spec.prior, n, k_max)
@@ -221,7 +215,7 @@ class _Particles:
         self.g, self.q = self.g[idx].copy(), self.q[idx].copy()
         self.params = [self.params[i] for i in idx]
 
-    def move(self, rng, temperature, sweeps, moves):
+    def move(self, rng, temperature, sweeps):
         """``sweeps`` times per particle: an accelerated sweep and the moves of
         :class:`pymc_ibp.AcceleratedGibbs` at the hot noise, then a random-walk Metropolis
         step of the hyperparameters (scaled by the particles' spread); returns the
@@ -241,13 +235,19 @@ class _Particles:
                 kernels.accelerated_sweep(rng, Z, self.X, m, hot, self.mode.sweep_prior,
                                           refresh)
                 kernels.linear_gaussian_moves(rng, Z, self.X, m, hot, p.alpha, p.beta, p.trXX,
-                                              moves)
+                                              self.moves)
                 if scale is not None:  # the Metropolis step reads the new Z's spectrum
                     self._spectrum(i)
                     accepted += self._move_hyper(rng, i, temperature, scale)
             if scale is None:
                 self._spectrum(i)
         return accepted / (sweeps * len(self.Z)) if scale is not None else math.nan
+
+    def final(self, rng):
+        """The particles' ``Z``, ``A`` (drawn from its Gaussian conditional) and ``theta``."""
+        A = np.stack([kernels.draw_features(rng, z, self.X, p.noise)
+                      for z, p in zip(self.Z, self.params, strict=True)])
+        return self.Z, A, self.theta
 
     def _move_hyper(self, rng, i, temperature, scale):
         """One random-walk Metropolis step of particle ``i``'s hyperparameters at
@@ -284,18 +284,42 @@ def _next_temperature(particles, current, ll_now, ess):
     return max(lo, current + 1e-12)
 
 
+def _kernel(model, kernel):
+    """The mutation kernel: the accelerated one where the model has the linear-Gaussian
+    pattern it needs, else the model's generic one (:mod:`pymc_ibp.inference.smc_model`)."""
+    if kernel not in ("auto", "accelerated", "gibbs"):
+        raise ValueError(f"kernel must be 'auto', 'accelerated' or 'gibbs'; got {kernel!r}.")
+    if kernel != "gibbs":
+        try:
+            spec, free = _spec(model)
+        except ModelPatternError as err:
+            if kernel == "accelerated":
+                raise
+            why = str(err).split(" Needed pattern")[0]
+            _log.info("pmi.sample_smc: the generic Metropolis-within-Gibbs kernel moves the "
+                      "particles, slower than the accelerated one (%s)", why)
+        else:
+            return _LinearGaussianKernel(model, _Hyper(model, spec, free), spec,
+                                         np.ascontiguousarray(spec.X, dtype=np.float64))
+    return ModelKernel(model)
+
+
 def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2,
-               cores=None, client=None, random_seed=None):
-    """Tempered sequential Monte Carlo from the prior to the posterior of a linear-Gaussian
-    IBP model, and its estimate of the log evidence ``log p(X)`` (module docstring).
+               kernel="auto", cores=None, client=None, random_seed=None):
+    """Tempered sequential Monte Carlo from the prior to the posterior of a model, and its
+    estimate of the log evidence ``log p(X)`` (module docstring).
 
     Parameters
     ----------
     model : pm.Model, optional
-        The model (from the context if omitted): the pattern of
-        :class:`pymc_ibp.AcceleratedGibbs` with a ``pmi.IBP`` prior, no offset, no missing
-        entries; the scales, ``alpha`` and ``beta`` numbers or continuous free variables
-        (with their own priors), and no other free variable.
+        The model (from the context if omitted).  With the pattern of
+        :class:`pymc_ibp.AcceleratedGibbs` (a ``pmi.IBP`` prior, no offset, no missing
+        entries; the scales, ``alpha`` and ``beta`` numbers or continuous free variables with
+        their own priors, and no other free variable) the particles move by the accelerated
+        kernel, with ``A`` integrated out; any other model (the DP-IBP, IBP-IBP,
+        stick-breaking and dependent IBPs, other likelihoods, potentials) by Metropolis-within-
+        Gibbs on its own density (:mod:`pymc_ibp.inference.smc_model`), slower and for small
+        and moderate models.
     draws : int, default 500
         Particles per chain.
     chains : int, default 4
@@ -308,6 +332,11 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         :class:`pymc_ibp.AcceleratedGibbs`) per particle and temperature.
     growth : float, default 1.2
         The largest factor by which a temperature may grow from one stage to the next.
+    kernel : {"auto", "accelerated", "gibbs"}, default "auto"
+        The particles' moves: ``"auto"`` takes the accelerated kernel where the model has
+        its pattern (and says in one log line why not otherwise); ``"accelerated"`` raises
+        an error naming what the model lacks; ``"gibbs"`` takes the generic kernel for any
+        model (a check of the accelerated one).
     cores : int, optional
         Chains run at once, in forked worker processes (default: as many as chains and
         CPUs allow; 1, or a platform without ``fork``, runs them one after another).  The
@@ -321,16 +350,18 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
     Returns
     -------
     xarray.DataTree
-        ``posterior`` with ``Z`` and ``A`` (``A`` drawn from its Gaussian conditional given
-        each particle) and the free hyperparameters, one draw per particle; ``sample_stats``
+        ``posterior`` with the model's free variables and deterministics, one draw per
+        particle (under the accelerated kernel ``Z``, ``A`` drawn from its Gaussian
+        conditional given each particle, and the free hyperparameters); ``sample_stats``
         with ``log_marginal_likelihood`` (``chain``), ``log_marginal_likelihood_ti``
         (``chain``: thermodynamic integration over the same temperatures, a check of the
         SMC estimate; its error is the trapezoid rule's on the stages), ``beta``
         (``chain, stage``: the temperatures, NaN after a chain's last) and
-        ``hyper_accept_rate`` (the Metropolis acceptance rate of the hyperparameters at each
-        stage); attributes
+        ``accept_rate`` (the acceptance rate of the random-walk Metropolis steps of the
+        continuous variables at each stage: the hyperparameters under the accelerated
+        kernel); attributes
         ``log_marginal_likelihood`` (the mean over chains) and ``log_marginal_likelihood_se``
-        (the standard error over chains).
+        (the standard error over chains) and ``mutation_kernel``.
     """
     model = pm.modelcontext(model)
     if not 0.0 < float(ess) < 1.0:
@@ -339,10 +370,12 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         raise ValueError(f"growth must be > 1; got {growth!r}.")
     if int(draws) < 2 or int(chains) < 1:
         raise ValueError("sample_smc needs draws >= 2 and chains >= 1.")
-    spec, free = _spec(model)
-    run = _Run(_Hyper(model, spec, free), spec, np.ascontiguousarray(spec.X, dtype=np.float64),
-               int(draws), float(ess), float(growth), int(sweeps),
+    if int(sweeps) < 1:
+        raise ValueError(f"sweeps must be a positive integer; got {sweeps!r}.")
+    run = _Run(_kernel(model, kernel), int(draws), float(ess), float(growth), int(sweeps),
                np.random.default_rng(random_seed).spawn(int(chains)))
+    if isinstance(run.kernel, ModelKernel):
+        run.kernel.check_size()
     cores = min(int(chains), os.cpu_count() or 1) if cores is None else int(cores)
     if cores < 1:
         raise ValueError(f"cores must be a positive integer; got {cores!r}.")
@@ -360,9 +393,9 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
             _RUN = None
     else:
         out = [run.chain(c) for c in range(int(chains))]
-    Zs, As, thetas, logz, betas, rates, lls, ti = (list(x) for x in zip(*out, strict=True))
-    idata = _result(model, spec, run.hyper, Zs, As, thetas, np.array(logz), betas, rates,
-                    np.stack(lls), np.array(ti))
+    finals, logz, betas, rates, lls, ti = (list(x) for x in zip(*out, strict=True))
+    idata = _result(model, run.kernel, run.kernel.posterior(finals), np.array(logz), betas,
+                    rates, np.stack(lls), np.array(ti))
     _check_runs(np.stack(lls))
     return idata
 
@@ -423,11 +456,10 @@ def _run_in_worker(c):
 
 
 class _Run(NamedTuple):
-    """One call of :func:`sample_smc`: what every chain needs, and each chain's generator."""
+    """One call of :func:`sample_smc`: the mutation kernel (what every chain needs to make
+    and move its particles) and the settings, and each chain's generator."""
 
-    hyper: _Hyper
-    spec: object
-    X: np.ndarray
+    kernel: object
     draws: int
     ess: float
     growth: float
@@ -435,12 +467,12 @@ class _Run(NamedTuple):
     seeds: list
 
     def chain(self, c):
-        """Chain ``c`` from the prior to the posterior: ``(Z, A, theta, log p(X), the
-        temperatures, the hyperparameters' acceptance rates, the final log-likelihoods,
-        log p(X) by thermodynamic integration over the same temperatures)``."""
-        rng, X = self.seeds[c], self.X
-        moves = kernels.Moves(5, "sequential", 5, 3, 64, 3)
-        particles = _Particles(rng, X, self.hyper, self.spec, self.spec.k_max, self.draws)
+        """Chain ``c`` from the prior to the posterior: ``(the particles' final values,
+        log p(X), the temperatures, the acceptance rates of the Metropolis steps, the final
+        log-likelihoods, log p(X) by thermodynamic integration over the same
+        temperatures)``."""
+        rng = self.seeds[c]
+        particles = self.kernel.particles(rng, self.draws)
         temp, ll_now, total, path, acc = 0.0, np.zeros(self.draws), 0.0, [0.0], []
         slopes, first = [], 0.0  # TI: the slopes at τ_1, τ_2, ... and the first stage's
         while temp < 1.0:
@@ -453,41 +485,57 @@ class _Run(NamedTuple):
                 first = total
             particles.resample(kernels.systematic_resample(rng, w))
             temp, path = new, path + [new]
-            acc.append(particles.move(rng, temp, self.sweeps, moves))
+            acc.append(particles.move(rng, temp, self.sweeps))
             ll_now = particles.loglik(temp)
             slopes.append(float(particles.slope(temp).mean()))
-        A = np.stack([kernels.draw_features(rng, z, X, p.noise)
-                      for z, p in zip(particles.Z, particles.params, strict=True)])
         ti = first + float(np.sum(np.diff(path[1:]) * (np.add(slopes[1:], slopes[:-1])) / 2))
-        return particles.Z, A, particles.theta, total, path, acc, particles.loglik(1.0), ti
+        return particles.final(rng), total, path, acc, particles.loglik(1.0), ti
 
 
-def _result(model, spec, hyper, Zs, As, thetas, logz, betas, rates, lls, ti):
-    chains, draws = len(Zs), Zs[0].shape[0]
-    z_name = model.rvs_to_values[spec.z_rv].name
-    zdims = model.named_vars_to_dims.get(spec.z_rv.name) or (f"{z_name}_dim_0",
-                                                              f"{z_name}_dim_1")
+class _LinearGaussianKernel(NamedTuple):
+    """The accelerated kernel of the linear-Gaussian pattern (module docstring): the matched
+    model, its free hyperparameters and the data."""
+
+    model: object
+    hyper: _Hyper
+    spec: object
+    X: np.ndarray
+
+    name = "accelerated"
+
+    def particles(self, rng, draws):
+        return _Particles(rng, self.X, self.hyper, self.spec, self.spec.k_max, draws)
+
+    def posterior(self, finals):
+        """``Z``, the ``A`` blocks and the free hyperparameters of every chain's particles."""
+        model, spec, hyper = self.model, self.spec, self.hyper
+        Zs, As, thetas = (list(x) for x in zip(*finals, strict=True))
+        z_name = model.rvs_to_values[spec.z_rv].name
+        zdims = model.named_vars_to_dims.get(spec.z_rv.name) or (f"{z_name}_dim_0",
+                                                                  f"{z_name}_dim_1")
+        post = {z_name: (("chain", "draw", *zdims), np.stack(Zs).astype(np.int8))}
+        A = np.stack(As)
+        col = 0
+        for b in spec.blocks:
+            name = b.a_rv.name
+            adims = model.named_vars_to_dims.get(name) or (f"{name}_dim_0", f"{name}_dim_1")
+            post[name] = (("chain", "draw", *adims), A[..., col:col + b.shape[1]])
+            col += b.shape[1]
+        if hyper.rvs:
+            vals = [[hyper.constrained(t) for t in theta] for theta in thetas]
+            for rv in hyper.rvs:
+                dims = model.named_vars_to_dims.get(rv.name) or tuple(
+                    f"{rv.name}_dim_{j}" for j in range(rv.ndim))
+                post[rv.name] = (("chain", "draw", *dims),
+                                 np.array([[v[rv.name] for v in chain] for chain in vals]))
+        return post
+
+
+def _result(model, kernel, post, logz, betas, rates, lls, ti):
+    chains, draws = lls.shape
     coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
-    post = {z_name: (("chain", "draw", *zdims), np.stack(Zs).astype(np.int8))}
-    A = np.stack(As)
-    col = 0
-    for b in spec.blocks:
-        name = b.a_rv.name
-        adims = model.named_vars_to_dims.get(name) or (f"{name}_dim_0", f"{name}_dim_1")
-        post[name] = (("chain", "draw", *adims), A[..., col:col + b.shape[1]])
-        col += b.shape[1]
-    hdims = []
-    if hyper.rvs:
-        vals = [[hyper.constrained(t) for t in theta] for theta in thetas]
-        for rv in hyper.rvs:
-            dims = model.named_vars_to_dims.get(rv.name) or tuple(
-                f"{rv.name}_dim_{j}" for j in range(rv.ndim))
-            post[rv.name] = (("chain", "draw", *dims),
-                             np.array([[v[rv.name] for v in chain] for chain in vals]))
-            hdims.append(dims)
-    for dims in [*hdims, zdims] + [model.named_vars_to_dims.get(b.a_rv.name) or ()
-                                   for b in spec.blocks]:
-        for dim in dims:
+    for dims in [v[0] for v in post.values()]:
+        for dim in dims[2:]:
             if dim in model.coords and model.coords[dim] is not None:
                 coords[dim] = np.asarray(model.coords[dim])
     stages = max(len(p) for p in betas)
@@ -496,14 +544,15 @@ def _result(model, spec, hyper, Zs, As, thetas, logz, betas, rates, lls, ti):
         beta[c, :len(path)] = path
     se = float(np.std(logz, ddof=1) / math.sqrt(chains)) if chains > 1 else float("nan")
     attrs = {"log_marginal_likelihood": float(np.mean(logz)),
-             "log_marginal_likelihood_se": se, "sampler": "pymc_ibp.sample_smc"}
+             "log_marginal_likelihood_se": se, "sampler": "pymc_ibp.sample_smc",
+             "mutation_kernel": kernel.name}
     rate = np.full((chains, stages), np.nan)
     for c, r in enumerate(rates):
         rate[c, 1:len(r) + 1] = r
     stats = xr.Dataset({"log_marginal_likelihood": (("chain",), logz),
                         "log_marginal_likelihood_ti": (("chain",), ti),
                         "beta": (("chain", "stage"), beta),
-                        "hyper_accept_rate": (("chain", "stage"), rate),
+                        "accept_rate": (("chain", "stage"), rate),
                         "log_likelihood": (("chain", "draw"), lls)},
                        coords={"chain": np.arange(chains), "draw": np.arange(draws),
                                "stage": np.arange(stages)},

@@ -14,7 +14,7 @@ import numpy as np
 from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
 from pymc_ibp.exceptions import DataError
 
-__all__ = ["FittedDraw", "fold_in_rows", "predictive_rows"]
+__all__ = ["MAX_ENUMERATED", "FittedDraw", "fold_in_rows", "predictive_rows", "row_log_predictive"]
 
 
 class FittedDraw(NamedTuple):
@@ -118,3 +118,64 @@ def fold_in_rows(rng, X, W, fit, sweeps, Z=None, loglik=None):
             if loglik is None:
                 R = r0 - new[:, None] * A[k]
     return Z
+
+
+#: the most features in use whose 2^K+ subsets :func:`row_log_predictive` sums over
+MAX_ENUMERATED = 14
+
+
+def row_log_predictive(X, fit, sx2, sa2):
+    """``log p(x_r | one posterior draw)`` of each row of ``X`` (``R x D``, no missing
+    entries) as a new row of the draw ``fit``, with ``A`` of the new features integrated out.
+
+    The new row takes each feature in use with probability ``m_k / (N + β)`` and ``j`` new
+    ones with ``j ~ Poisson(αβ / (N + β))`` given ``j <= K_max - K+`` (the conditional of row
+    ``N + 1`` of the truncated IBP, module docstring); a new feature's row of ``A`` is a prior
+    draw, ``Normal(0, σa²)`` per column, so given the features in use ``z`` and ``j``,
+    ``x_rd ~ Normal((z A)_d + b_d, σx_d² + j σa_d²)``.  The sum over the ``2^K+`` subsets of
+    the features in use and over every ``j`` is exact (no term is cut by its prior weight: a
+    row far from every feature can favour many new ones).
+
+    Parameters
+    ----------
+    X : ndarray (R, D)
+    fit : FittedDraw
+        The draw's ``A`` (its columns in use are read), offset ``b``, counts ``m`` of the
+        ``n`` fitted rows, ``alpha`` and ``beta``.
+    sx2, sa2 : float or ndarray (D,)
+        The draw's noise and feature variances per column.
+
+    Returns
+    -------
+    ndarray (R,)
+    """
+    from scipy.special import gammaln, logsumexp
+
+    X = np.asarray(X, dtype=np.float64)
+    m = np.asarray(fit.m)
+    used = np.flatnonzero(m > 0)
+    kp, free = used.size, m.size - used.size
+    if kp > MAX_ENUMERATED:
+        raise DataError(f"scoring held-out rows sums over the 2^K+ subsets of the features in "
+                        f"use; this draw uses {kp} (at most {MAX_ENUMERATED}). Hold out "
+                        "entries instead (pmi.compare_models(holdout='entries')).")
+    d = X.shape[1]
+    sx2 = np.broadcast_to(np.asarray(sx2, dtype=np.float64), (d,))
+    sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (d,))
+    lam = fit.alpha * fit.beta / (fit.n + fit.beta)
+    j = np.arange(free + 1, dtype=np.float64)
+    log_pj = j * np.log(lam) - gammaln(j + 1.0) if lam > 0 else np.where(j == 0, 0.0, -np.inf)
+    log_pj = log_pj - logsumexp(log_pj)
+    p = m[used] / (fit.n + fit.beta)
+    subsets = ((np.arange(2**kp)[:, None] >> np.arange(kp)[None, :]) & 1).astype(np.float64)
+    with np.errstate(divide="ignore"):  # a feature every fitted row owns (p = 1 at β -> 0)
+        log_pz = subsets @ np.log(p) + (1.0 - subsets) @ np.log1p(-p)
+    mean = subsets @ np.asarray(fit.A, dtype=np.float64)[used] + np.asarray(fit.b, float)
+    var = sx2[None, :] + j[:, None] * sa2[None, :]  # (J, D)
+    log_norm = -0.5 * np.log(2.0 * np.pi * var).sum(axis=1)  # (J,)
+    out = np.empty(X.shape[0])
+    for r, x in enumerate(X):
+        sq = (x[None, :] - mean) ** 2  # (2^K+, D)
+        ll = log_norm[:, None] - 0.5 * (sq @ (1.0 / var).T).T  # (J, 2^K+)
+        out[r] = logsumexp(ll + log_pj[:, None] + log_pz[None, :])
+    return out

@@ -121,6 +121,20 @@ def test_a_full_truncation_is_named():
     assert "raise K_max" in tab.loc["k1", "note"]
 
 
+def test_evidence_true_estimates_any_model_by_the_generic_kernel():
+    """evidence=True on a model without an IBP (the conjugate normal means): sample_smc's
+    generic kernel, within 0.1 nats of the closed form sum_d log N(x_d; 0, I + 11^T)."""
+    X = np.random.default_rng(2).normal(0.5, 1.0, (6, 4))
+    n = X.shape[0]
+    exact = sum(stats.multivariate_normal.logpdf(X[:, d], np.zeros(n), np.eye(n) + 1.0)
+                for d in range(X.shape[1]))
+    tab = pmi.compare_models({"n": _normal()}, X, folds=2, random_seed=3, evidence=True,
+                             sample_kwargs=_FAST,
+                             smc_kwargs={"draws": 300, "chains": 4, "cores": 1})
+    z, se = tab.loc["n", "log_evidence"], tab.loc["n", "log_evidence_se"]
+    assert abs(z - exact) < max(4 * se, 0.1), (z, se, exact)
+
+
 def test_bad_input_is_refused():
     X = np.random.default_rng(0).normal(size=(6, 4))
     with pytest.raises(ValueError, match="without missing"):
@@ -130,7 +144,8 @@ def test_bad_input_is_refused():
     with pytest.raises(TypeError, match="returning a pm.Model"):
         pmi.compare_models({"n": lambda X: None}, X, folds=2, evidence=False)
     with pytest.raises(ModelPatternError, match="sample_smc"):
-        pmi.compare_models({"n": _normal()}, X, folds=2, evidence=True)
+        pmi.compare_models({"n": _normal()}, X, folds=2, evidence=True,
+                           smc_kwargs={"kernel": "accelerated"})
 
     def two(X):
         with pm.Model() as m:
@@ -141,3 +156,47 @@ def test_bad_input_is_refused():
 
     with pytest.raises(ModelPatternError, match="observed="):
         pmi.compare_models({"two": two}, X, folds=2, evidence=False, sample_kwargs=_FAST)
+
+
+def _lg(sigma_x):
+    """The README pattern with a fixed noise scale."""
+    def build(X):
+        with pm.Model() as m:
+            Z = pmi.IBP("Z", 1.0, shape=(X.shape[0], 6))
+            A = pm.Normal("A", 0.0, 1.0, shape=(6, X.shape[1]))
+            pm.Normal("X", Z @ A, sigma_x, observed=X)
+        return m
+    return build
+
+
+def test_row_folds_are_balanced_and_refuse_empty_folds():
+    fold = pmi.row_folds(11, 3, seed=0)
+    assert sorted(np.bincount(fold)) == [3, 4, 4]
+    with pytest.raises(ValueError, match="at most 2 folds"):
+        pmi.row_folds(2, 3)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+def test_held_out_rows_are_scored_once_and_rank_the_models():
+    """24 block images in 3 folds of rows: every row scored once as a new row of the model
+    fitted to the others (finite, the right noise scale first, paired differences over
+    rows); a model without the linear-Gaussian pattern is told to hold out entries."""
+    X = pmi.datasets.block_images(24, noise=0.5, seed=2).X
+    tab = pmi.compare_models({"wide": _lg(1.5), "right": _lg(0.5)}, X, folds=3,
+                             holdout="rows", random_seed=1, evidence=False,
+                             sample_kwargs=_FAST)
+    assert list(tab.index) == ["right", "wide"]
+    assert tab.attrs["folds"].shape == (24,) and sorted(np.bincount(tab.attrs["folds"])) == [
+        8, 8, 8]
+    pw = tab.attrs["pointwise"]
+    assert pw["right"].shape == (24,) and np.all(np.isfinite(pw["right"]))
+    assert tab.loc["right", "elpd_row"] == pytest.approx(pw["right"].mean())
+    diff = pw["wide"] - pw["right"]
+    assert tab.loc["wide", "d_elpd_row"] == pytest.approx(diff.mean())
+    assert diff.mean() < 0
+    assert tab.loc["wide", "dse"] == pytest.approx(diff.std(ddof=1) / np.sqrt(24))
+    with pytest.raises(ModelPatternError, match="hold out entries"):
+        pmi.compare_models({"n": _normal()}, X[:6, :4], folds=2, holdout="rows",
+                           evidence=False, sample_kwargs=_FAST)
+    with pytest.raises(ValueError, match="holdout"):
+        pmi.compare_models({"n": _normal()}, X, holdout="columns")

@@ -42,3 +42,24 @@ def test_prior_logodds_and_birth_rate():
         assert ibp_math.prior_logodds(m, n, beta) == pytest.approx(np.log(m / (n - 1 - m + beta)))
     assert ibp_math.log_birth_rate(2.0, beta, n) == pytest.approx(np.log(2 * beta / (n - 1 + beta)))
     assert ibp_math.log_beta_term(3, n, beta) == pytest.approx(special.betaln(3, n - 3 + beta))
+
+
+def test_the_truncation_is_finite_in_both_tails():
+    """log P(K+ <= K_max) symbolically, with its derivative in alpha, from a mass of 1e-4 to
+    one of 1e5: equal to the numba form and to scipy's log cdf (whose upper tail underflowed
+    in the log of the incomplete gamma, and the IBP pmf was +inf at alpha ~ 7e4); its
+    derivative is -P(K = K_max) / P(K <= K_max) times the harmonic number."""
+    a = pt.dscalar()
+    trunc = ibp_math.log_truncation_symbolic(a, 1.0, 3, 2.0)
+    f = pytensor.function([a], [trunc, pytensor.grad(trunc, a)])
+    h = 1.0 + 1 / 2 + 1 / 3
+    for alpha in (1e-4, 0.5, 30.0, 700.0, 7e4):
+        value, slope = f(alpha)
+        ref = ibp_math.log_truncation(alpha, 1.0, 3, 2)
+        assert np.isfinite(value) and value == pytest.approx(ref, rel=1e-10, abs=1e-12)
+        if alpha < 100:  # scipy's own log cdf underflows beyond
+            assert value == pytest.approx(stats.poisson.logcdf(2, alpha * h), rel=1e-10,
+                                          abs=1e-12)
+        # d/dlam log P(K <= k) = -P(K = k) / P(K <= k)
+        exact = -h * np.exp(stats.poisson.logpmf(2, alpha * h) - ref)
+        assert slope == pytest.approx(exact, rel=1e-8)

@@ -159,3 +159,31 @@ def test_new_rows_under_any_likelihood_are_drawn_from_it():
     assert x.shape == (1000, 3, 2) and np.all(x == np.round(x)) and np.all(x >= 0)
     standard = (x - rate) / np.sqrt(rate)
     assert abs(standard.mean()) < 0.05 and abs(standard.std() - 1.0) < 0.05
+
+
+def test_the_density_of_held_out_rows_reads_every_draws_parameters():
+    """pmi.log_predictive_rows on the draws of the tiny model (alpha, sigma_x and the offset
+    free, sigma_a = 1): each draw's value is the sum over the new row's 8 feature sets under
+    the 4-row IBP given Z, A's free column integrated out; other models are refused."""
+    X = np.array([[1.4, 0.2], [-0.5, 1.0], [0.0, 0.0]])
+    idata = _one_draw_repeated(3)
+    got = pmi.log_predictive_rows(idata, _tiny_model(), X)
+    assert got.shape == (1, 3, 3)
+    rows = all_binary_matrices(1, 3)[:, 0]
+    value = pt.tensor3("v", dtype="int64")
+    logp = pytensor.function([value], pm.logp(pmi.IBP.dist(1.3, 1.0, shape=(4, 3)), value))
+    lp = logp(np.array([np.vstack([Z_FIT, r]) for r in rows]).astype(np.int64))
+    lp -= special.logsumexp(lp)
+    b = np.array([0.3, -0.2])
+    exact = [special.logsumexp([lp[i] + stats.norm.logpdf(
+        x, r[:2] @ A_DRAW[:2] + b, np.sqrt(0.7**2 + r[2] * 1.0)).sum()
+        for i, r in enumerate(rows)]) for x in X]
+    np.testing.assert_allclose(got[0], np.broadcast_to(exact, (3, 3)), rtol=1e-10)
+    with pm.Model() as poisson:
+        Z = pmi.IBP("Z", 1.0, shape=(3, 3))
+        pm.Poisson("Y", pm.math.exp(Z @ pm.Normal("A", 0.0, 1.0, shape=(3, 2))),
+                   observed=np.ones((3, 2)))
+    with pytest.raises(pmi.ModelPatternError, match="linear-Gaussian IBP model only"):
+        pmi.log_predictive_rows(idata, poisson, X)
+    with pytest.raises(pmi.DataError, match="finite rows of 2 columns"):
+        pmi.log_predictive_rows(idata, _tiny_model(), np.ones((2, 3)))

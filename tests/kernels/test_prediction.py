@@ -71,3 +71,32 @@ def test_fold_in_draws_the_features_of_an_observed_row():
         counts = np.bincount(codes(draws[:, None, :]), minlength=8)[codes(rows[:, None, :])]
         res = chi2_pooled(counts, post * R)
         assert res.pvalue > 1e-3, (x, res)
+
+
+def test_the_density_of_a_held_out_row_sums_its_features_exactly():
+    """log p(x | draw) of two rows: the sum over the new row's features under the (N + 1)-row
+    truncated IBP given the fitted rows (K_max = 3 and, with two more free slots, 5), each
+    new feature's row of A integrated out (a Normal(0, sa²) per column, so the variance grows
+    by sa² per new feature)."""
+    from pymc_ibp.kernels.prediction import row_log_predictive
+
+    X = np.array([[1.4, 0.2], [-2.5, 3.0]])
+    sa = 1.7
+    for k_max in (3, 5):
+        Zf = np.hstack([Z_FIT, np.zeros((3, k_max - 3), dtype=np.int64)])
+        Af = np.vstack([A, np.full((k_max - 3, 2), 99.0)])  # free slots: never read
+        rows = all_binary_matrices(1, k_max)[:, 0]
+        value = pt.tensor3("v", dtype="int64")
+        logp = pytensor.function(
+            [value], pm.logp(pmi.IBP.dist(ALPHA, BETA, shape=(4, k_max)), value))
+        lp = logp(np.array([np.vstack([Zf, r]) for r in rows]))
+        lp -= special.logsumexp(lp)
+        used = Zf.sum(axis=0) > 0
+        exact = []
+        for x in X:
+            terms = [lp[i] + stats.norm.logpdf(x, r[used] @ A[used[:3]] + B,
+                                               np.sqrt(SX**2 + r[~used].sum() * sa**2)).sum()
+                     for i, r in enumerate(rows)]
+            exact.append(special.logsumexp(terms))
+        fit = FittedDraw(Af, B, Zf.sum(axis=0), 3, ALPHA, BETA)
+        np.testing.assert_allclose(row_log_predictive(X, fit, SX**2, sa**2), exact, rtol=1e-10)
