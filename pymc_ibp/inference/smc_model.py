@@ -4,29 +4,35 @@ on the model's own density, every particle at once.
 At temperature ``τ`` the target is ``π_τ ∝ p(θ) p(X | θ)^τ``, with ``θ`` every free variable
 of the model (in its unconstrained value space, with the transforms' Jacobians), ``p(θ)`` the
 free variables' terms of the model's log density and ``p(X | θ)`` its observed terms and
-potentials, the split of PyMC's own ``pm.sample_smc``.  Unlike the kernel of the
-linear-Gaussian pattern, nothing is integrated out: the feature values move with the binary
-matrices.  One sweep updates
+potentials, the split of PyMC's own ``pm.sample_smc``.  Where the model has a Gaussian
+likelihood ``X ~ Normal(W @ A, σx)`` whose ``A ~ Normal(0, σa)`` can be integrated out,
+whatever ``W`` is (:func:`pymc_ibp.matching.collapsible.collapsible_gaussian`), ``A`` is
+left out of ``θ`` and that term is the tempered collapsed likelihood of the accelerated
+kernel (:func:`pymc_ibp.kernels.tempered_loglik_columns`, from the spectrum of ``WᵀW`` of
+every particle); ``A`` is drawn from its Gaussian conditional at the end.  One sweep
+updates
 
 * every entry of a binary matrix or a Bernoulli variable by Gibbs over ``{0, 1}``, every
   category of a :class:`pymc_ibp.CRP` or a ``pm.Categorical`` by Gibbs over its values, and
   any other discrete entry by a ``±1`` random-walk Metropolis step;
-* every continuous variable by a block random-walk Metropolis step, its scale the particles'
-  spread per coordinate times a factor that is tuned between stages towards an acceptance
-  rate of 0.234 (Roberts, Gelman & Gilks 1997).
+* every continuous variable by random-walk Metropolis steps of two coordinates at a time,
+  their scale the particles' spread per coordinate times a factor that is tuned between
+  stages towards an acceptance rate of 0.234 (Roberts, Gelman & Gilks 1997).
 
 Each update leaves ``π_τ`` invariant, so the evidence estimate is unbiased whatever the
 mixing; the mixing sets its variance.  The two log densities are compiled once with a leading
 particle axis (:func:`pytensor.graph.replace.vectorize_graph`), so an update of one entry of
-every particle is one call.  A sweep costs a call per discrete entry (times the values a
-category may take) and grows with ``N·K_max``: this kernel is for small and moderate models;
-the linear-Gaussian IBP has the accelerated one.
+every particle is one call.  A sweep costs a call per alternative value of each discrete
+entry and grows with ``N·K_max``; single-entry moves neither split nor merge features, so
+this kernel is for small models (:meth:`ModelKernel.check_size` says so beyond them); the
+linear-Gaussian IBP has the accelerated one.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
@@ -35,10 +41,12 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.tensor.random.basic import BernoulliRV, CategoricalRV
 
+from pymc_ibp import kernels
 from pymc_ibp._pytensor_utils import constant_value
 from pymc_ibp.distributions.crp import CRPRV
 from pymc_ibp.distributions.ibp import IBPRV
 from pymc_ibp.exceptions import ModelPatternError, UntrustedChainsWarning
+from pymc_ibp.matching.collapsible import collapsible_gaussian
 
 __all__ = ["ModelKernel", "PriorDraws"]
 
@@ -46,9 +54,8 @@ __all__ = ["ModelKernel", "PriorDraws"]
 _TARGET_ACCEPT = 0.234
 #: the most coordinates of a continuous variable one random-walk step moves
 _BLOCK = 2
-#: the most discrete entries, or continuous coordinates, of a model the kernel is trusted on
-#: (benchmarks/results/smc_generic.md: 1 of 4 features found at 120 entries and 216
-#: coordinates; errors of a few nats at 40 entries and 24-48 coordinates)
+#: the most alternatives of discrete entries per sweep, or continuous coordinates, of a model
+#: the kernel is trusted on (benchmarks/results/smc_generic.md)
 _CHECKED_SIZE = 64
 
 
@@ -123,18 +130,59 @@ class PriorDraws:
         return out
 
 
+class _Parts(NamedTuple):
+    """What the target of every particle is made of: the prior terms, the likelihood terms
+    that are tempered as a power (``P`` each) and, when ``A`` is integrated out, the matrix
+    ``W`` (``P x N x K``), the spectrum of ``WᵀW`` (``g``, ``q``) and the per-column variances
+    (``P x D``)."""
+
+    prior: np.ndarray
+    lik: np.ndarray
+    W: np.ndarray | None = None
+    g: np.ndarray | None = None
+    q: np.ndarray | None = None
+    sx2: np.ndarray | None = None
+    sa2: np.ndarray | None = None
+
+
+def _pick(candidates, pick):
+    """Each particle's parts from the candidate ``pick[p]`` (a list of :class:`_Parts`)."""
+    p = np.arange(pick.size)
+    return _Parts(*[None if f[0] is None else np.stack(f)[pick, p]
+                    for f in zip(*candidates, strict=True)])
+
+
+def _where(take, new, old):
+    """The parts of ``new`` where ``take``, else those of ``old``."""
+    out = []
+    for a, b in zip(new, old, strict=True):
+        if a is None:
+            out.append(None)
+        else:
+            out.append(np.where(take.reshape((-1,) + (1,) * (a.ndim - 1)), a, b))
+    return _Parts(*out)
+
+
 class ModelKernel:
     """What every chain of the model's generic kernel needs: the free variables, their
-    compiled prior and likelihood over a batch of particles, prior draws, and the model's
-    values (free variables and deterministics) of a particle."""
+    compiled prior and likelihood over a batch of particles (and, where the model has a
+    Gaussian likelihood ``W @ A`` whose ``A`` can be integrated out,
+    :func:`~pymc_ibp.matching.collapsible.collapsible_gaussian`, the matrix ``W`` and the
+    scales), prior draws, and the model's values (free variables and deterministics) of a
+    particle."""
 
     name = "gibbs"
 
     def __init__(self, model):
-        free = list(model.free_RVs)
-        if not free:
+        if not model.free_RVs:
             raise ModelPatternError("pmi.sample_smc needs a model with free variables.")
         self.model = model
+        try:
+            self.collapsed = collapsible_gaussian(model)
+        except ModelPatternError:
+            self.collapsed = None
+        cg = self.collapsed
+        free = [rv for rv in model.free_RVs if cg is None or rv is not cg.a_rv]
         self.values = [model.rvs_to_values[rv] for rv in free]
         self.rvs = free
         self.discrete = [not v.dtype.startswith("float") for v in self.values]
@@ -146,17 +194,32 @@ class ModelKernel:
                    for v in self.values]
         prior = _batched(model, model.logp(vars=free, sum=False, jacobian=True), self.values,
                          batched)
-        terms = [*model.observed_RVs, *model.potentials]
-        if not terms:
+        terms = [rv for rv in model.observed_RVs if cg is None or rv is not cg.obs_rv]
+        terms += model.potentials
+        if not terms and cg is None:
             raise ModelPatternError("pmi.sample_smc needs observed data or a potential.")
-        lik = _batched(model, model.logp(vars=terms, sum=False), self.values, batched)
+        lik = (_batched(model, model.logp(vars=terms, sum=False), self.values, batched)
+               if terms else pt.zeros((batched[0].shape[0],)))
+        outs = [prior, lik]
+        if cg is not None:
+            W, sx, sa = model.replace_rvs_by_values([cg.W, cg.sigma_x, cg.sigma_a])
+            W_b, sx_b, sa_b = vectorize_graph(
+                [pt.cast(W, "float64"), sx, sa],
+                replace=dict(zip(self.values, batched, strict=True)))
+            size = batched[0].shape[0]
+            (n, d), k = cg.X.shape, np.shape(base[model.rvs_to_values[cg.a_rv].name])[0]
+            outs += [pt.broadcast_to(W_b, (size, n, k)), pt.broadcast_to(sx_b, (size, d)),
+                     pt.broadcast_to(sa_b, (size, d))]
+            self.X = cg.X
+            self.colsq = (cg.X**2).sum(axis=0)
         probe = [np.repeat(np.asarray(base[v.name], dtype=v.dtype)[None], 2, axis=0)
                  for v in self.values]
-        self.density = _compile(model, batched, [prior, lik], probe)
+        self.density = _compile(model, batched, outs, probe)
         names = {rv.name for rv in model.unobserved_RVs}
         outs = [v for v in model.unobserved_value_vars if v.name in names]
         self.out_names = [v.name for v in outs]
-        self.outputs = pytensor.function(self.values, outs, on_unused_input="ignore")
+        self.all_values = list(model.value_vars)
+        self.outputs = pytensor.function(self.all_values, outs, on_unused_input="ignore")
         self.prior_draws = PriorDraws(model, free)
 
     def particles(self, rng, draws):
@@ -164,19 +227,21 @@ class ModelKernel:
 
     def check_size(self):
         """One :class:`~pymc_ibp.UntrustedChainsWarning` line when the model is larger than
-        the kernel is known to handle (more than ``_CHECKED_SIZE`` discrete entries or
-        continuous coordinates): there its runs can agree on a wrong mode."""
-        sizes = [int(np.prod(s)) for s in self.shapes]
-        entries = sum(n for n, d in zip(sizes, self.discrete, strict=True) if d)
-        coords = sum(n for n, d in zip(sizes, self.discrete, strict=True) if not d)
-        if max(entries, coords) > _CHECKED_SIZE:
+        the kernel is known to handle: more than ``_CHECKED_SIZE`` alternatives per sweep
+        (each discrete entry's other values; an unbounded one counts 2) or continuous
+        coordinates moved by the random walk.  There its runs can agree on a wrong mode."""
+        choices = sum(int(np.prod(s)) * (2 if sup is None else sup.size - 1)
+                      for s, d, sup in zip(self.shapes, self.discrete, self.support,
+                                           strict=True) if d)
+        coords = sum(int(np.prod(s)) for s, d in zip(self.shapes, self.discrete, strict=True)
+                     if not d)
+        if max(choices, coords) > _CHECKED_SIZE:
             warnings.warn(
-                f"pmi.sample_smc: the generic kernel moves {entries} discrete entries and "
-                f"{coords} continuous coordinates one by one, and is reliable only on small "
-                f"models (on 20 block images it found at most 1 of 4 features, in runs that "
-                "agree): "
-                "do not trust log p(X) here; compare by held-out entries (pmi.compare_models) "
-                "or use the linear-Gaussian pattern of the accelerated kernel.",
+                f"pmi.sample_smc: the generic kernel moves {choices} alternatives of discrete "
+                f"entries and {coords} continuous coordinates one at a time, and is reliable "
+                "only on small models (on 20 block images its runs found at most 2 of the 4 "
+                "features and agreed): do not trust log p(X) here; compare by held-out "
+                "entries (pmi.compare_models), or use the pattern of the accelerated kernel.",
                 UntrustedChainsWarning, stacklevel=4)
 
     def draw(self, rng, draws):
@@ -184,13 +249,59 @@ class ModelKernel:
         return [v.astype(val.dtype, copy=False)
                 for v, val in zip(self.prior_draws(rng, draws), self.values, strict=True)]
 
+    def evaluate(self, values):
+        """The :class:`_Parts` of every particle at ``values``."""
+        out = self.density(*values)
+        prior, lik = (np.asarray(o, dtype=float) for o in out[:2])
+        if self.collapsed is None:
+            return _Parts(prior, lik)
+        W, sx, sa = (np.asarray(o, dtype=float) for o in out[2:])
+        G = np.einsum("pnk,pnl->pkl", W, W)
+        RX = np.einsum("pnk,nd->pkd", W, self.X)
+        g, V = np.linalg.eigh(G)
+        q = np.einsum("pki,pkd->pid", V, RX) ** 2
+        return _Parts(prior, lik, W, np.maximum(g, 0.0), q, sx**2, sa**2)
+
+    def loglik(self, parts, temperature):
+        """The tempered log-likelihood of every particle."""
+        return self._plus_collapsed(temperature * parts.lik, kernels.tempered_loglik_columns,
+                                    parts, temperature)
+
+    def slope(self, parts, temperature):
+        """``d/dτ`` of :meth:`loglik`."""
+        return self._plus_collapsed(parts.lik, kernels.tempered_loglik_slope_columns, parts,
+                                    temperature)
+
+    def _plus_collapsed(self, out, term, parts, temperature):
+        """``out`` plus the collapsed Gaussian ``term`` at ``temperature`` (if any)."""
+        if parts.g is None:
+            return out
+        return out + term(parts.g, parts.q, self.colsq, self.X.shape[0], parts.sx2,
+                          parts.sa2, temperature)
+
+    def features(self, rng, parts):
+        """``A`` of every particle from its Gaussian conditional given ``W`` (collapsed
+        models; Doshi-Velez & Ghahramani 2009, eq. 6)."""
+        out = []
+        for W, sx2, sa2 in zip(parts.W, parts.sx2, parts.sa2, strict=True):
+            noise = kernels.noise_blocks(sx2, sa2, self.X.shape[1])
+            out.append(kernels.draw_active_features(rng, W.T @ W, W.T @ self.X, noise))
+        return np.stack(out)
+
     def posterior(self, finals):
         """The posterior variables of every chain's particles: ``{name: (chain, draw,
         ...)}`` with the model's dims."""
         model = self.model
+        names = [v.name for v in self.values]
+        a_name = (None if self.collapsed is None
+                  else model.rvs_to_values[self.collapsed.a_rv].name)
         per_chain = []
-        for values in finals:
-            rows = [self.outputs(*[v[i] for v in values]) for i in range(values[0].shape[0])]
+        for values, A in finals:
+            by_name = dict(zip(names, values, strict=True))
+            if a_name is not None:
+                by_name[a_name] = A
+            rows = [self.outputs(*[by_name[v.name][i] for v in self.all_values])
+                    for i in range(values[0].shape[0])]
             per_chain.append([np.stack([r[j] for r in rows]) for j in range(len(self.out_names))])
         post = {}
         for j, name in enumerate(self.out_names):
@@ -203,13 +314,13 @@ class ModelKernel:
 
 class _ModelParticles:
     """The particles of one chain under :class:`ModelKernel`: every free variable's values
-    (``draws x ...``) and each particle's prior and likelihood terms."""
+    (``draws x ...``) and the :class:`_Parts` of each particle's target."""
 
     def __init__(self, kernel, rng, draws):
         self.kernel = kernel
         self.values = kernel.draw(rng, draws)
-        self.prior, self.lik = self._density(self.values)
-        bad = ~np.isfinite(self.prior)
+        self.parts = kernel.evaluate(self.values)
+        bad = ~np.isfinite(self.parts.prior)
         if bad.any():
             raise ModelPatternError(
                 f"pmi.sample_smc: {int(bad.sum())} of the model's own prior draws have a "
@@ -218,19 +329,19 @@ class _ModelParticles:
         self.factor = [2.38 / math.sqrt(min(_BLOCK, max(1, int(np.prod(s)))))
                        for s in kernel.shapes]
 
-    def _density(self, values):
-        prior, lik = self.kernel.density(*values)
-        return np.asarray(prior, dtype=float), np.asarray(lik, dtype=float)
+    def _target(self, parts, temperature):
+        t = parts.prior + self.kernel.loglik(parts, temperature)
+        return np.where(np.isnan(t), -np.inf, t)
 
     def loglik(self, temperature):
-        return temperature * self.lik
+        return self.kernel.loglik(self.parts, temperature)
 
     def slope(self, temperature):
-        return self.lik
+        return self.kernel.slope(self.parts, temperature)
 
     def resample(self, idx):
         self.values = [v[idx].copy() for v in self.values]
-        self.prior, self.lik = self.prior[idx].copy(), self.lik[idx].copy()
+        self.parts = _Parts(*[None if f is None else f[idx].copy() for f in self.parts])
 
     def move(self, rng, temperature, sweeps):
         """``sweeps`` sweeps over the free variables (module docstring); returns the
@@ -251,6 +362,15 @@ class _ModelParticles:
             self.factor[j] *= math.exp(2.0 * (rate - _TARGET_ACCEPT))
         return float(np.mean(rates))
 
+    def _metropolis(self, rng, temperature):
+        """Accept the values now in place against :attr:`parts` (the state before);
+        returns the accepted particles."""
+        new = self.kernel.evaluate(self.values)
+        log_r = self._target(new, temperature) - self._target(self.parts, temperature)
+        take = np.log(rng.random(log_r.size)) < np.where(np.isnan(log_r), -np.inf, log_r)
+        self.parts = _where(take, new, self.parts)
+        return take
+
     def _discrete(self, rng, j, temperature):
         support = self.kernel.support[j]
         self.values[j] = v = np.ascontiguousarray(self.values[j])
@@ -260,31 +380,26 @@ class _ModelParticles:
             if support is None:  # a ±1 random walk
                 old = flat[:, e].copy()
                 flat[:, e] = old + np.where(rng.random(p.size) < 0.5, -1, 1)
-                prior, lik = self._density(self.values)
-                log_r = prior + temperature * lik - self.prior - temperature * self.lik
-                take = np.log(rng.random(p.size)) < np.where(np.isnan(log_r), -np.inf, log_r)
+                take = self._metropolis(rng, temperature)
                 flat[:, e] = np.where(take, flat[:, e], old)
-                self.prior = np.where(take, prior, self.prior)
-                self.lik = np.where(take, lik, self.lik)
                 continue
-            priors = np.empty((support.size, p.size))
-            liks = np.empty_like(priors)
-            for s, value in enumerate(support):
+            candidates = []
+            for value in support:
                 flat[:, e] = value
-                priors[s], liks[s] = self._density(self.values)
-            logw = priors + temperature * liks
-            logw = np.where(np.isnan(logw), -np.inf, logw)
+                candidates.append(self.kernel.evaluate(self.values))
+            logw = np.stack([self._target(c, temperature) for c in candidates])
             logw -= logw.max(axis=0)
             cdf = np.cumsum(np.exp(logw), axis=0)
             u = rng.random(p.size) * cdf[-1]
             pick = np.minimum((cdf < u).sum(axis=0), support.size - 1)
             flat[:, e] = support[pick]  # the current value has weight > 0: never an -inf one
-            self.prior, self.lik = priors[pick, p], liks[pick, p]
+            self.parts = _pick(candidates, pick)
 
     def _continuous(self, rng, j, temperature):
         """Random-walk Metropolis steps of variable ``j``, a block of at most ``_BLOCK`` of its
         coordinates at a time (in a random order); returns the acceptance rate."""
         v = np.ascontiguousarray(self.values[j])
+        self.values[j] = v
         size = v[0].size
         flat = v.reshape(v.shape[0], -1)
         spread = flat.std(axis=0)
@@ -296,15 +411,12 @@ class _ModelParticles:
             idx = order[start:start + _BLOCK]
             old = flat[:, idx].copy()
             flat[:, idx] = old + scale[idx] * rng.standard_normal(old.shape)
-            self.values[j] = v
-            prior, lik = self._density(self.values)
-            log_r = prior + temperature * lik - self.prior - temperature * self.lik
-            take = np.log(rng.random(v.shape[0])) < np.where(np.isnan(log_r), -np.inf, log_r)
+            take = self._metropolis(rng, temperature)
             flat[:, idx] = np.where(take[:, None], flat[:, idx], old)
-            self.prior = np.where(take, prior, self.prior)
-            self.lik = np.where(take, lik, self.lik)
             taken += take.mean()
         return float(taken / len(blocks))
 
     def final(self, rng):
-        return self.values
+        """The particles' values, and ``A`` drawn given each (collapsed models)."""
+        A = None if self.kernel.collapsed is None else self.kernel.features(rng, self.parts)
+        return self.values, A
