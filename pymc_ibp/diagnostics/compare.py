@@ -118,6 +118,14 @@ def _build(name, builder, X):
     return model
 
 
+def _sample(builder, name, X, sample_kwargs, seed):
+    """The model ``builder(X)`` and its ``pm.sample`` run (quiet, the fold's seed)."""
+    model = _build(name, builder, X)
+    with model:
+        return model, pm.sample(**{"progressbar": False, "compute_convergence_checks": False,
+                                   **sample_kwargs, "random_seed": seed})
+
+
 def _rhat(values):
     """The rank R-hat of ``values`` (chain x draw), NaN for one chain or a constant."""
     from arviz_stats.base import array_stats
@@ -150,10 +158,7 @@ def _fit_fold(builder, name, full, X, fold_of, f, observed, sample_kwargs, seed)
     Xm[held] = np.nan
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=ImputationWarning)
-        with _build(name, builder, Xm):
-            kw = {"progressbar": False, "compute_convergence_checks": False, **sample_kwargs,
-                  "random_seed": seed}
-            idata = pm.sample(**kw)
+        _, idata = _sample(builder, name, Xm, sample_kwargs, seed)
     var = _observed_name(full, X.shape, observed)
     ll = pm.compute_log_likelihood(idata, model=full, var_names=[var],
                                    extend_inferencedata=False, progressbar=False)
@@ -177,11 +182,7 @@ def _fit_row_fold(builder, name, X, fold_of, f, observed, sample_kwargs, seed):
     from pymc_ibp.inference.prediction import log_predictive_rows
 
     held = fold_of == f
-    model = _build(name, builder, X[~held])
-    with model:
-        kw = {"progressbar": False, "compute_convergence_checks": False, **sample_kwargs,
-              "random_seed": seed}
-        idata = pm.sample(**kw)
+    model, idata = _sample(builder, name, X[~held], sample_kwargs, seed)
     L = log_predictive_rows(idata, model, X[held])  # chain, draw, rows
     n_chain, n_draw = L.shape[:2]
     point = logsumexp(L.reshape(n_chain * n_draw, -1), axis=0) - math.log(n_chain * n_draw)

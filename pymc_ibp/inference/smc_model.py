@@ -383,10 +383,16 @@ class _ModelParticles:
                 take = self._metropolis(rng, temperature)
                 flat[:, e] = np.where(take, flat[:, e], old)
                 continue
-            candidates = []
-            for value in support:
-                flat[:, e] = value
-                candidates.append(self.kernel.evaluate(self.values))
+            if support.size == 2:  # binary: the current value's parts are known; one call
+                old = flat[:, e].copy()
+                flat[:, e] = 1 - old
+                flipped = self.kernel.evaluate(self.values)
+                candidates = [_where(old == v, self.parts, flipped) for v in (0, 1)]
+            else:
+                candidates = []
+                for value in support:
+                    flat[:, e] = value
+                    candidates.append(self.kernel.evaluate(self.values))
             logw = np.stack([self._target(c, temperature) for c in candidates])
             logw -= logw.max(axis=0)
             cdf = np.cumsum(np.exp(logw), axis=0)
