@@ -16,9 +16,8 @@ error over entries, as in ``az.compare``.
 Held out by rows instead (``holdout="rows"``), each model is refitted on the other rows and
 each held-out row ``x_r`` is scored as a new row, ``log mean_s p(x_r | θ_s)``, with
 ``p(x_r | θ_s)`` summed exactly over the row's features (the IBP's predictive given the
-fitted rows, new features with their ``A`` integrated out;
-:func:`pymc_ibp.log_predictive_rows`): the question "how well does the model predict a new
-observation", for the linear-Gaussian IBP models.
+fitted rows; :func:`pymc_ibp.log_predictive_rows`): the question "how well does the model
+predict a new observation", for any model of one ``pmi.IBP`` matrix and one observed matrix.
 """
 
 from __future__ import annotations
@@ -218,9 +217,11 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
     holdout : {"entries", "rows"}, default "entries"
         What a fold holds out.  ``"rows"`` scores each held-out row by its log predictive
         density as a new row, ``log mean_s p(x_r | θ_s)``, its features summed over exactly
-        (:func:`pymc_ibp.log_predictive_rows`): for linear-Gaussian IBP models (the pattern
-        of :class:`pymc_ibp.AcceleratedGibbs`) with at most 14 features in use per draw;
-        other models raise an error that says to hold out entries.
+        (:func:`pymc_ibp.log_predictive_rows`): for models of one ``pmi.IBP`` matrix and
+        one observed matrix below it, under any likelihood (the linear-Gaussian one in
+        closed form; others by their own logp, at most 65,536 feature sets of a new row
+        per draw); other models (the DP-IBP, IBP-IBP, a model without an IBP) raise an
+        error that says to hold out entries.
     evidence : bool or "auto", default "auto"
         Also estimate ``log p(X)`` by :func:`pymc_ibp.sample_smc`: ``"auto"`` where its
         accelerated kernel applies (else NaN and the reason in the ``note`` column; pass

@@ -20,8 +20,9 @@ updated in turn (Reed 2013, eq. 4.13–4.15):
 fixed at the model's initial point.
 
 BP-means++ (Broderick, Kulis & Jordan 2013; seeding of Reed 2013, Alg. 5) minimises
-``‖X - Z A‖²_F + λ² K_+`` by alternating greedy entries of ``Z``, least-squares ``A`` and
-new features from residuals; it is the baseline of Reed's comparisons.
+``‖X - Z A‖²_F + λ² K_+`` by greedy entries of ``Z``, least-squares ``A``, and features
+removed, replaced or added from the residuals (:func:`bp_means`); it is the baseline of
+Reed's comparisons.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 import pymc as pm
+from pytensor.graph.traversal import ancestors
 
 from pymc_ibp._numba_utils import interrupt_safe
 from pymc_ibp.distributions.ibp_math import ibp_mass, log_beta_term
@@ -377,34 +379,124 @@ def _bp_objective(X, Z, A, lam2):
     return float((R * R).sum() + lam2 * (Z.sum(axis=0) > 0).sum())
 
 
-def _lstsq_features(X, Z, act):
+def _lstsq_features(X, Z):
     A = np.zeros((Z.shape[1], X.shape[1]))
+    act = np.flatnonzero(Z.sum(axis=0) > 0)
     if act.size:
-        Za = Z[:, act].astype(float)
-        A[act] = np.linalg.lstsq(Za, X, rcond=None)[0]
+        A[act] = np.linalg.lstsq(Z[:, act].astype(float), X, rcond=None)[0]
     return A
 
 
-def fit_bp_means(model=None, *, lam2, z=None, max_iters=100, random_seed=None):
-    """BP-means with BP-means++ seeding (Broderick, Kulis & Jordan 2013; Reed 2013, Alg. 5) on
-    the data of a linear-Gaussian IBP model (``A`` normal or half-normal, one observed matrix,
-    no missing entries): minimise ``‖X - Z A‖²_F + λ² K_+`` with ``K_+ ≤ K_max``.  Returns a
-    :class:`BPMeansResult` whose ``initvals()`` can start ``pm.sample``.  Choose ``lam2``
-    between a row's noise energy (``D σx²``) and the energy of the smallest feature to find.
+def _bp_assign(X, Z, A):
+    """Each entry of ``Z`` set to its better value, a column at a time for all rows, until no
+    entry changes (flipping ``z_nk`` changes ``‖r_n‖²`` by ``‖a_k‖² - 2 s r_n·a_k``)."""
+    R = X - Z @ A
+    used = np.flatnonzero(np.abs(A).sum(axis=1) > 0)
+    Z[:, np.abs(A).sum(axis=1) == 0] = 0
+    for _ in range(20):
+        changed = False
+        for k in used:
+            s = 1.0 - 2.0 * Z[:, k]  # +1 adds feature k to the row, -1 removes it
+            flip = 2.0 * s * (R @ A[k]) > A[k] @ A[k]
+            if flip.any():
+                Z[flip, k] ^= 1
+                R[flip] -= s[flip, None] * A[k]
+                changed = True
+        if not changed:
+            break
+    return Z
+
+
+def _bp_refit(X, Z, A):
+    Z = _bp_assign(X, Z, A)
+    return Z, _lstsq_features(X, Z)
+
+
+def _bp_candidate(R, rng, tries=3):
+    """A new feature from the residuals: seeded at a row drawn with probability proportional
+    to its squared residual (BP-means++), then alternately owned by the rows it lowers and set
+    to their mean residual.  The best of ``tries`` by the fit it gains, or ``None``."""
+    e = (R * R).sum(axis=1)
+    best, best_gain = None, 0.0
+    if not e.sum() > 0:
+        return None
+    for _ in range(tries):
+        a = R[rng.choice(len(R), p=e / e.sum())].copy()
+        owners = None
+        for _ in range(20):
+            new = 2.0 * (R @ a) > a @ a
+            if not new.any() or (owners is not None and np.array_equal(owners, new)):
+                break
+            owners, a = new, R[new].mean(axis=0)
+        if owners is not None and owners.sum() * (a @ a) > best_gain:
+            best, best_gain = (owners, a), owners.sum() * (a @ a)
+    return best
+
+
+def _bp_with(X, Z, A, k, cand):
+    Z, A = Z.copy(), A.copy()
+    Z[:, k], A[k] = 0, 0.0
+    if cand is not None:
+        Z[cand[0], k], A[k] = 1, cand[1]
+    return _bp_refit(X, Z, A)
+
+
+def _bp_run(X, k_max, lam2, rng, max_iters):
+    n, d = X.shape
+    Z, A = np.zeros((n, k_max), dtype=np.int8), np.zeros((k_max, d))
+    objective, converged = [_bp_objective(X, Z, A, lam2)], False
+    for _ in range(int(max_iters)):
+        Z, A = _bp_refit(X, Z, A)
+        cur = _bp_objective(X, Z, A, lam2)
+        # each feature in use is removed, or replaced by a new one from the residuals without
+        # it, when that lowers the objective; then a new feature is added where it pays its λ²
+        for k in np.flatnonzero(Z.sum(axis=0) > 0):
+            Z0, A0 = _bp_with(X, Z, A, k, None)
+            for Z1, A1 in ((Z0, A0), _bp_with(X, Z0, A0, k, _bp_candidate(X - Z0 @ A0, rng))):
+                o = _bp_objective(X, Z1, A1, lam2)
+                if o < cur - 1e-12 * abs(cur):
+                    Z, A, cur = Z1, A1, o
+        free = np.flatnonzero(Z.sum(axis=0) == 0)
+        if free.size:
+            Z1, A1 = _bp_with(X, Z, A, free[0], _bp_candidate(X - Z @ A, rng))
+            if _bp_objective(X, Z1, A1, lam2) < cur:
+                Z, A = Z1, A1
+        objective.append(_bp_objective(X, Z, A, lam2))
+        if objective[-2] - objective[-1] <= 1e-10 * abs(objective[-1]):
+            converged = True
+            break
+    return Z, A, objective, converged
+
+
+def fit_bp_means(model=None, *, lam2=None, z=None, n_init=4, max_iters=100, random_seed=None):
+    """BP-means (Broderick, Kulis & Jordan 2013) with BP-means++ seeding (Reed 2013, Alg. 5)
+    on the data of a linear-Gaussian IBP model (``A`` normal or half-normal, one observed
+    matrix, no missing entries): minimise ``‖X - Z A‖²_F + λ² K_+`` with ``K_+ ≤ K_max``, by
+    the moves of :func:`bp_means`.  Returns a :class:`BPMeansResult` whose ``initvals()`` can
+    start ``pm.sample``.
+
+    A feature fitted to noise alone lowers ``‖X - Z A‖²`` by about ``(N/π + D) σx²`` (more
+    once the search picks its best direction); a real feature used by ``n_k`` rows lowers it
+    by about ``n_k ‖a_k‖²``.  ``λ²`` must lie between the two: the default ``(N + D) σx²``
+    does when ``n_k ‖a_k‖²`` of the weakest feature to find is several times larger (see
+    docs/meibp.md for the measured range on the block images).
 
     Parameters
     ----------
     model : pm.Model, optional
         The model (default: the one in context), as for :func:`fit_meibp` or with
         ``A ~ pm.Normal(0, sigma_a)``.
-    lam2 : float
-        The penalty ``λ²`` per feature in use.
+    lam2 : float, optional
+        The penalty ``λ²`` per feature in use.  Default ``(N + D) σx²``, which needs a fixed
+        scalar ``sigma_x`` in the model; with a free one, pass ``lam2``.
     z : str, optional
         Name of the IBP variable when the model has several.
+    n_init : int, default 4
+        Independent runs; the one with the lowest objective is returned.
     max_iters : int, default 100
-        Iteration limit (it stops earlier once converged).
+        Iteration limit per run (it stops earlier once converged).
     random_seed : int or Generator, optional
-        Seeds the BP-means++ seeding.
+        Seeds the new features' rows.
     """
     model = pm.modelcontext(model)
     try:
@@ -418,65 +510,41 @@ def fit_bp_means(model=None, *, lam2, z=None, max_iters=100, random_seed=None):
                 "sigma_x) with A ~ Normal(0, sigma_a) or HalfNormal(sigma_a), without missing "
                 "entries.") from None
         spec, nonneg = zs[0], False
-    res = bp_means(spec.X, spec.k_max, lam2, max_iters=max_iters, random_seed=random_seed)
+    if lam2 is None:
+        lam2 = _default_lam2(model, spec)
+    res = bp_means(spec.X, spec.k_max, lam2, n_init=n_init, max_iters=max_iters,
+                   random_seed=random_seed)
     A = np.maximum(res.A, 0.0) if nonneg else res.A
     return res._replace(A=A, z_name=model.rvs_to_values[spec.z_rv].name,
                         a_name=spec.blocks[0].a_rv.name)
 
 
-def bp_means(X, k_max, lam2, *, max_iters=100, random_seed=None):
+def _default_lam2(model, spec):
+    sx = spec.blocks[0].sigma_x
+    free = set(model.free_RVs)
+    if any(v in free for v in ancestors([sx])) or np.unique(spec.hyper_values(model)[0]).size != 1:
+        raise ModelPatternError(
+            "fit_bp_means sets lam2 = (N + D) sigma_x^2 only for a fixed scalar sigma_x; this "
+            "model's sigma_x is free or per column: pass lam2= with your estimate of the noise "
+            "scale (see docs/meibp.md).")
+    n, d = spec.X.shape
+    return float((n + d) * spec.hyper_values(model)[0][0] ** 2)
+
+
+def bp_means(X, k_max, lam2, *, n_init=4, max_iters=100, random_seed=None):
     """Array-level BP-means of :func:`fit_bp_means`: minimise ``‖X - Z A‖²_F + λ² K_+``.
 
-    Seeding: feature 1 is the data mean, owned by every row; each further feature is a data row
-    drawn with probability proportional to its squared residual, and its owners re-optimised.
-    Iterations: each entry of ``Z`` set to the better value, ``A`` by least squares, and a new
-    feature (a row's residual, owned by that row) added when it lowers the objective.
+    From no features, each iteration sets every entry of ``Z`` to its better value and ``A``
+    by least squares; then removes each feature in use, or replaces it by a new feature fitted
+    to the residuals without it, when that lowers the objective; then adds a new feature
+    (seeded at a row drawn in proportion to its squared residual, as in BP-means++, and
+    fitted to the rows it helps) when it pays its ``λ²``.  The objective never increases; the
+    best of ``n_init`` runs is returned.
     """
     X = np.asarray(X, dtype=float)
-    n, d = X.shape
+    if not (np.isfinite(lam2) and lam2 >= 0):
+        raise ValueError(f"lam2 must be a finite number >= 0; got {lam2!r}.")
     rng = np.random.default_rng(random_seed)
-    Z = np.zeros((n, k_max), dtype=np.int8)
-    A = np.zeros((k_max, d))
-    Z[:, 0] = 1
-    A[0] = X.mean(axis=0)
-
-    def assign(Z, A):
-        R = X - Z @ A
-        for i in range(n):
-            for k in range(k_max):
-                if not A[k].any():
-                    continue
-                s = 1 - 2 * int(Z[i, k])  # +1 adds feature k, -1 removes it
-                r_new = R[i] - s * A[k]
-                if r_new @ r_new < R[i] @ R[i]:
-                    Z[i, k] ^= 1
-                    R[i] = r_new
-        return Z
-
-    for k in range(1, k_max):  # BP-means++ seeding
-        R = X - Z @ A
-        w = (R * R).sum(axis=1)
-        if w.sum() <= 0:
-            break
-        before, Z0 = _bp_objective(X, Z, A, lam2), Z.copy()
-        A[k] = X[rng.choice(n, p=w / w.sum())]
-        Z = assign(Z, A)
-        if _bp_objective(X, Z, A, lam2) >= before:  # the new feature does not pay its λ²
-            Z, A[k] = Z0, 0.0
-    objective, converged = [], False
-    for _ in range(int(max_iters)):
-        Z = assign(Z, A)
-        act = np.flatnonzero(Z.sum(axis=0) > 0)
-        A = _lstsq_features(X, Z, act)
-        free = np.flatnonzero(Z.sum(axis=0) == 0)
-        if free.size:
-            R = X - Z @ A
-            i = int(np.argmax((R * R).sum(axis=1)))
-            if (R[i] @ R[i]) > lam2:  # a feature equal to row i's residual, owned by row i
-                Z[i, free[0]] = 1
-                A[free[0]] = R[i]
-        objective.append(_bp_objective(X, Z, A, lam2))
-        if len(objective) > 1 and objective[-2] - objective[-1] <= 1e-10 * abs(objective[-1]):
-            converged = True
-            break
+    runs = [_bp_run(X, int(k_max), float(lam2), rng, max_iters) for _ in range(max(1, n_init))]
+    Z, A, objective, converged = min(runs, key=lambda r: r[2][-1])
     return BPMeansResult(Z=Z, A=A, objective=np.asarray(objective), converged=converged)

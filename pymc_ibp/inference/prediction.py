@@ -19,6 +19,7 @@ from pymc_ibp.exceptions import DataError, ModelPatternError
 from pymc_ibp.kernels.prediction import (
     FittedDraw,
     fold_in_rows,
+    new_row_patterns,
     predictive_rows,
     row_log_predictive,
 )
@@ -137,6 +138,23 @@ class _NewRows:
                 "rows), which new rows do not have.")
         return lambda Z: self._loglik(*values, Z, X, observed)
 
+    def row_log_predictive(self, values, X, fit, chunk=2**18):
+        """``log p(x_r | draw)`` of each row of ``X`` (``R x D``, no missing entries) as a new
+        row: the sum over its feature sets (:func:`pymc_ibp.kernels.prediction.new_row_patterns`,
+        the draw's ``A`` for new features) of their prior times the rows' likelihood."""
+        from scipy.special import logsumexp
+
+        patterns, log_prior = new_row_patterns(fit)
+        c = len(patterns)
+        out = np.empty(X.shape[0])
+        step = max(1, chunk // c)
+        for at in range(0, X.shape[0], step):
+            x = np.repeat(X[at:at + step], c, axis=0)
+            ll = self.loglik(values, x, np.ones(x.shape, dtype=bool))(
+                np.tile(patterns, (x.shape[0] // c, 1)))
+            out[at:at + step] = logsumexp(np.reshape(ll, (-1, c)) + log_prior, axis=1)
+        return out
+
     def draw(self, rng, values, Z):
         """Data of the new rows with features ``Z`` at one draw's ``values``."""
         params = self._params(*values, Z)
@@ -161,18 +179,26 @@ def _draw_parameters(model, spec):
 
 def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
     """``log p(x_r | θ_s)``: the density of each observed row of ``X_rows`` as a new row of a
-    fitted linear-Gaussian IBP model, at each posterior draw ``θ_s``, with the new row's
-    features summed over exactly and the ``A`` of its new features integrated out
-    (:func:`pymc_ibp.kernels.prediction.row_log_predictive`).  Its log mean over the draws,
-    ``log mean_s p(x_r | θ_s)``, is the row's held-out log predictive density.
+    fitted IBP model, at each posterior draw ``θ_s``, with the new row's features summed over
+    exactly.  Its log mean over the draws, ``log mean_s p(x_r | θ_s)``, is the row's
+    held-out log predictive density.
+
+    The new row is row ``N + 1`` of the truncated IBP given the draw's ``Z``: each feature in
+    use with probability ``m_k / (N + β)``, ``j ~ Poisson(αβ / (N + β))`` new ones in the free
+    slots.  For a linear-Gaussian model (the pattern of :class:`pymc_ibp.AcceleratedGibbs`)
+    the new features' ``A`` is integrated out and every ``j`` is summed
+    (:func:`pymc_ibp.kernels.prediction.row_log_predictive`); under any other likelihood of
+    one observed ``N x D`` matrix (Poisson, Bernoulli, Student-t, ...) the model's own logp
+    is evaluated at every feature set, with the draw's ``A`` of the free slots for the new
+    features and ``j`` up to where the prior's tail is below 1e-6
+    (:func:`pymc_ibp.kernels.prediction.new_row_patterns`; at most 65,536 sets per draw).
 
     Parameters
     ----------
     idata : xarray.DataTree
         The result of ``pm.sample`` for ``model``.
     model : pm.Model, optional
-        A model with the pattern of :class:`pymc_ibp.AcceleratedGibbs` and a ``pmi.IBP``
-        prior (default: the model in context).
+        A model with a ``pmi.IBP`` prior (default: the model in context).
     X_rows : array_like (R, D)
         The rows, without missing entries.
     z : str, optional
@@ -184,29 +210,46 @@ def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
     """
     model = pm.modelcontext(model)
     spec = _spec(model, z)
+    generic = None
     if spec is None:
-        raise ModelPatternError(
-            "held-out rows are scored for the linear-Gaussian IBP model only (its new rows' "
-            "features summed over exactly); hold out entries for other models "
-            f"(pmi.compare_models(holdout='entries')). Needed pattern: {PATTERN}.")
+        try:
+            generic = _NewRows(model, z)
+        except ModelPatternError as err:
+            raise ModelPatternError(
+                f"held-out rows are scored for models of one pmi.IBP matrix ({err}); hold out "
+                "entries for other models (pmi.compare_models(holdout='entries')).") from None
+        n, d = generic.n, generic.d
+        used, z_rv = generic.used, generic.z_rv
+        a_names = []
+    else:
+        n, d = spec.shape
+        a_names, used, fn = _draw_parameters(model, spec)
+        z_rv = spec.z_rv
     X_rows = np.asarray(X_rows, dtype=np.float64)
-    n, d = spec.shape
     if X_rows.ndim != 2 or X_rows.shape[1] != d or not np.all(np.isfinite(X_rows)):
         raise DataError(f"log_predictive_rows needs finite rows of {d} columns; got shape "
                         f"{X_rows.shape}.")
-    a_names, used, fn = _draw_parameters(model, spec)
     post = idata["posterior"]
-    z_name = model.rvs_to_values[spec.z_rv].name
+    z_name = model.rvs_to_values[z_rv].name
     missing = [name for name in [z_name, *a_names, *(rv.name for rv in used)]
                if name not in post]
     if missing:
         raise DataError(f"log_predictive_rows: the posterior has no draws of {missing}.")
     z_all = np.asarray(post[z_name].values)
-    a_all = np.concatenate([np.asarray(post[a].values, dtype=np.float64) for a in a_names],
-                           axis=-1)
     used_all = [np.asarray(post[rv.name].values) for rv in used]
     chains, draws = z_all.shape[:2]
     out = np.empty((chains, draws, X_rows.shape[0]))
+    if generic is not None:
+        for c in range(chains):
+            for t in range(draws):
+                values = [v[c, t] for v in used_all]
+                alpha, beta = generic.hyper(values)
+                fit = FittedDraw(np.zeros((generic.k_max, 0)), np.zeros(0),
+                                 z_all[c, t].sum(axis=0), n, alpha, beta)
+                out[c, t] = generic.row_log_predictive(values, X_rows, fit)
+        return out
+    a_all = np.concatenate([np.asarray(post[a].values, dtype=np.float64) for a in a_names],
+                           axis=-1)
     for c in range(chains):
         for t in range(draws):
             sx, sa, alpha, beta, b = fn(*[v[c, t] for v in used_all])

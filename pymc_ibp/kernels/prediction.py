@@ -14,7 +14,8 @@ import numpy as np
 from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
 from pymc_ibp.exceptions import DataError
 
-__all__ = ["MAX_ENUMERATED", "FittedDraw", "fold_in_rows", "predictive_rows", "row_log_predictive"]
+__all__ = ["MAX_ENUMERATED", "MAX_PATTERNS", "FittedDraw", "fold_in_rows", "new_row_patterns",
+           "predictive_rows", "row_log_predictive"]
 
 
 class FittedDraw(NamedTuple):
@@ -124,6 +125,71 @@ def fold_in_rows(rng, X, W, fit, sweeps, Z=None, loglik=None):
 MAX_ENUMERATED = 14
 
 
+def _log_new_counts(fit, free):
+    """``log P(j new features)`` of row ``N + 1`` for ``j = 0 .. free``: ``Poisson(αβ/(N + β))``
+    given ``j <= free``."""
+    from scipy.special import gammaln, logsumexp
+
+    lam = fit.alpha * fit.beta / (fit.n + fit.beta)
+    j = np.arange(free + 1, dtype=np.float64)
+    log_pj = j * np.log(lam) - gammaln(j + 1.0) if lam > 0 else np.where(j == 0, 0.0, -np.inf)
+    return log_pj - logsumexp(log_pj)
+
+
+#: the most feature sets of a new row :func:`new_row_patterns` enumerates
+MAX_PATTERNS = 2**16
+
+
+def new_row_patterns(fit, tail=1e-6):
+    """The feature sets row ``N + 1`` of the draw ``fit`` can take, as rows over all ``K_max``
+    slots, and their log prior probabilities (module docstring): every subset of the features
+    in use, times ``j`` new features in every set of ``j`` free slots (probability
+    ``P(j) / C(free, j)`` each), for ``j`` up to the smallest count whose prior tail beyond
+    it is below ``tail`` (all of them when the free slots are fewer).  The probabilities of
+    the sets enumerated sum to at least ``1 - tail``.  Under a likelihood without a closed
+    form the new features' rows of ``A`` are the draw's own (its free slots' values, draws
+    from their prior given that no fitted row owns them).
+
+    Returns
+    -------
+    patterns : ndarray (C, K_max) int8
+    log_prior : ndarray (C,)
+    """
+    from itertools import combinations
+    from math import comb
+
+    m = np.asarray(fit.m)
+    used, free_slots = np.flatnonzero(m > 0), np.flatnonzero(m == 0)
+    kp, free = used.size, free_slots.size
+    log_pj = _log_new_counts(fit, free)
+    cum = np.cumsum(np.exp(log_pj))
+    top = int(min(free, np.searchsorted(cum, 1.0 - tail)))
+    sizes = [comb(free, j) for j in range(top + 1)]
+    count = 2**kp * sum(sizes)
+    if count > MAX_PATTERNS:
+        raise DataError(
+            f"scoring held-out rows sums over the feature sets of a new row; this draw has "
+            f"{count} of them (at most {MAX_PATTERNS}: {kp} features in use, up to {top} new "
+            f"ones in {free} free slots). Hold out entries instead "
+            "(pmi.compare_models(holdout='entries')).")
+    p = m[used] / (fit.n + fit.beta)
+    bits = ((np.arange(2**kp)[:, None] >> np.arange(kp)[None, :]) & 1).astype(np.int8)
+    with np.errstate(divide="ignore"):  # a feature every fitted row owns (p = 1 at β -> 0)
+        log_pz = bits @ np.log(p) + (1 - bits) @ np.log1p(-p)
+    news, log_new = [], []
+    for j in range(top + 1):
+        for slots in combinations(free_slots, j):
+            row = np.zeros(m.size, dtype=np.int8)
+            row[list(slots)] = 1
+            news.append(row)
+            log_new.append(log_pj[j] - np.log(sizes[j]))
+    news = np.array(news, dtype=np.int8)
+    patterns = np.repeat(news, 2**kp, axis=0)
+    patterns[:, used] = np.tile(bits, (len(news), 1))
+    log_prior = np.repeat(np.array(log_new), 2**kp) + np.tile(log_pz, len(news))
+    return patterns, log_prior
+
+
 def row_log_predictive(X, fit, sx2, sa2):
     """``log p(x_r | one posterior draw)`` of each row of ``X`` (``R x D``, no missing
     entries) as a new row of the draw ``fit``, with ``A`` of the new features integrated out.
@@ -149,7 +215,7 @@ def row_log_predictive(X, fit, sx2, sa2):
     -------
     ndarray (R,)
     """
-    from scipy.special import gammaln, logsumexp
+    from scipy.special import logsumexp
 
     X = np.asarray(X, dtype=np.float64)
     m = np.asarray(fit.m)
@@ -162,10 +228,8 @@ def row_log_predictive(X, fit, sx2, sa2):
     d = X.shape[1]
     sx2 = np.broadcast_to(np.asarray(sx2, dtype=np.float64), (d,))
     sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (d,))
-    lam = fit.alpha * fit.beta / (fit.n + fit.beta)
     j = np.arange(free + 1, dtype=np.float64)
-    log_pj = j * np.log(lam) - gammaln(j + 1.0) if lam > 0 else np.where(j == 0, 0.0, -np.inf)
-    log_pj = log_pj - logsumexp(log_pj)
+    log_pj = _log_new_counts(fit, free)
     p = m[used] / (fit.n + fit.beta)
     subsets = ((np.arange(2**kp)[:, None] >> np.arange(kp)[None, :]) & 1).astype(np.float64)
     with np.errstate(divide="ignore"):  # a feature every fitted row owns (p = 1 at β -> 0)

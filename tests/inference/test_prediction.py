@@ -179,11 +179,44 @@ def test_the_density_of_held_out_rows_reads_every_draws_parameters():
         x, r[:2] @ A_DRAW[:2] + b, np.sqrt(0.7**2 + r[2] * 1.0)).sum()
         for i, r in enumerate(rows)]) for x in X]
     np.testing.assert_allclose(got[0], np.broadcast_to(exact, (3, 3)), rtol=1e-10)
-    with pm.Model() as poisson:
-        Z = pmi.IBP("Z", 1.0, shape=(3, 3))
-        pm.Poisson("Y", pm.math.exp(Z @ pm.Normal("A", 0.0, 1.0, shape=(3, 2))),
-                   observed=np.ones((3, 2)))
-    with pytest.raises(pmi.ModelPatternError, match="linear-Gaussian IBP model only"):
-        pmi.log_predictive_rows(idata, poisson, X)
+    with pm.Model() as no_ibp:
+        pm.Normal("Y", pm.Normal("mu", 0.0, 1.0), 1.0, observed=np.ones((3, 2)))
+    with pytest.raises(pmi.ModelPatternError, match="hold out entries"):
+        pmi.log_predictive_rows(idata, no_ibp, X)
     with pytest.raises(pmi.DataError, match="finite rows of 2 columns"):
         pmi.log_predictive_rows(idata, _tiny_model(), np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("n", [3, 40])
+def test_held_out_rows_under_any_likelihood_sum_the_new_rows_features(n):
+    """A Poisson likelihood (no closed form): each draw's value is the sum over every row of
+    6 slots of P(z | Z) (the ratio of the (N + 1)- and N-row IBP pmfs) times the Poisson
+    likelihood with the draw's A, also of the free slots.  At N = 40 the sets with 4 new
+    features (prior tail below 1e-6) are left out: within 1e-6."""
+    rng = np.random.default_rng(3)
+    Z = np.zeros((n, 6), dtype=np.int8)
+    Z[:, :2] = rng.random((n, 2)) < 0.5
+    Z[0, :2] = 1
+    A = rng.normal(0.0, 0.7, (6, 2))
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0)
+        Zv = pmi.IBP("Z", alpha, shape=(n, 6))
+        Av = pm.Normal("A", 0.0, 1.0, shape=(6, 2))
+        pm.Poisson("X", pm.math.exp(Zv @ Av + pm.Normal("b", 0.0, 1.0, shape=2)),
+                   observed=np.zeros((n, 2)))
+    idata = _one_draw_repeated(2, Z=Z, A=A)
+    X = np.array([[0.0, 3.0], [2.0, 1.0], [7.0, 0.0]])
+    got = pmi.log_predictive_rows(idata, model, X)
+    rows = all_binary_matrices(1, 6)[:, 0]
+    value = pt.tensor3("v", dtype="int64")
+    logp = pytensor.function([value], pm.logp(pmi.IBP.dist(1.3, 1.0, shape=(n + 1, 6)),
+                                              value))
+    lp = logp(np.array([np.vstack([Z, r]) for r in rows]).astype(np.int64))
+    lp -= special.logsumexp(lp)
+    rate = np.exp(rows @ A + [0.3, -0.2])
+    exact = [special.logsumexp(lp + stats.poisson.logpmf(x, rate).sum(axis=1)) for x in X]
+    np.testing.assert_allclose(got[0], np.broadcast_to(exact, (2, 3)),
+                               rtol=1e-10 if n == 3 else 1e-6)
+    if n == 40:
+        assert np.all(got[0] <= np.asarray(exact) + 1e-12)  # the sets left out only lower it
+
