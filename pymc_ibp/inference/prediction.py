@@ -8,6 +8,8 @@ linear-Gaussian model has closed-form likelihood ratios; any other likelihood of
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -23,6 +25,7 @@ from pymc_ibp.kernels.prediction import (
     predictive_rows,
     row_log_predictive,
 )
+from pymc_ibp.matching.correlated import match_correlated
 from pymc_ibp.matching.graph import observed_data, same_for_every_row
 from pymc_ibp.matching.linear_gaussian import PATTERN, matched_models
 from pymc_ibp.matching.priors import IBPPrior, match_prior
@@ -72,7 +75,12 @@ class _NewRows:
                 + (f" named {z!r}" if z else " (pass z='name' when the model has several)")
                 + f"; found {len(free)}.")
         self.z_rv = z_rv = free[0]
-        children = [c for c in model.observed_RVs if z_rv in set(ancestors([c]))]
+        #: a DP-IBP's category-feature matrix (Z = M[c]): the likelihood's Z is replaced
+        self.categories = match_correlated(model, z_rv)
+        if self.categories is not None and self.categories.kind != "dp_ibp":
+            self.categories = None
+        children = ([self.categories.child] if self.categories is not None else
+                    [c for c in model.observed_RVs if z_rv in set(ancestors([c]))])
         data = None
         if len(children) == 1:
             try:
@@ -80,6 +88,8 @@ class _NewRows:
             except ModelPatternError:
                 data = None
         n, k_max = model.initial_point()[model.rvs_to_values[z_rv].name].shape
+        if self.categories is not None:  # M is L_max x K_max; the rows are the labels'
+            n = model.initial_point()[model.rvs_to_values[self.categories.labels].name].size
         if data is None or data.ndim != 2 or data.shape[0] != n:
             raise ModelPatternError(
                 f"pmi.predict_rows needs the likelihood of {z_rv.name!r} to be one observed "
@@ -93,13 +103,19 @@ class _NewRows:
         x_new = pt.matrix("x_new", dtype="float64")
         mask = pt.matrix("mask", dtype="bool")
         prior = match_prior(model, z_rv)
-        outs = [*obs.owner.inputs[2:], prior.alpha, prior.beta]
+        if self.categories is None:
+            z_old = z_rv
+            outs = [*obs.owner.inputs[2:], prior.alpha, prior.beta]
+        else:  # the labels' CRP concentration in place of the IBP's parameters
+            z_old = self.categories.z
+            outs = [*obs.owner.inputs[2:], self.categories.labels.owner.inputs[2],
+                    pt.constant(0.0)]
         self.used = [rv for rv in model.free_RVs
-                     if rv is not z_rv and rv in set(ancestors(outs))]
+                     if rv is not z_rv and rv in set(ancestors(outs, blockers=[z_old]))]
         # the graph rebuilt on stand-ins: the new rows' Z (its own shape, not the fitted
         # rows') and one input per free variable (each draw's value)
         ins = [rv.type() for rv in self.used]
-        swap = {z_rv: z_new.astype(z_rv.dtype), **dict(zip(self.used, ins, strict=True))}
+        swap = {z_old: z_new.astype(z_old.dtype), **dict(zip(self.used, ins, strict=True))}
         *params, alpha, beta = clone_replace(outs, swap, rebuild_strict=False)
         # a variable of the parameters' shape (not the fitted rows' size) whose logp the new
         # rows' data get
@@ -155,6 +171,28 @@ class _NewRows:
             out[at:at + step] = logsumexp(np.reshape(ll, (-1, c)) + log_prior, axis=1)
         return out
 
+    def category_log_predictive(self, values, X, M, c):
+        """``log p(x_r | draw)`` of each row of ``X`` as a new row of a DP-IBP draw (labels
+        ``c``, category-feature matrix ``M``): a category in use with probability
+        ``n_j / (N + α_c)``, each of the ``L_max - K`` free labels with ``α_c / ((L_max - K)
+        (N + α_c))`` (the ratio of the truncated CRP's pmfs; none when every label is in
+        use), and the row's features ``M[label]`` (a free label's row of ``M`` is the draw's,
+        a draw from its prior given the others)."""
+        from scipy.special import logsumexp
+
+        alpha = float(self._hyper(*values)[0])
+        counts = np.bincount(np.asarray(c, dtype=np.int64), minlength=M.shape[0])
+        free = int((counts == 0).sum())
+        with np.errstate(divide="ignore"):
+            log_w = np.where(counts > 0, np.log(counts),
+                             math.log(alpha) - math.log(max(free, 1)))
+        log_w -= math.log(counts.sum() + (alpha if free else 0.0))
+        patterns = np.asarray(M, dtype=np.int8)
+        x = np.repeat(X, len(patterns), axis=0)
+        ll = self.loglik(values, x, np.ones(x.shape, dtype=bool))(
+            np.tile(patterns, (X.shape[0], 1)))
+        return logsumexp(np.reshape(ll, (X.shape[0], -1)) + log_w, axis=1)
+
     def draw(self, rng, values, Z):
         """Data of the new rows with features ``Z`` at one draw's ``values``."""
         params = self._params(*values, Z)
@@ -192,13 +230,16 @@ def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
     is evaluated at every feature set, with the draw's ``A`` of the free slots for the new
     features and ``j`` up to where the prior's tail is below 1e-6
     (:func:`pymc_ibp.kernels.prediction.new_row_patterns`; at most 65,536 sets per draw).
+    For a DP-IBP (``Z = M[c]``, :func:`pymc_ibp.dp_ibp`) the sum is over the new row's
+    category: each label in use with probability ``n_j / (N + α_c)``, each free label with
+    ``α_c / ((L_max - K)(N + α_c))`` and its row of the draw's ``M``, under any likelihood.
 
     Parameters
     ----------
     idata : xarray.DataTree
         The result of ``pm.sample`` for ``model``.
     model : pm.Model, optional
-        A model with a ``pmi.IBP`` prior (default: the model in context).
+        A model with a ``pmi.IBP`` prior or a DP-IBP (default: the model in context).
     X_rows : array_like (R, D)
         The rows, without missing entries.
     z : str, optional
@@ -239,6 +280,16 @@ def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
     used_all = [np.asarray(post[rv.name].values) for rv in used]
     chains, draws = z_all.shape[:2]
     out = np.empty((chains, draws, X_rows.shape[0]))
+    if generic is not None and generic.categories is not None:
+        labels = model.rvs_to_values[generic.categories.labels].name
+        if labels not in post:
+            raise DataError(f"log_predictive_rows: the posterior has no draws of {labels!r}.")
+        c_all = np.asarray(post[labels].values)
+        for c in range(chains):
+            for t in range(draws):
+                out[c, t] = generic.category_log_predictive(
+                    [v[c, t] for v in used_all], X_rows, z_all[c, t], c_all[c, t])
+        return out
     if generic is not None:
         for c in range(chains):
             for t in range(draws):
@@ -308,6 +359,10 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
                          "(rows drawn from the model), not both.")
     spec = _spec(model, z)
     generic = _NewRows(model, z) if spec is None else None
+    if generic is not None and generic.categories is not None:
+        raise ModelPatternError(
+            "pmi.predict_rows does not draw new rows of a DP-IBP (Z = M[c]) yet; "
+            "pmi.log_predictive_rows scores them.")
     post = idata["posterior"]
     z_rv = spec.z_rv if generic is None else generic.z_rv
     z_name = model.rvs_to_values[z_rv].name

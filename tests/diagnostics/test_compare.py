@@ -223,7 +223,7 @@ def test_held_out_rows_of_a_poisson_likelihood_rank_the_models():
     X = rng.poisson(np.exp(Z @ rng.normal(0.0, 1.0, (2, 5)) + 0.5)).astype(float)
     tab = pmi.compare_models({"high": _poisson(2.5), "right": _poisson(0.5)}, X, folds=3,
                              holdout="rows", random_seed=2, evidence=False,
-                             sample_kwargs={**_FAST, "tune": 100, "draws": 100})
+                             sample_kwargs={**_FAST, "tune": 60, "draws": 60})
     pw = tab.attrs["pointwise"]
     assert list(tab.index) == ["right", "high"] and np.all(np.isfinite(pw["high"]))
     assert pw["right"].shape == (18,) and tab.loc["high", "d_elpd_row"] < 0

@@ -220,3 +220,42 @@ def test_held_out_rows_under_any_likelihood_sum_the_new_rows_features(n):
     if n == 40:
         assert np.all(got[0] <= np.asarray(exact) + 1e-12)  # the sets left out only lower it
 
+
+
+@pytest.mark.parametrize("likelihood", ["poisson", "normal"])
+def test_held_out_rows_of_a_dp_ibp_sum_over_the_new_rows_category(likelihood):
+    """A DP-IBP (Z = M[c], 3 labels): each draw's value is the sum over the new row's label
+    of the ratio of the truncated CRP's pmfs for 4 and 3 rows (a free label included, with
+    the draw's row of M) times the likelihood of M[label]; with every label in use, no new
+    category.  pmi.predict_rows says it does not draw DP-IBP rows."""
+    with pm.Model() as model:
+        Z = pmi.dp_ibp("Z", pm.Gamma("ac", 2.0, 2.0), 1.0, l_max=3, shape=(3, 2))
+        A = pm.Normal("A", 0.0, 1.0, shape=(2, 2))
+        mu = Z @ A + pm.Normal("b", 0.0, 1.0, shape=2)
+        if likelihood == "poisson":
+            pm.Poisson("X", pm.math.exp(mu), observed=np.zeros((3, 2)))
+        else:
+            pm.Normal("X", mu, 0.6, observed=np.zeros((3, 2)))
+    M = np.array([[1, 0], [0, 1], [1, 1]], dtype=np.int8)
+    A = np.array([[0.8, -0.4], [-0.3, 0.9]])
+    b = np.array([0.3, -0.2])
+    X = np.array([[0.0, 3.0], [2.0, 1.0]])
+    crp = pytensor.function([value := pt.lmatrix("c")],
+                            pm.logp(pmi.CRP.dist(1.3, l_max=3, shape=4), value))
+    for c in ([0, 0, 1], [1, 1, 1], [2, 0, 1]):
+        data = {"Z_c": np.array(c), "Z_M": M, "A": A, "b": b, "ac": 1.3}
+        idata = xr.DataTree.from_dict({"posterior": xr.Dataset(
+            {k: (("chain", "draw", *[f"{k}_{i}" for i in range(np.ndim(v))]),
+                 np.broadcast_to(v, (1, 2, *np.shape(v))).copy()) for k, v in data.items()})})
+        got = pmi.log_predictive_rows(idata, model, X)
+        lp = crp(np.array([[*c, j] for j in range(3)]))
+        lp -= special.logsumexp(lp)
+        mean = M @ A + b
+        if likelihood == "poisson":
+            ll = [stats.poisson.logpmf(x, np.exp(mean)).sum(axis=1) for x in X]
+        else:
+            ll = [stats.norm.logpdf(x, mean, 0.6).sum(axis=1) for x in X]
+        exact = [special.logsumexp(lp + row) for row in ll]
+        np.testing.assert_allclose(got[0], np.broadcast_to(exact, (2, 2)), rtol=1e-10)
+    with pytest.raises(pmi.ModelPatternError, match="does not draw new rows of a DP-IBP"):
+        pmi.predict_rows(idata, model, n_new=1)
