@@ -391,8 +391,9 @@ def _bp_assign(X, Z, A):
     """Each entry of ``Z`` set to its better value, a column at a time for all rows, until no
     entry changes (flipping ``z_nk`` changes ``‖r_n‖²`` by ``‖a_k‖² - 2 s r_n·a_k``)."""
     R = X - Z @ A
-    used = np.flatnonzero(np.abs(A).sum(axis=1) > 0)
-    Z[:, np.abs(A).sum(axis=1) == 0] = 0
+    in_use = np.abs(A).sum(axis=1) > 0
+    used = np.flatnonzero(in_use)
+    Z[:, ~in_use] = 0
     for _ in range(20):
         changed = False
         for k in used:
@@ -522,13 +523,14 @@ def fit_bp_means(model=None, *, lam2=None, z=None, n_init=4, max_iters=100, rand
 def _default_lam2(model, spec):
     sx = spec.blocks[0].sigma_x
     free = set(model.free_RVs)
-    if any(v in free for v in ancestors([sx])) or np.unique(spec.hyper_values(model)[0]).size != 1:
+    sigma_x = spec.hyper_values(model)[0]
+    if any(v in free for v in ancestors([sx])) or np.unique(sigma_x).size != 1:
         raise ModelPatternError(
             "fit_bp_means sets lam2 = (N + D) sigma_x^2 only for a fixed scalar sigma_x; this "
             "model's sigma_x is free or per column: pass lam2= with your estimate of the noise "
             "scale (see docs/meibp.md).")
     n, d = spec.X.shape
-    return float((n + d) * spec.hyper_values(model)[0][0] ** 2)
+    return float((n + d) * np.ravel(sigma_x)[0] ** 2)
 
 
 def bp_means(X, k_max, lam2, *, n_init=4, max_iters=100, random_seed=None):

@@ -65,13 +65,14 @@ class _NewRows:
     rows' ``Z`` and data replaced by new ones, compiled once (:meth:`loglik`), and the
     distribution's parameters for new rows (:meth:`draw`)."""
 
-    def __init__(self, model, z):
+    def __init__(self, model, z, who="pmi.predict_rows"):
+        self.who = who
         free = [rv for rv in model.free_RVs
                 if (z is None or rv.name == z)
                 and rv.ndim == 2 and isinstance(match_prior(model, rv), IBPPrior)]
         if len(free) != 1:
             raise ModelPatternError(
-                "pmi.predict_rows needs one pmi.IBP matrix"
+                f"{who} needs one pmi.IBP matrix"
                 + (f" named {z!r}" if z else " (pass z='name' when the model has several)")
                 + f"; found {len(free)}.")
         self.z_rv = z_rv = free[0]
@@ -92,7 +93,7 @@ class _NewRows:
             n = model.initial_point()[model.rvs_to_values[self.categories.labels].name].size
         if data is None or data.ndim != 2 or data.shape[0] != n:
             raise ModelPatternError(
-                f"pmi.predict_rows needs the likelihood of {z_rv.name!r} to be one observed "
+                f"{who} needs the likelihood of {z_rv.name!r} to be one observed "
                 f"N x D matrix (N = {n}, one row per row of {z_rv.name!r}, no missing entries "
                 f"imputed by PyMC); found {[c.name for c in children]}. Needed pattern for "
                 f"the closed form: {PATTERN}.")
@@ -149,27 +150,17 @@ class _NewRows:
             ok = False
         if not ok:
             raise ModelPatternError(
-                f"pmi.predict_rows: the likelihood of {self.obs.name!r} has terms per fitted "
+                f"{self.who}: the likelihood of {self.obs.name!r} has terms per fitted "
                 f"row besides {self.z_rv.name!r} (e.g. an offset per row or per group of "
                 "rows), which new rows do not have.")
         return lambda Z: self._loglik(*values, Z, X, observed)
 
-    def row_log_predictive(self, values, X, fit, chunk=2**18):
+    def row_log_predictive(self, values, X, fit):
         """``log p(x_r | draw)`` of each row of ``X`` (``R x D``, no missing entries) as a new
         row: the sum over its feature sets (:func:`pymc_ibp.kernels.prediction.new_row_patterns`,
         the draw's ``A`` for new features) of their prior times the rows' likelihood."""
-        from scipy.special import logsumexp
-
         patterns, log_prior = new_row_patterns(fit)
-        c = len(patterns)
-        out = np.empty(X.shape[0])
-        step = max(1, chunk // c)
-        for at in range(0, X.shape[0], step):
-            x = np.repeat(X[at:at + step], c, axis=0)
-            ll = self.loglik(values, x, np.ones(x.shape, dtype=bool))(
-                np.tile(patterns, (x.shape[0] // c, 1)))
-            out[at:at + step] = logsumexp(np.reshape(ll, (-1, c)) + log_prior, axis=1)
-        return out
+        return self._mixture(values, X, patterns, log_prior)
 
     def category_log_predictive(self, values, X, M, c):
         """``log p(x_r | draw)`` of each row of ``X`` as a new row of a DP-IBP draw (labels
@@ -178,8 +169,6 @@ class _NewRows:
         (N + α_c))`` (the ratio of the truncated CRP's pmfs; none when every label is in
         use), and the row's features ``M[label]`` (a free label's row of ``M`` is the draw's,
         a draw from its prior given the others)."""
-        from scipy.special import logsumexp
-
         alpha = float(self._hyper(*values)[0])
         counts = np.bincount(np.asarray(c, dtype=np.int64), minlength=M.shape[0])
         free = int((counts == 0).sum())
@@ -187,11 +176,22 @@ class _NewRows:
             log_w = np.where(counts > 0, np.log(counts),
                              math.log(alpha) - math.log(max(free, 1)))
         log_w -= math.log(counts.sum() + (alpha if free else 0.0))
-        patterns = np.asarray(M, dtype=np.int8)
-        x = np.repeat(X, len(patterns), axis=0)
-        ll = self.loglik(values, x, np.ones(x.shape, dtype=bool))(
-            np.tile(patterns, (X.shape[0], 1)))
-        return logsumexp(np.reshape(ll, (X.shape[0], -1)) + log_w, axis=1)
+        return self._mixture(values, X, np.asarray(M, dtype=np.int8), log_w)
+
+    def _mixture(self, values, X, patterns, log_w, chunk=2**18):
+        """``log Σ_p w_p p(x_r | z = patterns[p], draw)`` for each row of ``X``: every row
+        scored at every pattern, at most about ``chunk`` (row, pattern) pairs per call."""
+        from scipy.special import logsumexp
+
+        c = len(patterns)
+        out = np.empty(X.shape[0])
+        step = max(1, chunk // c)
+        for at in range(0, X.shape[0], step):
+            x = np.repeat(X[at:at + step], c, axis=0)
+            ll = self.loglik(values, x, np.ones(x.shape, dtype=bool))(
+                np.tile(patterns, (x.shape[0] // c, 1)))
+            out[at:at + step] = logsumexp(np.reshape(ll, (-1, c)) + log_w, axis=1)
+        return out
 
     def draw(self, rng, values, Z):
         """Data of the new rows with features ``Z`` at one draw's ``values``."""
@@ -254,7 +254,7 @@ def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
     generic = None
     if spec is None:
         try:
-            generic = _NewRows(model, z)
+            generic = _NewRows(model, z, who="pmi.log_predictive_rows")
         except ModelPatternError as err:
             raise ModelPatternError(
                 f"held-out rows are scored for models of one pmi.IBP matrix ({err}); hold out "

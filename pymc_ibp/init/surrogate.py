@@ -7,16 +7,20 @@ were linear-Gaussian,
 .. math:: X \\sim \\mathcal N(Z A + b,\\ \\sigma_x^2),\\qquad A \\sim \\mathcal N(0, \\sigma_a^2),
     \\qquad Z \\sim \\mathrm{IBP}(\\alpha, \\beta),
 
-and runs the annealed start search of the linear-Gaussian samplers
-(:class:`~pymc_ibp.init.search.AnnealedSearch`) on it, then ``SURROGATE_SWEEPS`` iterations of
-accelerated Gibbs sweeps (Doshi-Velez & Ghahramani 2009) with split–merge, birth/death and
-pair-swap moves, ``A`` drawn from its Gaussian conditional, the scales by slice sampling
-(Neal 2003) and the offset from its Gaussian conditional.  With ``s`` the standard deviation of
+(under a log link, ``mu = exp(Z @ A + ...)`` as in a Poisson likelihood, with the counts
+read as ``X = log(y + 1/2)``, the scale on which the features add) and runs the annealed
+start search of the linear-Gaussian samplers (:class:`~pymc_ibp.init.search.AnnealedSearch`)
+on it, then ``SURROGATE_SWEEPS`` iterations of accelerated Gibbs sweeps (Doshi-Velez &
+Ghahramani 2009) with split–merge, birth/death, pair-swap and pair / triple moves, ``A`` drawn
+from its Gaussian conditional, the scales by slice sampling (Neal 2003) and the offset from
+its Gaussian conditional.  With ``s`` the standard deviation of
 the observed entries: on 0/1 data ``σx = SURROGATE_SIGMA_X s`` and ``σa = SURROGATE_SIGMA_A s``
 are fixed and there is no offset ``b``; on other data ``σx ~ HalfNormal(SURROGATE_SIGMA_X s)``
 and ``σa ~ HalfNormal(SURROGATE_SIGMA_A s)`` are free, and where the likelihood's location is
-``Z @ A`` plus other terms there is a per-column offset ``b ~ Normal(mean, SURROGATE_SIGMA_B
-s0)`` (``s0`` the entries' root mean square), which the search fits beside ``Z``.  A model's
+``Z @ A`` plus other terms there is an offset ``b ~ Normal(mean, SURROGATE_SIGMA_B s0)``
+(``s0`` the entries' root mean square), which the search fits beside ``Z``: one per column
+where the model's other terms differ between columns, else one value (a per-column offset
+would explain column baselines that the model's features must).  A model's
 offset that is one free untransformed variable, the same for every row (or indexed by the
 rows' groups, ``b[group]``), starts at the surrogate's unless the user gave it.
 
@@ -31,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 from pytensor.graph.traversal import ancestors
+from pytensor.scalar import Exp
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_ibp import kernels
@@ -40,7 +45,7 @@ from pymc_ibp.init.search import AnnealedSearch
 from pymc_ibp.kernels.moves import Moves, linear_gaussian_moves
 from pymc_ibp.kernels.slice import slice_sample
 from pymc_ibp.matching.graph import (
-    mean_terms,
+    linked_mean_terms,
     observed_data,
     row_constant_variable,
     row_indexed_variable,
@@ -62,8 +67,9 @@ SURROGATE_SIGMA_A = 2.0
 SURROGATE_SIGMA_B = 10.0
 #: iterations on the surrogate after its start search
 SURROGATE_SWEEPS = 50
-#: the surrogate's moves per sweep (the defaults of pmi.AcceleratedGibbs)
-SURROGATE_MOVES = Moves(split_merge=5, birth_death=3, pair_swaps=3)
+#: the surrogate's moves per sweep (the defaults of pmi.AcceleratedGibbs, and moves between
+#: a pair of features and its merged triple: kernels.pair_triple_moves)
+SURROGATE_MOVES = Moves(split_merge=5, birth_death=3, pair_swaps=3, pair_triples=5)
 
 
 class SurrogateDraw(NamedTuple):
@@ -90,17 +96,19 @@ class _SurrogateData(NamedTuple):
         return self.X.shape
 
 
-def _mean_offset(z_rv, like_rv):
-    """The terms a likelihood's location parameter adds to ``Z @ A`` (symbolic; ``None`` when
-    there are none or the location is not of that form)."""
+def _linear_predictor(z_rv, like_rv):
+    """``(offset, log_link)`` of a likelihood whose parameter is ``Z @ A`` plus other terms,
+    possibly through element-wise links: ``offset`` the other terms (symbolic; ``None`` when
+    there are none or no parameter has that form), ``log_link`` whether the links are one
+    ``exp`` (a log link, as in ``Poisson(mu=exp(Z @ A + b))``)."""
     if like_rv.owner is None or not isinstance(like_rv.owner.op, RandomVariable):
-        return None
+        return None, False
     for param in like_rv.owner.inputs[2:]:  # after rng and size
         if z_rv in set(ancestors([param])):
-            terms = mean_terms(param, left=z_rv)
+            terms, links = linked_mean_terms(param, z_rv, left=z_rv)
             if terms is not None:
-                return terms[2]
-    return None
+                return terms[2], len(links) == 1 and isinstance(links[0], Exp)
+    return None, False
 
 
 def _offset_handover(model, offset, initial_point, shape):
@@ -149,10 +157,19 @@ class SurrogateStart:
         self.X = np.ascontiguousarray(data, dtype=np.float64)
         self.n, self.d = self.X.shape
         self.k_max = int(k_max)
-        scale = float(np.std(self.X)) or 1.0
         self.binary = bool(np.all((self.X == 0) | (self.X == 1)))
-        offset = None if self.binary else _mean_offset(z_rv, observed[0])
+        offset, log_link = (None, False) if self.binary else _linear_predictor(z_rv,
+                                                                             observed[0])
+        #: the data on the linear predictor's scale: log(x + 1/2) under a log link
+        self.log_link = bool(log_link and np.all(self.X >= 0))
+        if self.log_link:
+            self.X = np.log(self.X + 0.5)
+        scale = float(np.std(self.X)) or 1.0
         self.has_offset = offset is not None
+        #: whether the model's offset differs between columns (else the surrogate's is one
+        #: value: a per-column offset would explain column baselines the model cannot)
+        self.per_column = self.has_offset and offset.type.ndim > 0 and \
+            not offset.type.broadcastable[-1]
         # the scales: fixed on 0/1 data, else the scales of their half-normal priors
         self.sx, self.sa = SURROGATE_SIGMA_X * scale, SURROGATE_SIGMA_A * scale
         self.b_mean = float(np.mean(self.X))
@@ -163,7 +180,8 @@ class SurrogateStart:
             spec=_SurrogateData(self.X, self.k_max), mode=self.mode, starts=None, z_name="Z",
             init_z="prior",
             moves=(SURROGATE_MOVES.split_merge, 5, SURROGATE_MOVES.birth_death, 5),
-            baselines=((0, self.d, True, "b", False, None),) if self.has_offset else (),
+            baselines=(((0, self.d, self.per_column, "b", False, None),)
+                       if self.has_offset else ()),
             free_sx=not self.binary, free_sa=not self.binary)
         self.handover, self.groups = ((None, False) if offset is None else
                                       _offset_handover(model, offset, initial_point,
@@ -226,9 +244,13 @@ class SurrogateStart:
         """The per-column offset from its Gaussian conditional given ``Z``, ``A`` and ``σx``."""
         w = 1.0 / (sx * sx)
         sums = (self.X.sum(axis=0) - Z.sum(axis=0, dtype=np.int64) @ A) * w
-        prec = 1.0 / self.b_sd ** 2 + self.n * w
+        count = self.n
+        if not self.per_column:  # one value: the sums over every column
+            sums, count = np.full(1, sums.sum()), self.n * self.d
+        prec = 1.0 / self.b_sd ** 2 + count * w
         mean = (self.b_mean / self.b_sd ** 2 + sums) / prec
-        return mean + rng.standard_normal(self.d) / np.sqrt(prec)
+        return np.broadcast_to(mean + rng.standard_normal(mean.size) / np.sqrt(prec),
+                               (self.d,)).copy()
 
     def _offsets(self, b, point):
         """``{name: value}``: the model's offset at the surrogate's ``b``, shaped as

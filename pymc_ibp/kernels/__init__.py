@@ -66,7 +66,7 @@ from pymc_ibp.kernels.logit import (
     logit_targets,
 )
 from pymc_ibp.kernels.moves import Moves, MovesInfo, linear_gaussian_moves
-from pymc_ibp.kernels.pair_swaps import pair_pattern_swaps
+from pymc_ibp.kernels.pair_swaps import pair_pattern_swaps, pair_triple_moves
 from pymc_ibp.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
 from pymc_ibp.kernels.resampling import effective_sample_size, systematic_resample
 from pymc_ibp.kernels.rows import (
@@ -169,6 +169,7 @@ __all__ = [
     "noise_blocks",
     "observed_loglik",
     "pair_pattern_swaps",
+    "pair_triple_moves",
     "pg_mean",
     "polya_gamma",
     "polya_gamma_matrix",

@@ -1,4 +1,5 @@
-"""Pattern-swap Metropolis–Hastings moves on a pair of features (numba).
+"""Pattern-swap Metropolis–Hastings moves on a pair of features, and moves between a pair and
+the merged triple that fits the same (numba; :func:`pair_triple_moves`).
 
 Chains of the linear-Gaussian IBP settle in *complement modes* that neither single-site Gibbs
 nor split–merge leaves: a true feature ``f`` owned by rows ``S`` is represented by a feature
@@ -52,7 +53,7 @@ import numba
 import numpy as np
 
 from pymc_ibp.distributions.ibp_math import log_beta_term
-from pymc_ibp.kernels.gaussian import collapsed_loglik, suff_stats
+from pymc_ibp.kernels.gaussian import collapsed_log_joint, collapsed_loglik, suff_stats
 from pymc_ibp.kernels.slots import active_slots
 
 #: transpositions of the patterns 2·z_g + z_h ∈ {0, 1, 2, 3}, without 01 ↔ 10 (a label swap)
@@ -133,5 +134,130 @@ def pair_pattern_swaps(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             G[:, :] = G2
             RX[:, :] = RX2
             ll = ll2
+            accepted += 1
+    return accepted
+
+
+@numba.njit(cache=True)
+def _log_joint(Z, X, m, noise, alpha, beta, trXX):
+    """The collapsed log joint ``log p(X | Z) + log P(Z)`` of the whole ``Z`` (counts ``m``)."""
+    n, k_max = Z.shape
+    act, k = active_slots(m)
+    G, RX = suff_stats(Z, X, act[:k])
+    return collapsed_log_joint(G, RX, m[act[:k]].astype(np.int64), trXX, n, noise, alpha, beta,
+                               k_max)[0]
+
+
+@numba.njit(cache=True)
+def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
+    """``n_proposals`` Metropolis–Hastings moves between a pair of overlapping features and
+    the *merged triple* that represents the same fits with one feature more.
+
+    Two glyphs ``p, q`` that co-occur in most rows are often found as ``F = p ∨ q`` (the sum
+    of both) with two *correction* features ``u = p ∧ ¬q`` (``≈ -q``) and ``v = q ∧ ¬p``
+    (``≈ -p``) on the rows owning one alone: ``Z @ A`` is the same, but the search and the
+    single-site and pair moves cannot leave it.  *Unmerge* (probability ½): an ordered triple
+    ``(s1, s2, s3)`` of distinct active columns (among ``K+ (K+ - 1) (K+ - 2)``); unless
+    ``u = z_s2`` and ``v = z_s3`` are non-empty, disjoint and inside ``F = z_s1``, and ``F``
+    has rows outside both, a null move; else ``z_s1 = F ∧ ¬v``, ``z_s2 = F ∧ ¬u`` and
+    ``s3`` is emptied.  *Merge* (the reverse): an ordered pair ``(s1, s2)`` of active columns
+    (among ``K+ (K+ - 1)``) and an empty slot ``s3`` (among ``E``); unless ``p = z_s1`` and
+    ``q = z_s2`` overlap and each has rows without the other, a null move; else
+    ``z_s1 = p ∨ q``, ``z_s2 = p ∧ ¬q``, ``z_s3 = q ∧ ¬p``.  The two maps are inverse
+    bijections, so a merge is accepted with
+    ``min{1, p(X, Z') / p(X, Z) · E / (K+ + 1)}`` (``K+``, ``E`` before it; ``p(X, Z)`` the
+    collapsed log joint of :func:`pymc_ibp.kernels.gaussian.collapsed_log_joint`), an
+    unmerge with the reciprocal (Green 1995).  ``Z`` and ``m`` are updated in place; returns
+    the number of accepted moves.  Cost per valid proposal ``O(N K (K + D) + K³ + K²D)``."""
+    n, k_max = Z.shape
+    accepted = 0
+    cur = np.nan
+    Z2 = np.empty_like(Z)
+    for _ in range(n_proposals):
+        act, k = active_slots(m)
+        if rng.random() < 0.5:  # ---- unmerge: triple -> pair
+            if k < 3:
+                continue
+            a = int(rng.random() * k)
+            b = int(rng.random() * (k - 1))
+            c = int(rng.random() * (k - 2))
+            if b >= a:
+                b += 1
+            lo, hi = min(a, b), max(a, b)
+            if c >= lo:
+                c += 1
+            if c >= hi:
+                c += 1
+            s1, s2, s3 = act[a], act[b], act[c]
+            ok = True
+            rest = False
+            for r in range(n):
+                f, u, v = Z[r, s1] != 0, Z[r, s2] != 0, Z[r, s3] != 0
+                if (u and not f) or (v and not f) or (u and v):
+                    ok = False
+                    break
+                if f and not u and not v:
+                    rest = True
+            if not ok or not rest:
+                continue
+            Z2[:, :] = Z
+            m2 = m.copy()
+            for r in range(n):
+                f, u, v = Z[r, s1] != 0, Z[r, s2] != 0, Z[r, s3] != 0
+                Z2[r, s1] = 1 if (f and not v) else 0
+                Z2[r, s2] = 1 if (f and not u) else 0
+                Z2[r, s3] = 0
+            m2[s1] = 0
+            m2[s2] = 0
+            for r in range(n):
+                m2[s1] += Z2[r, s1]
+                m2[s2] += Z2[r, s2]
+            m2[s3] = 0
+            log_sel = math.log(k) - math.log(k_max - k + 1)
+        else:  # ---- merge: pair -> triple
+            if k < 2 or k == k_max:
+                continue
+            a = int(rng.random() * k)
+            b = int(rng.random() * (k - 1))
+            if b >= a:
+                b += 1
+            s1, s2 = act[a], act[b]
+            e = int(rng.random() * (k_max - k))
+            s3 = -1
+            for t in range(k_max):  # the e-th empty slot
+                if m[t] == 0:
+                    if e == 0:
+                        s3 = t
+                        break
+                    e -= 1
+            n_pq = n_p = n_q = 0
+            for r in range(n):
+                p, q = Z[r, s1] != 0, Z[r, s2] != 0
+                if p and q:
+                    n_pq += 1
+                elif p:
+                    n_p += 1
+                elif q:
+                    n_q += 1
+            if n_pq == 0 or n_p == 0 or n_q == 0:
+                continue
+            Z2[:, :] = Z
+            m2 = m.copy()
+            for r in range(n):
+                p, q = Z[r, s1] != 0, Z[r, s2] != 0
+                Z2[r, s1] = 1 if (p or q) else 0
+                Z2[r, s2] = 1 if (p and not q) else 0
+                Z2[r, s3] = 1 if (q and not p) else 0
+            m2[s1] = n_pq + n_p + n_q
+            m2[s2] = n_p
+            m2[s3] = n_q
+            log_sel = math.log(k_max - k) - math.log(k + 1)
+        if not np.isfinite(cur):
+            cur = _log_joint(Z, X, m, noise, alpha, beta, trXX)
+        new = _log_joint(Z2, X, m2, noise, alpha, beta, trXX)
+        if math.log(rng.random()) < new - cur + log_sel:
+            Z[:, :] = Z2
+            m[:] = m2
+            cur = new
             accepted += 1
     return accepted

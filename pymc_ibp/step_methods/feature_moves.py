@@ -507,22 +507,27 @@ class FeatureParameterMoves:
 
         The split–merge of :meth:`split_merge` never merges two columns with the same owners
         (its anchors need a row owning each alone), yet under a location ``Z @ A`` such a
-        pair is one feature with its parameters shared out, ``A_c + A_t``.  *Fold*
-        (probability ½): an ordered pair ``(c, t)`` of active columns (among
-        ``K_+ (K_+ - 1)``); unless they have the same owners, a null move; else ``t`` is
-        emptied, ``A_c' = A_c + A_t`` and ``A_t' \sim q_0`` (the Laplace approximation of the
-        prior).  *Unfold* (the reverse): an active column ``c`` (among ``K_+``) and an empty
-        slot ``t`` (among ``E``); ``t`` takes ``c``'s owners, ``A_t' = u`` and
-        ``A_c' = A_c - u`` with ``u \sim \mathcal N(A_c / 2, 1 / (2 p_0))``, the conditional of
-        one of two draws of ``q_0`` (precision ``p_0``) given their sum.  The map
-        ``(A_c, A_t, u) 	o (A_c - u, u, A_t)`` has unit Jacobian, so an unfold is accepted
+        pair is one feature with its parameters shared out, ``A_c + A_t``.  "The same owners"
+        counts only the rows the likelihood sees: with ``Z = M[c]`` (the DP-IBP) the rows of
+        ``M`` of categories without observations are free, drawn from their prior, and would
+        almost never agree.  *Fold* (probability ½): an ordered pair ``(c, t)`` of active
+        columns (among ``K_+ (K_+ - 1)``); unless they have the same owners among the seen
+        rows, a null move; else ``t`` is emptied (every row), ``A_c' = A_c + A_t`` and
+        ``A_t' \sim q_0`` (the Laplace approximation of the prior).  *Unfold* (the
+        reverse): an active column ``c`` (among ``K_+``) and an empty slot ``t`` (among
+        ``E``); ``t`` takes ``c``'s owners among the seen rows and each of the ``U`` unseen
+        rows with probability ½ (a null move if ``t`` stays empty), ``A_t' = u`` and
+        ``A_c' = A_c - u`` with ``u \sim \mathcal N(A_c / 2, 1 / (2 p_0))``, the conditional
+        of one of two draws of ``q_0`` (precision ``p_0``) given their sum.  The map
+        ``(A_c, A_t, u) \to (A_c - u, u, A_t)`` has unit Jacobian, so an unfold is accepted
         with
 
-        .. math:: \min\Big\{1, rac{P(Z')\,p(X\mid Z', A')\,p(A_c')\,p(A_t')}
+        .. math:: \min\Big\{1, \frac{P(Z')\,p(X\mid Z', A')\,p(A_c')\,p(A_t')}
             {P(Z)\,p(X\mid Z, A)\,p(A_c)\,p(A_t)}\,
-            rac{E\,q_0(A_t)}{(K_+ + 1)\,q_u(u)}\Big\}
+            \frac{E\,2^U\,q_0(A_t)}{(K_+ + 1)\,q_u(u)}\Big\}
 
-        (``K_+``, ``E`` before it), a fold with the reciprocal (Green 1995).
+        (``K_+``, ``E`` before it; ``P`` the prior of ``Z`` over every row), a fold with the
+        reciprocal (Green 1995).
         """
         try:
             return self._fold(rng, Z, trial, alpha, beta)
@@ -535,6 +540,11 @@ class FeatureParameterMoves:
         act = np.flatnonzero(m > 0)
         kp = act.size
         a_cur = np.array(trial[self.a_name], dtype=float)
+        seen = self.rows.rows_seen(trial)
+        unseen = (np.zeros(0, dtype=np.int64) if seen is None
+                  else np.setdiff1d(np.arange(Z.shape[0]), seen))
+        seen = slice(None) if seen is None else seen
+        log_unseen = unseen.size * math.log(2.0)  # -log q of t's entries on the unseen rows
         if rng.random() < 0.5:  # ---- unfold
             if kp == 0 or kp == k_max:
                 return 0, Z
@@ -542,10 +552,14 @@ class FeatureParameterMoves:
             mean0, prec0 = self._prior_laplace(trial, Z, t)
             u = a_cur[c] / 2.0 + rng.standard_normal(a_cur[c].shape) / np.sqrt(2.0 * prec0)
             split = Z.copy()
-            split[:, t] = Z[:, c]
+            split[seen, t] = Z[seen, c]
+            if unseen.size:
+                split[unseen, t] = rng.random(unseen.size) < 0.5
+            if not split[:, t].any():
+                return 0, Z  # no fold leads here
             log_r = self._unfold_log_ratio(trial, Z, split, c, t, (a_cur[c], a_cur[t]),
                                            (a_cur[c] - u, u), (mean0, prec0), kp, alpha, beta)
-            if math.log(rng.random()) < log_r:
+            if math.log(rng.random()) < log_r + log_unseen:
                 trial[self.a_name] = self._rows(trial, {c: a_cur[c] - u, t: u})[self.a_name]
                 return 1, split
             return 0, Z
@@ -553,7 +567,7 @@ class FeatureParameterMoves:
             return 0, Z
         i, j = ordered_pair(rng, kp)
         c, t = int(act[i]), int(act[j])
-        if not np.array_equal(Z[:, c], Z[:, t]):
+        if not np.array_equal(Z[seen, c], Z[seen, t]):
             return 0, Z
         merged = Z.copy()
         merged[:, t] = 0
@@ -563,7 +577,7 @@ class FeatureParameterMoves:
         log_r = self._unfold_log_ratio(trial, merged, Z, c, t, (total, new_t),
                                        (a_cur[c], a_cur[t]), (mean0, prec0), kp - 1, alpha,
                                        beta)
-        if math.log(rng.random()) < -log_r:
+        if math.log(rng.random()) < -(log_r + log_unseen):
             trial[self.a_name] = self._rows(trial, {c: total, t: new_t})[self.a_name]
             return 1, merged
         return 0, Z

@@ -522,7 +522,8 @@ class IBPGibbs(BlockedStep):
         (:class:`~pymc_ibp.init.surrogate.SurrogateStart`), then the active rows of ``A`` set
         to their Laplace means given it (two passes over the columns) or, on continuous data
         where that fits the rows better (a higher log-likelihood), to the surrogate's rows of
-        ``A`` (a likelihood whose location is ``Z @ A``); a model's offset that is one free
+        ``A`` (a likelihood whose location is ``Z @ A``), then to their joint mode given
+        ``Z`` (:meth:`_at_joint_mode`); a model's offset that is one free
         variable the same for every row starts at the surrogate's fitted offset, and so does
         every group's row of one indexed by the rows' groups (``b[group]``), unless the user
         gave it; every other variable keeps its value (measurements: docs page
@@ -530,6 +531,7 @@ class IBPGibbs(BlockedStep):
         draw = self.surrogate.draw(self.rng, point)
         Z = draw.z.astype(point[self.z_name].dtype)
         new = self.features.start_rows({**point, **draw.offsets, self.z_name: Z}, draw.features)
+        new = self._at_joint_mode(new)
         return new, self._start_stats(new)
 
     def _chained_start(self, point):
@@ -542,7 +544,7 @@ class IBPGibbs(BlockedStep):
         new = {**point, **draw.values}
         a_name = self.chained.a_name
         if self.features is not None:
-            new = self.features.start_rows(new, draw.features)
+            new = self._at_joint_mode(self.features.start_rows(new, draw.features))
         elif a_name is not None and draw.features is not None:
             new[a_name] = draw.features.astype(np.asarray(point[a_name]).dtype)
         return new, self._start_stats(new)
@@ -553,11 +555,17 @@ class IBPGibbs(BlockedStep):
         (:meth:`FeatureParameterMoves.joint_mode`), every other variable kept.  (From ``A``'s
         own start, e.g. 0, the likelihood would not tell the features apart, and the first
         sweep would redraw the given ``Z`` from its prior.)"""
+        new = self._at_joint_mode(point)
+        return new, self._start_stats(new)
+
+    def _at_joint_mode(self, point):
+        """``point`` with the active rows of ``A`` at their joint mode given its ``Z``
+        (:meth:`FeatureParameterMoves.joint_mode`, from ``point[A]``)."""
         a_name = self.features.a_name
         new = dict(point)
         new[a_name] = np.asarray(self.features.joint_mode(point, point[self.z_name]),
                                  dtype=point[a_name].dtype)
-        return new, self._start_stats(new)
+        return new
 
     def _start_stats(self, new):
         """The stats of a chain's first iteration when it is a start search (no moves)."""

@@ -105,3 +105,34 @@ def test_a_given_start_of_the_labels_or_a_is_told():
     ip["Z_c"] = np.arange(n) % 5
     start = ChainedStart(model, model["Z_M"], match, 1.0, 1.0, "IBPGibbs", ip)
     assert start.given
+
+
+def test_a_log_link_likelihood_is_started_on_the_log_scale():
+    """The issue's DP-IBP with a Poisson likelihood, mu = exp(Z @ A + b) (3 features, 4
+    categories): the surrogate reads the counts as log(y + 1/2), where the features add, so
+    the start has 3 features spanning the planted ones on all but a few rows (on the counts
+    themselves it filled K_max = 8; with an offset per column, which this model's scalar b
+    is not, it left a category without features), and b starts on the log scale."""
+    rng = np.random.default_rng(11)
+    Mt = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]])
+    ct = rng.integers(0, 4, 200)
+    Y = rng.poisson(np.exp(Mt[ct] @ (1.2 * rng.normal(0, 1, (3, 20))) + 0.5))
+    with pm.Model() as model:
+        Z = pmi.dp_ibp("Z", 1.0, 1.0, l_max=12, shape=(200, 8))
+        A = pm.Normal("A", 0.0, 1.5, shape=(8, 20))
+        b = pm.Normal("b", 0.0, 2.0)
+        pm.Poisson("Y", mu=pm.math.exp(Z @ A + b), observed=Y)
+    match = match_correlated(model, model["Z_M"])
+    start = ChainedStart(model, model["Z_M"], match, 1.0, 1.0, "IBPGibbs")
+    assert start.surrogate.log_link and start.surrogate.has_offset
+    draw = start.draw(np.random.default_rng(1), model.initial_point())
+    Z = draw.values["Z_M"][draw.values["Z_c"]]
+    cols = Z[:, Z.sum(0) > 0].astype(float)
+    assert cols.shape[1] == 3
+    # the 4 most used patterns hold all but at most 2% of the rows, and there the columns
+    # span the planted features (a stray row may have a pattern of its own)
+    _, inv, counts = np.unique(cols, axis=0, return_inverse=True, return_counts=True)
+    main = np.isin(inv.ravel(), np.argsort(-counts)[:4])
+    assert main.sum() >= 196
+    assert np.linalg.matrix_rank(np.hstack([cols[main], Mt[ct][main]])) == 3
+    assert -1.0 < float(draw.values["b"]) < 2.0

@@ -39,5 +39,5 @@ def test_moves_switched_off_draw_nothing():
     before = rng.bit_generator.state
     Z1, m = Z.copy(), Z.sum(axis=0).astype(np.int64)
     info = kernels.linear_gaussian_moves(rng, Z1, X, m, noise, 1.0, 1.0, trXX, kernels.Moves())
-    assert info == (0, 0, 0) and rng.bit_generator.state == before
+    assert info == (0, 0, 0, 0) and rng.bit_generator.state == before
     np.testing.assert_array_equal(Z1, Z)

@@ -105,3 +105,30 @@ def test_pair_pattern_swaps_leave_posterior_invariant(X, k_max, n_props, sx, sa)
             rng, Z, X, m, noise, alpha, 1.0, n_props, trXX), X, k_max, seed=13, sx=sx, sa=sa)
     assert accepted > 0.05 * N_DRAWS  # the moves do move
     assert res.pvalue > 1e-3, res
+
+
+#: rows owning both of two features, the first alone and the second alone: the posterior
+#: puts mass on the pair and on its merged triple (the sum, and a correction on each side)
+PAIR_X = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+
+
+@pytest.mark.parametrize(
+    "X,k_max,n_props,sx,sa",
+    [
+        (PAIR_X, 3, 2, 0.5, 1.0),
+        (PAIR_X, 4, 3, 0.5, 1.0),
+        (np.vstack([PAIR_X, [[1.1, 0.9]]]), 3, 3, 0.5, 1.0),  # N = 4, chains of 3 moves
+        (PAIR_X, 3, 2, BLOCK_SX, BLOCK_SA),
+    ],
+    ids=["3x3", "3x4-three-moves", "4x3-three-moves", "3x3-two-blocks"],
+)
+def test_pair_triple_moves_leave_posterior_invariant(X, k_max, n_props, sx, sa):
+    """Exact-posterior draws pushed through the moves between a pair of overlapping features
+    and its merged triple must still follow the exact posterior (χ² on independent
+    samples)."""
+    accepted, res = push_exact_draws(
+        lambda rng, Z, X, m, noise, alpha, trXX: kernels.pair_triple_moves(
+            rng, Z, X, m, noise, alpha, 1.0, n_props, trXX), X, k_max, seed=17, sx=sx, sa=sa)
+    print(accepted / N_DRAWS, res.pvalue)
+    assert accepted > 0.01 * N_DRAWS  # the moves do move
+    assert res.pvalue > 1e-3, res

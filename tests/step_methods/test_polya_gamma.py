@@ -78,6 +78,7 @@ def logit_model(X, alpha=1.5, k_max=K, z=None):
 
 
 @pytest.mark.filterwarnings("ignore::pymc.exceptions.ImputationWarning")
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # noise data: K_max may bind
 @pytest.mark.parametrize("missing", [False, True], ids=["complete", "nan-entries"])
 def test_model_logp_stat_is_the_log_joint_at_the_returned_point(missing):
     """ibp_model_logp: the model's log density (no Jacobians) at the point step() returns,

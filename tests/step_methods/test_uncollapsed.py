@@ -383,10 +383,9 @@ def test_surrogate_start_sets_an_offset_per_group(per_column):
     value per group as ``b[group][:, None]``) starts, group by group, at the surrogate's
     offset: on block images plus 2, 3 or 4 by group under a Student-t likelihood the first
     point is thousands of nats above the start with ``b`` at 0 (what every such model got
-    before; a ``b`` the user gives is kept), and with one row of ``b`` per group at least as
-    good as the true Z, A and b.  With one value per group it stays below the truth (-2651
-    against -1664; -15,167 with b at 0): the surrogate's offset is per column, and a
-    column's level cannot be handed to a per-group scalar."""
+    before; a ``b`` the user gives is kept; -1537 against -4786 with one row of ``b`` per
+    group, -1513 against -3968 with one value per group, A at its joint mode given Z in
+    both), and at least as good as the true Z, A and b."""
     data = pmi.datasets.block_images(60, noise=0.5, seed=1)
     n, d, k = 60, 36, 10
     group = np.arange(n) % 3
@@ -418,9 +417,8 @@ def test_surrogate_start_sets_an_offset_per_group(per_column):
         truth["A"] = np.zeros((k, d))
         truth["A"][:4] = data.A
         truth["b"] = shifts[:, None] * np.ones((3, d)) if per_column else shifts.copy()
-        if per_column:
-            assert first[None] > float(np.sum(step.rows(truth))) - 20.0
-    assert first[None] > first[0.0] + 5000.0, first
+        assert first[None] > float(np.sum(step.rows(truth))) - 20.0
+    assert first[None] > first[0.0] + 2000.0, first
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # noise data, K_max = 6
@@ -771,6 +769,63 @@ def test_feature_fold_leaves_the_joint_posterior_invariant(k_max):
                                                alpha, sx, sa, n, seed=11, moves=moves)
     print(k_max, accepted / (moves * n), res.pvalue, ks.pvalue)
     assert accepted > 0.05 * moves * n, accepted
+    assert res.pvalue > 1e-3, res
+    assert ks.pvalue > 1e-3, ks
+
+
+def test_feature_fold_counts_only_the_rows_the_likelihood_sees():
+    """Z = M[c] with fixed labels c = (0, 0, 1): rows 2 and 3 of M are seen by no
+    observation, so two columns are one feature whenever they agree on rows 0 and 1.  Exact
+    draws of (M, A) from p(M, A | X) (M enumerated over its 2^(4 K_max) values, A from its
+    Gaussian conditional given M[c]) pushed through four fold / unfold proposals still follow
+    it (χ² for M, KS for A whitened), and folds of columns that differ on the unseen rows are
+    accepted."""
+    from tests._helpers import ibp_logp_fn
+
+    alpha, sx, sa, k_max = 2.0, 0.5, 1.0, 3
+    X = np.array([[1.5, 0.5], [1.5, 0.5], [0.0, 0.0]])
+    labels = np.array([0, 0, 1])
+    with pm.Model() as model:
+        M = pmi.IBP("M", alpha, shape=(4, k_max))
+        A = pm.Normal("A", 0.0, sa, shape=(k_max, 2))
+        pm.Normal("X", mu=M[labels] @ A, sigma=sx, observed=X)
+        step = pmi.IBPGibbs([M], feature_params=True)
+    mats = all_binary_matrices(4, k_max)
+    lp = ibp_logp_fn(4, k_max, alpha, 1.0)(mats)
+    for i, Mi in enumerate(mats):
+        Zo = Mi[labels].astype(float)
+        cov = sa**2 * Zo @ Zo.T + sx**2 * np.eye(3)
+        lp[i] += sum(stats.multivariate_normal.logpdf(X[:, j], np.zeros(3), cov)
+                     for j in range(2))
+    post = np.exp(lp - special.logsumexp(lp))
+    step.setup_chain(np.random.default_rng(3), tune=0, draws=1)
+    rng = np.random.default_rng(11)
+    n, moves = 8000, 4
+    idx = rng.choice(len(mats), size=n, p=post)
+    out = np.empty(n, dtype=np.int64)
+    white, accepted, unseen_folds = [], 0, 0
+    start = model.initial_point()
+    for j, i in enumerate(idx):
+        Mn = mats[i].astype(np.int8)
+        trial = {name: np.copy(value) for name, value in start.items()}
+        trial["A"] = _a_given_z(rng, Mn[labels].astype(float), X, sx, sa)[0]
+        for _ in range(moves):
+            before = Mn
+            acc, Mn = step.features.fold(step.rng, Mn, trial, alpha, 1.0)
+            accepted += acc
+            if acc and Mn.sum() < before.sum():
+                gone = int(np.flatnonzero(before.sum(0) != Mn.sum(0))[0])
+                unseen_folds += any(not np.array_equal(before[2:, gone], before[2:, k])
+                                    for k in np.flatnonzero(Mn.sum(0)))
+        out[j] = codes(Mn[None])[0]
+        _, mean, L = _a_given_z(rng, Mn[labels].astype(float), X, sx, sa)
+        white.append((L.T @ (trial["A"] - mean)).ravel())
+    counts = np.bincount(out, minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * n)
+    ks = stats.kstest(np.concatenate(white), "norm")
+    print(accepted / (moves * n), unseen_folds, res.pvalue, ks.pvalue)
+    assert accepted > 0.05 * moves * n, accepted
+    assert unseen_folds > 100, unseen_folds
     assert res.pvalue > 1e-3, res
     assert ks.pvalue > 1e-3, ks
 
