@@ -117,3 +117,23 @@ def partial_shuffle(rng, arr, count):
         if j >= size:
             j = size - 1
         arr[i], arr[j] = arr[j], arr[i]
+
+
+@numba.njit(cache=True)
+def ordered_pair(rng, n):
+    """Two distinct indices below ``n``, the ordered pair uniform among the ``n (n - 1)``
+    (Python callers use ``ordered_pair.py_func``: the same draws from the same generator)."""
+    i = int(rng.random() * n)
+    j = int(rng.random() * (n - 1))
+    return i, j + (j >= i)
+
+
+@numba.njit(cache=True)
+def ordered_triple(rng, n):
+    """Three distinct indices below ``n``, the ordered triple uniform among the
+    ``n (n - 1) (n - 2)``: an :func:`ordered_pair` and a third index skipping both."""
+    i, j = ordered_pair(rng, n)
+    t = int(rng.random() * (n - 2))
+    t += t >= min(i, j)
+    t += t >= max(i, j)
+    return i, j, t

@@ -22,7 +22,12 @@ and ``σa ~ HalfNormal(SURROGATE_SIGMA_A s)`` are free, and where the likelihood
 where the model's other terms differ between columns, else one value (a per-column offset
 would explain column baselines that the model's features must).  A model's
 offset that is one free untransformed variable, the same for every row (or indexed by the
-rows' groups, ``b[group]``), starts at the surrogate's unless the user gave it.
+rows' groups, ``b[group]``), starts at the surrogate's unless the user gave it.  Where the
+model fixes the features' scale (``A ~ Normal(0, σa)``, ``σa`` a number, no link), the
+sweeps after the search keep that ``σa``; at the end, merged triples (two features found as
+their union and two corrections on the rows owning one alone, up to a few stray rows) are
+replaced by the pair they stand for while that raises the surrogate's collapsed log joint
+(:func:`unmerge_triples`).
 
 It runs on arrays and the kernels alone (no PyMC model, no step), with the chain's generator.
 It only chooses where a chain starts; the chain's own step then targets the model's posterior.
@@ -45,6 +50,7 @@ from pymc_ibp.init.search import AnnealedSearch
 from pymc_ibp.kernels.moves import Moves, linear_gaussian_moves
 from pymc_ibp.kernels.slice import slice_sample
 from pymc_ibp.matching.graph import (
+    fixed_normal_scale,
     linked_mean_terms,
     observed_data,
     row_constant_variable,
@@ -54,7 +60,8 @@ from pymc_ibp.matching.prior_modes import prior_mode
 from pymc_ibp.matching.priors import IBPPrior
 
 __all__ = ["SURROGATE_SIGMA_A", "SURROGATE_SIGMA_B", "SURROGATE_SIGMA_X", "SURROGATE_SWEEPS",
-           "SurrogateDraw", "SurrogateStart"]
+           "UNMERGE_TOL", "SurrogateDraw", "SurrogateStart", "merged_triples",
+           "unmerge_triples"]
 
 
 #: the linear-Gaussian surrogate: noise and feature scales as multiples of the standard
@@ -65,6 +72,11 @@ SURROGATE_SIGMA_A = 2.0
 #: the prior scale of the surrogate's offset (centred at the data's mean), as a multiple of
 #: the spread of the observed entries about zero
 SURROGATE_SIGMA_B = 10.0
+#: the share of stray rows of a correction feature outside the union (or in both corrections)
+#: that :func:`unmerge_triples` allows (the surrogate's merged triples leave one or two)
+UNMERGE_TOL = 0.1
+#: the most unmerges at the end of a surrogate draw, and the most triples scored for each
+UNMERGE_PASSES, UNMERGE_CANDIDATES = 4, 32
 #: iterations on the surrogate after its start search
 SURROGATE_SWEEPS = 50
 #: the surrogate's moves per sweep (the defaults of pmi.AcceleratedGibbs, and moves between
@@ -97,18 +109,19 @@ class _SurrogateData(NamedTuple):
 
 
 def _linear_predictor(z_rv, like_rv):
-    """``(offset, log_link)`` of a likelihood whose parameter is ``Z @ A`` plus other terms,
-    possibly through element-wise links: ``offset`` the other terms (symbolic; ``None`` when
-    there are none or no parameter has that form), ``log_link`` whether the links are one
-    ``exp`` (a log link, as in ``Poisson(mu=exp(Z @ A + b))``)."""
+    """``(offset, links, features)`` of a likelihood whose parameter is ``Z @ A`` plus other
+    terms, possibly through element-wise links: ``offset`` the other terms (symbolic; ``None``
+    when there are none or no parameter has that form), ``links`` the links' scalar ops
+    (outermost first; ``[Exp]`` is a log link, as in ``Poisson(mu=exp(Z @ A + b))``) and
+    ``features`` the graph of ``A`` (``None`` when no parameter has that form)."""
     if like_rv.owner is None or not isinstance(like_rv.owner.op, RandomVariable):
-        return None, False
+        return None, [], None
     for param in like_rv.owner.inputs[2:]:  # after rng and size
         if z_rv in set(ancestors([param])):
             terms, links = linked_mean_terms(param, z_rv, left=z_rv)
             if terms is not None:
-                return terms[2], len(links) == 1 and isinstance(links[0], Exp)
-    return None, False
+                return terms[2], links, terms[1]
+    return None, [], None
 
 
 def _offset_handover(model, offset, initial_point, shape):
@@ -158,10 +171,17 @@ class SurrogateStart:
         self.n, self.d = self.X.shape
         self.k_max = int(k_max)
         self.binary = bool(np.all((self.X == 0) | (self.X == 1)))
-        offset, log_link = (None, False) if self.binary else _linear_predictor(z_rv,
-                                                                             observed[0])
+        offset, links, features = ((None, [], None) if self.binary
+                                   else _linear_predictor(z_rv, observed[0]))
         #: the data on the linear predictor's scale: log(x + 1/2) under a log link
-        self.log_link = bool(log_link and np.all(self.X >= 0))
+        self.log_link = bool(len(links) == 1 and isinstance(links[0], Exp)
+                             and np.all(self.X >= 0))
+        #: the model's own feature scale where it fixes one, ``A ~ Normal(0, σa)`` with the
+        #: data on the predictor's scale (no link): the sweeps after the start search keep
+        #: it (a merged triple of features and the pair it stands for can fit about equally
+        #: well under a fitted σa; the model's own prior decides)
+        self.fixed_sa = (fixed_normal_scale(model, features)
+                         if features is not None and not links else None)
         if self.log_link:
             self.X = np.log(self.X + 0.5)
         scale = float(np.std(self.X)) or 1.0
@@ -214,9 +234,18 @@ class SurrogateStart:
             if not self.binary:
                 sx = self._scale(rng, sweep == 0, sx, SURROGATE_SIGMA_X * self.sx,
                                  X.size, self._residual_ss(Z, A, b))
-                sa = self._scale(rng, sweep == 0, sa, self.sa, A.size, float(np.sum(A * A)))
+                sa = (self.fixed_sa if self.fixed_sa is not None else
+                      self._scale(rng, sweep == 0, sa, self.sa, A.size, float(np.sum(A * A))))
             if self.has_offset:
                 b = self._offset(rng, Z, A, sx)
+        X = self.X - b if self.has_offset else self.X
+        noise = kernels.noise_blocks(sx * sx, sa * sa, self.d)
+        trXX = kernels.block_sq_norms(X, noise)
+        unmerged = unmerge_triples(Z, lambda z: kernels.log_joint_of(
+            z, X, noise, None, self.mode.alpha, self.mode.beta, trXX)[0])
+        if unmerged is not Z:
+            Z = unmerged
+            A = kernels.draw_features(rng, Z, X, noise)
         return SurrogateDraw(Z, self._offsets(b, point), None if self.binary else A)
 
     def _residual_ss(self, Z, A, b):
@@ -263,3 +292,56 @@ class SurrogateStart:
             b = np.tile(b if v.size == v.shape[0] * b.size else b.mean(), v.shape[0])
         return {name: (b.reshape(v.shape) if v.size == b.size else np.asarray(b.mean())
                        ).astype(v.dtype)}
+
+
+def merged_triples(Z, tol=0.0):
+    """The triples ``(s1, s2, s3)`` of active columns of ``Z`` (``s2 < s3``) where ``u = z_s2``
+    and ``v = z_s3`` are disjoint, inside ``F = z_s1`` and leave rows of ``F``: two features
+    ``F ∧ ¬v`` and ``F ∧ ¬u`` found as their union and two corrections on the rows owning
+    one alone (:func:`pymc_ibp.kernels.pair_triple_moves`).  ``tol``: the share of the rows
+    of ``u`` (``v``) that may lie outside ``F`` or in both (a start search leaves a few
+    stray rows)."""
+    Z = np.asarray(Z) != 0
+    act = np.flatnonzero(Z.any(axis=0))
+    size = Z.sum(axis=0)
+    out = []
+    for s1 in act:
+        f = Z[:, s1]
+        inside = [s for s in act
+                  if s != s1 and np.sum(Z[:, s] & ~f) <= tol * size[s] and size[s] < size[s1]]
+        for i, s2 in enumerate(inside):
+            for s3 in inside[i + 1:]:
+                u, v = Z[:, s2], Z[:, s3]
+                if (np.sum(u & v) <= tol * min(size[s2], size[s3])
+                        and np.any(f & ~u & ~v)):
+                    out.append((int(s1), int(s2), int(s3)))
+    return out
+
+
+def unmerge_triples(Z, score, tol=UNMERGE_TOL):
+    """``Z`` with merged triples (:func:`merged_triples`, up to ``tol`` stray rows) replaced,
+    greedily, by the pair they stand for (``z_s1 = F ∧ ¬v``, ``z_s2 = F ∧ ¬u``, ``s3``
+    emptied) while that raises ``score(Z)`` (the surrogate's collapsed log joint); ``Z``
+    itself (the same object) when no unmerge does.  At most ``UNMERGE_PASSES`` unmerges, each
+    the best of at most ``UNMERGE_CANDIDATES`` triples, those with the largest smaller
+    correction first (a feature owned by almost every row holds many pairs of small disjoint
+    features, which are not merged glyphs)."""
+    best, current = score(Z), Z
+    for _ in range(UNMERGE_PASSES):
+        triples = merged_triples(current, tol)
+        size = (current != 0).sum(axis=0)
+        triples.sort(key=lambda t: -min(size[t[1]], size[t[2]]))
+        top, top_z = best, None
+        for s1, s2, s3 in triples[:UNMERGE_CANDIDATES]:
+            cand = current.copy()
+            f, u, v = current[:, s1] != 0, current[:, s2] != 0, current[:, s3] != 0
+            cand[:, s1] = f & ~v
+            cand[:, s2] = f & ~u
+            cand[:, s3] = 0
+            value = score(cand)
+            if np.isfinite(value) and value > top:
+                top, top_z = value, cand
+        if top_z is None:
+            break
+        best, current = top, top_z
+    return current

@@ -9,7 +9,7 @@ import math
 import numba
 import numpy as np
 
-from pymc_ibp._numba_utils import categorical_logp
+from pymc_ibp._numba_utils import categorical_logp, ordered_pair
 
 __all__ = ["crp_label_gibbs", "crp_split_merge"]
 
@@ -122,9 +122,7 @@ def crp_split_merge(rng, c, ll, alpha, n_moves):
     accepted = 0
     log_alpha = math.log(alpha)
     for _ in range(n_moves):
-        i = int(rng.random() * n)
-        j = int(rng.random() * (n - 1))
-        j += j >= i
+        i, j = ordered_pair(rng, n)
         ci, cj = c[i], c[j]
         m = 0
         for k in range(n):

@@ -404,14 +404,20 @@ def log_joint_of(Z, X, sx2, sa2, alpha, beta=1.0, trXX=None):
     the statistics are computed from ``Z`` at ``O(N K (K + D))``).  ``sx2`` and ``sa2`` are
     scalars or per-column variances (or ``sx2`` a :class:`Noise`)."""
     Z = np.asarray(Z, dtype=np.int8)
-    n, d = X.shape
-    noise = _as_noise(sx2, sa2, d)
-    m = Z.sum(axis=0)
-    act = np.flatnonzero(m > 0)
-    G, RX = suff_stats(Z, X, act)
+    noise = _as_noise(sx2, sa2, X.shape[1])
     trXX = block_sq_norms(X, noise) if trXX is None else np.asarray(trXX, dtype=np.float64)
-    return collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX.reshape(-1), n, noise,
-                               float(alpha), float(beta), Z.shape[1])
+    return matrix_log_joint(Z, X, Z.sum(axis=0).astype(np.int64), noise, float(alpha),
+                            float(beta), trXX.reshape(-1))
+
+
+@numba.njit(cache=True)
+def matrix_log_joint(Z, X, m, noise, alpha, beta, trXX):
+    """:func:`collapsed_log_joint` of a whole ``N x K_max`` matrix ``Z`` with column counts
+    ``m`` (the numba form of :func:`log_joint_of`)."""
+    act = np.nonzero(m > 0)[0]
+    G, RX = suff_stats(Z, X, act)
+    return collapsed_log_joint(G, RX, m[act].astype(np.int64), trXX, Z.shape[0], noise, alpha,
+                               beta, Z.shape[1])
 
 
 def data_start(X, role, spread=None):

@@ -52,8 +52,9 @@ import math
 import numba
 import numpy as np
 
+from pymc_ibp._numba_utils import ordered_pair, ordered_triple
 from pymc_ibp.distributions.ibp_math import log_beta_term
-from pymc_ibp.kernels.gaussian import collapsed_log_joint, collapsed_loglik, suff_stats
+from pymc_ibp.kernels.gaussian import collapsed_loglik, matrix_log_joint, suff_stats
 from pymc_ibp.kernels.slots import active_slots
 
 #: transpositions of the patterns 2·z_g + z_h ∈ {0, 1, 2, 3}, without 01 ↔ 10 (a label swap)
@@ -80,10 +81,7 @@ def pair_pattern_swaps(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     flip_h = np.empty(n, dtype=np.bool_)
     accepted = 0
     for _ in range(n_proposals):
-        a = int(rng.random() * k)
-        b = int(rng.random() * (k - 1))
-        if b >= a:
-            b += 1
+        a, b = ordered_pair(rng, k)
         s = int(rng.random() * _SWAPS.shape[0])
         p, q = _SWAPS[s, 0], _SWAPS[s, 1]
         g, h = act[a], act[b]
@@ -139,16 +137,6 @@ def pair_pattern_swaps(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
 
 
 @numba.njit(cache=True)
-def _log_joint(Z, X, m, noise, alpha, beta, trXX):
-    """The collapsed log joint ``log p(X | Z) + log P(Z)`` of the whole ``Z`` (counts ``m``)."""
-    n, k_max = Z.shape
-    act, k = active_slots(m)
-    G, RX = suff_stats(Z, X, act[:k])
-    return collapsed_log_joint(G, RX, m[act[:k]].astype(np.int64), trXX, n, noise, alpha, beta,
-                               k_max)[0]
-
-
-@numba.njit(cache=True)
 def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     """``n_proposals`` Metropolis–Hastings moves between a pair of overlapping features and
     the *merged triple* that represents the same fits with one feature more.
@@ -178,16 +166,7 @@ def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
         if rng.random() < 0.5:  # ---- unmerge: triple -> pair
             if k < 3:
                 continue
-            a = int(rng.random() * k)
-            b = int(rng.random() * (k - 1))
-            c = int(rng.random() * (k - 2))
-            if b >= a:
-                b += 1
-            lo, hi = min(a, b), max(a, b)
-            if c >= lo:
-                c += 1
-            if c >= hi:
-                c += 1
+            a, b, c = ordered_triple(rng, k)
             s1, s2, s3 = act[a], act[b], act[c]
             ok = True
             rest = False
@@ -217,10 +196,7 @@ def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
         else:  # ---- merge: pair -> triple
             if k < 2 or k == k_max:
                 continue
-            a = int(rng.random() * k)
-            b = int(rng.random() * (k - 1))
-            if b >= a:
-                b += 1
+            a, b = ordered_pair(rng, k)
             s1, s2 = act[a], act[b]
             e = int(rng.random() * (k_max - k))
             s3 = -1
@@ -253,8 +229,8 @@ def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
             m2[s3] = n_q
             log_sel = math.log(k_max - k) - math.log(k + 1)
         if not np.isfinite(cur):
-            cur = _log_joint(Z, X, m, noise, alpha, beta, trXX)
-        new = _log_joint(Z2, X, m2, noise, alpha, beta, trXX)
+            cur = matrix_log_joint(Z, X, m, noise, alpha, beta, trXX)[0]
+        new = matrix_log_joint(Z2, X, m2, noise, alpha, beta, trXX)[0]
         if math.log(rng.random()) < new - cur + log_sel:
             Z[:, :] = Z2
             m[:] = m2

@@ -71,7 +71,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from pymc_ibp._numba_utils import partial_shuffle
+from pymc_ibp._numba_utils import ordered_pair, partial_shuffle
 from pymc_ibp.distributions.ibp_math import log_beta_term, log_split_prior
 from pymc_ibp.kernels.allocation import (
     allocation,
@@ -198,10 +198,7 @@ def random_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
         else:  # ---- merge
             if k < 2:
                 continue
-            i1 = int(rng.random() * k)
-            i2 = int(rng.random() * (k - 1))
-            if i2 >= i1:
-                i2 += 1
+            i1, i2 = ordered_pair(rng, k)
             keep = act[i1]
             rem = act[i2]
             m1 = m[keep]
@@ -354,10 +351,7 @@ def sequential_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     work = scratch(n, k_max)
     free = work[2]
     for _ in range(n_proposals):
-        i = int(rng.random() * n)
-        j = int(rng.random() * (n - 1))
-        if j >= i:
-            j += 1
+        i, j = ordered_pair(rng, n)
         ci = random_active(rng, Z, i, k_max)
         cj = random_active(rng, Z, j, k_max)
         if ci < 0 or cj < 0:
@@ -440,10 +434,7 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
                 if Z[r, c] != 0:
                     owners[no] = r
                     no += 1
-            pi = int(rng.random() * mc)
-            pj = int(rng.random() * (mc - 1))
-            if pj >= pi:
-                pj += 1
+            pi, pj = ordered_pair(rng, mc)
             i, j = owners[pi], owners[pj]
             random_free_slots(rng, act, k, k_max, np.int64(1), free)
             # the selection ratio depends on the allocation (u1, u2): added by the move
@@ -453,10 +444,7 @@ def column_split_merge(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
         else:  # ---- merge
             if k < 2:
                 continue
-            a1 = int(rng.random() * k)
-            a2 = int(rng.random() * (k - 1))
-            if a2 >= a1:
-                a2 += 1
+            a1, a2 = ordered_pair(rng, k)
             c1, c2 = act[a1], act[a2]
             u1 = _owners_only(Z, c1, c2, only1)
             u2 = _owners_only(Z, c2, c1, only2)

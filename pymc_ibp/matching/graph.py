@@ -16,6 +16,7 @@ from pytensor.tensor.blas import Dot22
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
+from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_ibp._pytensor_utils import constant_value
@@ -341,3 +342,23 @@ def rv_users(model, rv):
     """The random variables whose parameters depend on ``rv`` other than through another RV."""
     others = [r for r in model.basic_RVs if r is not rv]
     return [r for r in others if rv in set(ancestors(r.owner.inputs, blockers=others))]
+
+
+def fixed_normal_scale(model, var):
+    """``σ`` when ``var`` is a free ``pm.Normal(0, σ)`` variable of ``model`` with ``σ`` one
+    number fixed by the model (no free variable below it), else ``None``."""
+    if var is None or var not in set(model.free_RVs) or var.owner is None:
+        return None
+    if not isinstance(var.owner.op, NormalRV):
+        return None
+    mu, sigma = var.owner.inputs[-2:]
+    free = set(model.free_RVs) | set(model.value_vars)
+    if not is_zero_constant(mu) or any(v in free for v in ancestors([sigma])):
+        return None
+    try:
+        value = np.asarray(constant_value(sigma), dtype=float)
+    except Exception:  # noqa: BLE001 - a graph PyTensor cannot evaluate without inputs
+        return None
+    if value.size == 0 or not np.all(value == value.flat[0]) or not value.flat[0] > 0:
+        return None
+    return float(value.flat[0])

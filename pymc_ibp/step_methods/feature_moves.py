@@ -68,9 +68,11 @@ import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
 from scipy import optimize, special
 
+from pymc_ibp._numba_utils import ordered_pair as _ordered_pair
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.matching.rows import perturbed_point
+from pymc_ibp.step_methods.feature_triples import PairTripleMove
 
 __all__ = ["FeatureParameterMoves"]
 
@@ -81,10 +83,8 @@ _MIN_PRECISION = 1e-8
 
 
 def ordered_pair(rng, n):
-    """Two distinct indices below ``n``, the ordered pair uniform among the ``n (n - 1)``."""
-    i = int(rng.random() * n)
-    j = int(rng.random() * (n - 1))
-    return i, j + (j >= i)
+    """Two distinct indices below ``n`` (:func:`pymc_ibp._numba_utils.ordered_pair`, in Python)."""
+    return _ordered_pair.py_func(rng, n)
 
 
 def _rows_sum(term):
@@ -99,6 +99,7 @@ class FeatureParameterMoves:
     def __init__(self, moves, model, a_rv, compile_kwargs, max_rows=1):
         self.moves = moves
         self.rows = moves.rows
+        self.triples = PairTripleMove(self)
         self.max_rows = int(max_rows)
         self.a_rv = a_rv
         self.a_name = model.rvs_to_values[a_rv].name
@@ -501,9 +502,11 @@ class FeatureParameterMoves:
         return 0, Z
 
     # ---- fold / unfold of a duplicated feature ---------------------------------------------
-    def fold(self, rng, Z, trial, alpha, beta):
+    def fold(self, rng, Z, trial, alpha, beta, seen=None):
         r"""One fold or unfold proposal of a feature with its parameters; returns
         ``(accepted, Z)`` (on acceptance ``trial[A]`` holds the new parameters, a new array).
+        ``seen``: the rows the likelihood sees at ``trial``
+        (:meth:`pymc_ibp.matching.rows.RowLikelihood.rows_seen`; ``None``: every row).
 
         The split–merge of :meth:`split_merge` never merges two columns with the same owners
         (its anchors need a row owning each alone), yet under a location ``Z @ A`` such a
@@ -530,17 +533,16 @@ class FeatureParameterMoves:
         reciprocal (Green 1995).
         """
         try:
-            return self._fold(rng, Z, trial, alpha, beta)
+            return self._fold(rng, Z, trial, alpha, beta, seen)
         except FloatingPointError:
             return 0, Z
 
-    def _fold(self, rng, Z, trial, alpha, beta):
+    def _fold(self, rng, Z, trial, alpha, beta, seen):
         k_max = Z.shape[1]
         m = Z.sum(axis=0).astype(np.int64)
         act = np.flatnonzero(m > 0)
         kp = act.size
         a_cur = np.array(trial[self.a_name], dtype=float)
-        seen = self.rows.rows_seen(trial)
         unseen = (np.zeros(0, dtype=np.int64) if seen is None
                   else np.setdiff1d(np.arange(Z.shape[0]), seen))
         seen = slice(None) if seen is None else seen
@@ -581,6 +583,10 @@ class FeatureParameterMoves:
             trial[self.a_name] = self._rows(trial, {c: total, t: new_t})[self.a_name]
             return 1, merged
         return 0, Z
+
+    def pair_triple(self, rng, Z, trial, alpha, beta):
+        """One merge or unmerge proposal (:meth:`PairTripleMove.propose`): ``(accepted, Z)``."""
+        return self.triples.propose(rng, Z, trial, alpha, beta)
 
     def _unfold_log_ratio(self, trial, merged, split, c, t, a_merged, a_split, q0, kp, alpha,
                           beta):
@@ -655,15 +661,21 @@ class FeatureParameterMoves:
         """``log p(Z', A' | X) - log p(Z, A | X)`` (up to the evidence) of a move from
         ``(merged, A_c, A_t = a_merged)`` to ``(split, a_split)``, only columns ``c`` and
         ``t`` and their rows of ``A`` changed."""
-        before = self._rows(trial, {c: a_merged[0], t: a_merged[1]})
-        after = self._rows(trial, {c: a_split[0], t: a_split[1]})
-        ll0 = float(np.sum(self.rows.at(dict(before), merged)))
-        ll1 = float(np.sum(self.rows.at(dict(after), split)))
+        return self._joint_log_ratio(trial, merged, {c: a_merged[0], t: a_merged[1]}, split,
+                                     {c: a_split[0], t: a_split[1]}, alpha, beta)
+
+    def _joint_log_ratio(self, trial, Z0, rows0, Z1, rows1, alpha, beta):
+        """``log p(Z1, A1 | X) - log p(Z0, A0 | X)`` (up to the evidence), ``A0`` and ``A1``
+        ``trial[A]`` with the rows ``rows0`` and ``rows1`` (the same slots) replaced."""
+        before = self._rows(trial, rows0)
+        after = self._rows(trial, rows1)
+        ll0 = float(np.sum(self.rows.at(dict(before), Z0)))
+        ll1 = float(np.sum(self.rows.at(dict(after), Z1)))
         p0 = np.asarray(self._prior(before))
         p1 = np.asarray(self._prior(after))
-        return (self.moves.log_prior(split, alpha, beta) - self.moves.log_prior(merged, alpha,
-                                                                                 beta)
-                + ll1 - ll0 + float(p1[c] + p1[t] - p0[c] - p0[t]))
+        slots = list(rows0)
+        return (self.moves.log_prior(Z1, alpha, beta) - self.moves.log_prior(Z0, alpha, beta)
+                + ll1 - ll0 + float(np.sum(p1[slots]) - np.sum(p0[slots])))
 
     def _rows(self, trial, rows):
         """``trial`` with the given rows of ``A`` replaced (a new dict and array)."""

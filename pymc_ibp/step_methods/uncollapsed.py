@@ -112,6 +112,20 @@ def _chained_start(model, m_rv, hyper, initial_point):
         return None
 
 
+#: the kinds of moves whose accepted proposals are the ``ibp_<kind>_accepted`` stats
+_MOVE_KINDS = ("split_merge", "combination", "block", "turn_on", "feature_move",
+               "feature_split_merge", "feature_fold", "feature_triple")
+
+
+def _move_counts(applies, **counts):
+    """The proposals per sweep ``counts`` as ints, all 0 where the moves do not apply; a
+    negative count is a ``ValueError`` naming it."""
+    for name, value in counts.items():
+        if int(value) < 0:
+            raise ValueError(f"{name} must be >= 0; got {value!r}.")
+    return [int(value) if applies else 0 for value in counts.values()]
+
+
 @dataclass_state
 class IBPGibbsState(StepMethodState):
     """``rng``, whether the truncation warning was given in this chain and whether the chain
@@ -172,6 +186,9 @@ class IBPGibbs(BlockedStep):
     feature_split_merge : int
         Split / merge proposals of features with their parameters, each followed by a fold /
         unfold proposal of a duplicated feature (default 3); see the docs page.
+    feature_triples : int
+        Merge / unmerge proposals of two overlapping features and the triple that fits the
+        same, with their parameters (default 0: off); see the docs page.
     feature_params : bool, optional
         Whether to look for the features' parameter matrix ``A`` (default ``None``: look;
         ``True``: raise if it is missing; ``False``: no feature moves); see the docs page.
@@ -210,19 +227,14 @@ class IBPGibbs(BlockedStep):
         "ibp_log_lik": (np.float64, []),
         "ibp_model_logp": (np.float64, []),
         "ibp_kmax_hit": (bool, []),
-        "ibp_split_merge_accepted": (np.int64, []),
-        "ibp_combination_accepted": (np.int64, []),
-        "ibp_block_accepted": (np.int64, []),
-        "ibp_turn_on_accepted": (np.int64, []),
-        "ibp_feature_move_accepted": (np.int64, []),
-        "ibp_feature_split_merge_accepted": (np.int64, []),
-        "ibp_feature_fold_accepted": (np.int64, []),
+        **{f"ibp_{kind}_accepted": (np.int64, []) for kind in _MOVE_KINDS},
     }
 
     def __init__(self, vars, *, model=None, rng=None, initial_point=None, compile_kwargs=None,
                  blocked=True, split_merge=5, combination_moves=5, factorise=None,
                  block_moves=None, turn_on_moves=1, feature_moves=3, feature_rows=10,
-                 feature_split_merge=3, feature_params=None, init_z="auto"):
+                 feature_split_merge=3, feature_triples=0, feature_params=None,
+                 init_z="auto"):
         model = pm.modelcontext(model)
         z_val, z_rv = one_value_var(vars, model, "IBPGibbs updates one binary matrix at a time")
         op = z_rv.owner.op
@@ -279,12 +291,11 @@ class IBPGibbs(BlockedStep):
         self._starter = (_linear_gaussian_start(model, spec, ip, init_z, compile_kwargs)
                          if starts else None)
         row_moves = self.is_ibp and not self.joint  # the moves score rows separately
-        self.split_merge = int(split_merge) if row_moves else 0
-        if self.split_merge < 0:
-            raise ValueError(f"split_merge must be >= 0; got {split_merge!r}.")
-        self.combination_moves = int(combination_moves) if row_moves else 0
-        if self.combination_moves < 0:
-            raise ValueError(f"combination_moves must be >= 0; got {combination_moves!r}.")
+        (self.split_merge, self.combination_moves, self.feature_moves,
+         self.feature_split_merge, self.feature_triples) = _move_counts(
+            row_moves, split_merge=split_merge, combination_moves=combination_moves,
+            feature_moves=feature_moves, feature_split_merge=feature_split_merge,
+            feature_triples=feature_triples)
         self.row_moves = RowMoves(self.rows, self.z_name, self.k_max) if row_moves else None
         self.child_moves = None
         if self.is_ibp and not self.joint and block_moves is not False:
@@ -294,15 +305,8 @@ class IBPGibbs(BlockedStep):
             raise ModelPatternError(
                 f"IBPGibbs(block_moves=True) needs {z_rv.name!r} to be a pmi.IBP whose "
                 "likelihood factorises over its rows.")
-        self.turn_on_moves = int(turn_on_moves) if self.child_moves is not None else 0
-        if self.turn_on_moves < 0:
-            raise ValueError(f"turn_on_moves must be >= 0; got {turn_on_moves!r}.")
-        self.feature_moves = int(feature_moves) if row_moves else 0
-        if self.feature_moves < 0:
-            raise ValueError(f"feature_moves must be >= 0; got {feature_moves!r}.")
-        self.feature_split_merge = int(feature_split_merge) if row_moves else 0
-        if self.feature_split_merge < 0:
-            raise ValueError(f"feature_split_merge must be >= 0; got {feature_split_merge!r}.")
+        (self.turn_on_moves,) = _move_counts(self.child_moves is not None,
+                                             turn_on_moves=turn_on_moves)
         if int(feature_rows) < 1:
             raise ValueError(f"feature_rows must be >= 1; got {feature_rows!r}.")
         self.features = None
@@ -310,7 +314,8 @@ class IBPGibbs(BlockedStep):
         # search does not apply (not linear-Gaussian); it needs A too (its rows set given the
         # Z found), so A is looked for whether or not the moves are on
         auto = init_z == "auto" and spec is None and row_moves
-        if ((self.feature_moves or self.feature_split_merge or feature_params or auto
+        if ((self.feature_moves or self.feature_split_merge or self.feature_triples
+             or feature_params or auto
              or (row_moves and init_z == "surrogate")) and feature_params is not False):
             if not row_moves:
                 raise ModelPatternError(
@@ -321,7 +326,7 @@ class IBPGibbs(BlockedStep):
                                                     required=bool(feature_params),
                                                     max_rows=feature_rows)
         if self.features is None:
-            self.feature_moves = self.feature_split_merge = 0
+            self.feature_moves = self.feature_split_merge = self.feature_triples = 0
         self.init_z = init_z
         self.surrogate = None
         auto = auto and self.features is not None  # by default only where the pattern holds
@@ -397,6 +402,7 @@ class IBPGibbs(BlockedStep):
         else:
             prior_lo = np.broadcast_to(np.asarray(hyper[0], dtype=float), Z.shape)
         trial = dict(point)
+        seen = self.rows.rows_seen(trial)  # the labels do not change within the step
         loglik = 0.0
         if self.joint:
             flips, loglik, n_active = self._joint_sweep(
@@ -456,7 +462,7 @@ class IBPGibbs(BlockedStep):
                 accepted = self.child_moves.turn_on_move(self.rng, Z, trial, alpha, beta)
                 accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
                 turn_acc += accepted
-        fm_acc = fsm_acc = fold_acc = 0
+        fm_acc = fsm_acc = fold_acc = triple_acc = 0
         if self.features is not None:
             self.features.new_sweep()
         for _ in range(self.feature_moves):
@@ -470,15 +476,21 @@ class IBPGibbs(BlockedStep):
             accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fsm_acc += accepted
             saved = self._saved(Z, trial)
-            accepted, Z = self.features.fold(self.rng, Z, trial, alpha, beta)
+            accepted, Z = self.features.fold(self.rng, Z, trial, alpha, beta, seen)
             accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fold_acc += accepted
-        if sm_acc or cm_acc or block_acc or turn_acc or fm_acc or fsm_acc or fold_acc:
+        for _ in range(self.feature_triples):
+            saved = self._saved(Z, trial)
+            accepted, Z = self.features.pair_triple(self.rng, Z, trial, alpha, beta)
+            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
+            triple_acc += accepted
+        moved = fm_acc or fsm_acc or fold_acc or triple_acc
+        if sm_acc or cm_acc or block_acc or turn_acc or moved:
             trial[self.z_name] = Z
             loglik = float(np.sum(self.rows(trial)))
         n_active = int((Z.sum(axis=0) > 0).sum())
         hit = n_active == self.k_max  # the slots of Z itself
-        n_active = self._k_plus(Z, trial, n_active)
+        n_active = self._k_plus(Z, seen, n_active)
         if hit and self.is_ibp and not self.warned:
             self.warned = True
             warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_knob)
@@ -487,18 +499,14 @@ class IBPGibbs(BlockedStep):
         if block_acc or turn_acc:
             y_name = self.child_moves.y_name
             new[y_name] = np.asarray(trial[y_name], dtype=point[y_name].dtype)
-        if fm_acc or fsm_acc or fold_acc:
+        if moved:
             a_name = self.features.a_name
             new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
+        counts = (sm_acc, cm_acc, block_acc, turn_acc, fm_acc, fsm_acc, fold_acc, triple_acc)
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
-                         "ibp_split_merge_accepted": int(sm_acc),
-                         "ibp_combination_accepted": int(cm_acc),
-                         "ibp_block_accepted": int(block_acc),
-                         "ibp_turn_on_accepted": int(turn_acc),
-                         "ibp_feature_move_accepted": int(fm_acc),
-                         "ibp_feature_split_merge_accepted": int(fsm_acc),
-                         "ibp_feature_fold_accepted": int(fold_acc),
-                         "ibp_kmax_hit": bool(hit)}
+                  "ibp_kmax_hit": bool(hit),
+                  **{f"ibp_{kind}_accepted": int(c) for kind, c in zip(_MOVE_KINDS, counts,
+                                                                        strict=True)}}
         return new, self._stats(stats_, new)
 
     def _search_start(self, point):
@@ -572,7 +580,7 @@ class IBPGibbs(BlockedStep):
         Z = new[self.z_name]
         n_active = int((Z.sum(axis=0) > 0).sum())
         hit = n_active == self.k_max
-        n_active = self._k_plus(Z, new, n_active)
+        n_active = self._k_plus(Z, self.rows.rows_seen(new), n_active)
         # no move was made: every "accepted" counter the class declares is 0
         stats_ = {k: 0 for k in type(self).stats_dtypes_shapes if k.endswith("_accepted")}
         loglik = float(self._total_ll(new) if self.joint else np.sum(self.rows(new)))
@@ -617,11 +625,11 @@ class IBPGibbs(BlockedStep):
                     n_active = others + (1 if m[k] > 0 else 0)
         return flips, n_active, phi
 
-    def _k_plus(self, Z, point, n_active):
+    @staticmethod
+    def _k_plus(Z, seen, n_active):
         """The ``ibp_n_active`` stat: ``n_active`` (the columns of ``Z`` in use), or for a
         matrix the likelihood sees through labels (``Z = M[c]``) the features of the rows it
-        uses."""
-        seen = self.rows.rows_seen(point)
+        uses (``seen``: :meth:`RowLikelihood.rows_seen`)."""
         return n_active if seen is None else int((Z[seen].sum(axis=0) > 0).sum())
 
     def _draw_entry(self, x):

@@ -4,7 +4,13 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.graph.traversal import ancestors
 
-from pymc_ibp.matching.graph import is_matmul, mean_terms, same_for_every_row, strip
+from pymc_ibp.matching.graph import (
+    fixed_normal_scale,
+    is_matmul,
+    mean_terms,
+    same_for_every_row,
+    strip,
+)
 
 
 @pytest.mark.parametrize("product", [lambda z, a: z @ a, pt.dot, pt.matmul])
@@ -29,3 +35,25 @@ def test_an_offset_the_same_for_every_row_is_told_apart_from_one_per_row():
     assert same_for_every_row(b)  # (D,), broadcast along the rows
     assert not same_for_every_row(r[:, None])  # (N, 1): one value per row
     assert strip(pt.cast(b, "float32")) is b
+
+
+def test_a_feature_scale_is_read_only_where_the_model_fixes_it():
+    """A ~ Normal(0, σ) with σ a number (or an array of one value) gives σ; a free scale, a
+    non-zero mean, several values or another distribution give None."""
+    import numpy as np
+    import pymc as pm
+
+    with pm.Model() as model:
+        s = pm.HalfNormal("s", 1.0)
+        fixed = pm.Normal("fixed", 0.0, 1.5, shape=(3, 2))
+        same = pm.Normal("same", 0.0, np.full((3, 1), 2.0), shape=(3, 2))
+        free = pm.Normal("free", 0.0, s, shape=(3, 2))
+        shifted = pm.Normal("shifted", 1.0, 1.0, shape=(3, 2))
+        varied = pm.Normal("varied", 0.0, np.array([[1.0], [2.0], [3.0]]), shape=(3, 2))
+        laplace = pm.Laplace("laplace", 0.0, 1.0, shape=(3, 2))
+    assert fixed_normal_scale(model, fixed) == 1.5
+    assert fixed_normal_scale(model, same) == 2.0
+    for rv in (free, shifted, varied, laplace, s):
+        assert fixed_normal_scale(model, rv) is None, rv.name
+    assert fixed_normal_scale(model, fixed * 2.0) is None
+
