@@ -339,6 +339,13 @@ def run_case(case, seed, chains, tune, draws):
     }
 
 
+def _default_cores():
+    """The ``cores`` pm.sample uses when none is given (``min(4, cpu_count // 2)``)."""
+    import os
+
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -368,7 +375,8 @@ def main():
     write_results(
         f"right_answers{suffix}", rows, cols,
         "Does pm.sample() find it? Planted data, pm.sample's step assignment", [
-            f"{chains} chains x {length}, cores = 2, random_seed = the data seed; the steps "
+            f"{chains} chains x {length}, cores = pm.sample's default ({_default_cores()} "
+            "here: PyMC counts half the CPUs), random_seed = the data seed; the steps "
             "pm.sample assigns.",
             "found: chains whose scored draws (20 of the second half) find every true feature "
             f"(one-to-one Jaccard >= {RECOVER_J}) with nothing spurious or duplicated (a column "

@@ -14,6 +14,15 @@ class ModelPatternError(ValueError):
     The message names the variable and the pattern the step expects.
     """
 
+    #: where the message's statement of the pattern the step needs begins
+    PATTERN_MARK = " Needed pattern:"
+
+    @property
+    def reason(self):
+        """The message without the pattern the step needs (what a log line that says why a
+        step does not apply quotes)."""
+        return str(self).split(self.PATTERN_MARK)[0]
+
 
 class DataError(ValueError):
     """Observed data a step cannot use (e.g. ``inf``, or ``NaN`` that PyMC does not impute).

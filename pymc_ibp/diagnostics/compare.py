@@ -17,8 +17,8 @@ Held out by rows instead (``holdout="rows"``), each model is refitted on the oth
 each held-out row ``x_r`` is scored as a new row, ``log mean_s p(x_r | θ_s)``, with
 ``p(x_r | θ_s)`` summed exactly over the row's features (the IBP's predictive given the
 fitted rows; :func:`pymc_ibp.log_predictive_rows`): the question "how well does the model
-predict a new observation", for any model of one ``pmi.IBP`` matrix (or a DP-IBP) and one
-observed matrix.
+predict a new observation", for any model of one ``pmi.IBP`` matrix (or a DP-IBP, IBP-IBP
+or noisy-or IBP-IBP) and one observed matrix.
 """
 
 from __future__ import annotations
@@ -221,8 +221,9 @@ def compare_models(models: Mapping[str, Callable], X, *, folds: int = 5,
         (:func:`pymc_ibp.log_predictive_rows`): for models of one ``pmi.IBP`` matrix and
         one observed matrix below it, under any likelihood (the linear-Gaussian one in
         closed form; others by their own logp, at most 65,536 feature sets of a new row
-        per draw) and for the DP-IBP (a sum over the new row's category); other models
-        (the IBP-IBP, a model without an IBP) raise an error that says to hold out entries.
+        per draw) and for the correlated models (a sum over the new row's category, or
+        categories for the IBP-IBP and the noisy-or); a model without an IBP raises an
+        error that says to hold out entries.
     evidence : bool or "auto", default "auto"
         Also estimate ``log p(X)`` by :func:`pymc_ibp.sample_smc`: ``"auto"`` where its
         accelerated kernel applies (else NaN and the reason in the ``note`` column; pass

@@ -19,6 +19,7 @@ from pytensor.graph.traversal import ancestors
 
 from pymc_ibp.exceptions import DataError, ModelPatternError
 from pymc_ibp.kernels.prediction import (
+    MAX_PATTERNS,
     FittedDraw,
     fold_in_rows,
     new_row_patterns,
@@ -32,10 +33,14 @@ from pymc_ibp.matching.priors import IBPPrior, match_prior
 
 __all__ = ["log_predictive_rows", "predict_rows"]
 
+#: log 0 as a finite number, so that 0 x log 0 is 0 in a matrix product
+_LOG_ZERO = -1e300
+
 
 def _spec(model, z):
     """The linear-Gaussian spec of the IBP ``z`` (or the model's one), ``None`` when the model
-    is not linear-Gaussian (:class:`_NewRows` then takes it)."""
+    is not linear-Gaussian or its ``Z`` is not a ``pmi.IBP`` (:class:`_NewRows` then takes it
+    or says what it needs)."""
     specs = [s for s in matched_models(model) if z is None or s.z_rv.name == z]
     if len(specs) > 1:
         raise ModelPatternError(
@@ -44,9 +49,8 @@ def _spec(model, z):
     if not specs:
         return None
     spec = specs[0]
-    if not isinstance(spec.prior, IBPPrior):
-        raise ModelPatternError(f"pmi.predict_rows needs a pmi.IBP prior on "
-                                f"{spec.z_rv.name!r}.")
+    if not isinstance(spec.prior, IBPPrior):  # e.g. the noisy-or's Z ~ Bernoulli(1 - q^(C M))
+        return None
     if spec.sharded is not None:
         raise ModelPatternError("pmi.predict_rows reads the model's data on the driver; "
                                 "sharded data are not supported.")
@@ -70,16 +74,19 @@ class _NewRows:
         free = [rv for rv in model.free_RVs
                 if (z is None or rv.name == z)
                 and rv.ndim == 2 and isinstance(match_prior(model, rv), IBPPrior)]
+        if z is None and len(free) > 1:  # an IBP-IBP's C and M: its M is the one
+            correlated = [rv for rv in free if match_correlated(model, rv) is not None]
+            free = correlated if len(correlated) == 1 else free
         if len(free) != 1:
             raise ModelPatternError(
                 f"{who} needs one pmi.IBP matrix"
                 + (f" named {z!r}" if z else " (pass z='name' when the model has several)")
                 + f"; found {len(free)}.")
         self.z_rv = z_rv = free[0]
-        #: a DP-IBP's category-feature matrix (Z = M[c]): the likelihood's Z is replaced
+        #: the match of a correlated model's category-feature matrix (the DP-IBP's
+        #: Z = M[c], the IBP-IBP's Z = 1[C M > 0], the noisy-or's Z ~ Bernoulli(1 - q^(C M))):
+        #: the likelihood's Z is replaced
         self.categories = match_correlated(model, z_rv)
-        if self.categories is not None and self.categories.kind != "dp_ibp":
-            self.categories = None
         children = ([self.categories.child] if self.categories is not None else
                     [c for c in model.observed_RVs if z_rv in set(ancestors([c]))])
         data = None
@@ -90,7 +97,8 @@ class _NewRows:
                 data = None
         n, k_max = model.initial_point()[model.rvs_to_values[z_rv].name].shape
         if self.categories is not None:  # M is L_max x K_max; the rows are the labels'
-            n = model.initial_point()[model.rvs_to_values[self.categories.labels].name].size
+            n = model.initial_point()[
+                model.rvs_to_values[self.categories.labels].name].shape[0]
         if data is None or data.ndim != 2 or data.shape[0] != n:
             raise ModelPatternError(
                 f"{who} needs the likelihood of {z_rv.name!r} to be one observed "
@@ -104,15 +112,25 @@ class _NewRows:
         x_new = pt.matrix("x_new", dtype="float64")
         mask = pt.matrix("mask", dtype="bool")
         prior = match_prior(model, z_rv)
-        if self.categories is None:
+        kind = None if self.categories is None else self.categories.kind
+        z_of_c, labels = None, None
+        if kind is None:
             z_old = z_rv
             outs = [*obs.owner.inputs[2:], prior.alpha, prior.beta]
-        else:  # the labels' CRP concentration in place of the IBP's parameters
+        elif kind == "dp_ibp":  # the labels' CRP concentration in place of the IBP's
             z_old = self.categories.z
             outs = [*obs.owner.inputs[2:], self.categories.labels.owner.inputs[2],
                     pt.constant(0.0)]
+        else:  # IBP-IBP, noisy-or: the categories' IBP, and Z (or P(Z = 1)) from C and M
+            z_old, labels = self.categories.z, self.categories.labels
+            c_prior = match_prior(model, labels)
+            outs = [*obs.owner.inputs[2:], c_prior.alpha, c_prior.beta]
+            z_of_c = z_old if kind == "ibp_ibp" else z_old.owner.inputs[-1]
+        reach = set(ancestors(outs, blockers=[z_old]))
+        if z_of_c is not None:
+            reach |= set(ancestors([z_of_c], blockers=[labels, z_rv]))
         self.used = [rv for rv in model.free_RVs
-                     if rv is not z_rv and rv in set(ancestors(outs, blockers=[z_old]))]
+                     if rv not in (z_rv, labels, z_old) and rv in reach]
         # the graph rebuilt on stand-ins: the new rows' Z (its own shape, not the fitted
         # rows') and one input per free variable (each draw's value)
         ins = [rv.type() for rv in self.used]
@@ -125,6 +143,13 @@ class _NewRows:
         self._loglik = pm.compile([*ins, z_new, x_new, mask], rows, on_unused_input="ignore")
         self._hyper = pm.compile(ins, [alpha, beta], on_unused_input="ignore")
         self._params = pm.compile([*ins, z_new], params, on_unused_input="ignore")
+        if z_of_c is not None:  # Z (IBP-IBP) or P(Z = 1) (noisy-or) of new rows' categories
+            c_new = pt.matrix("c_new", dtype=labels.dtype)
+            m_new = pt.matrix("m_new", dtype=z_rv.dtype)
+            [z_c] = clone_replace([z_of_c], {labels: c_new, z_rv: m_new,
+                                             **dict(zip(self.used, ins, strict=True))},
+                                  rebuild_strict=False)
+            self._z_of_c = pm.compile([*ins, m_new, c_new], z_c, on_unused_input="ignore")
         self.op = obs.owner.op
         self._checked = False  # whether loglik's shapes were checked
 
@@ -177,6 +202,44 @@ class _NewRows:
                              math.log(alpha) - math.log(max(free, 1)))
         log_w -= math.log(counts.sum() + (alpha if free else 0.0))
         return self._mixture(values, X, np.asarray(M, dtype=np.int8), log_w)
+
+    def categories_log_predictive(self, values, X, M, C):
+        """``log p(x_r | draw)`` of each row of ``X`` as a new row of an IBP-IBP or noisy-or
+        draw (category matrix ``C``, category-feature matrix ``M``): the sum over the new
+        row's categories ``c`` (:func:`pymc_ibp.kernels.prediction.new_row_patterns` of
+        ``C``'s IBP, new categories with the draw's rows of ``M``) of their prior times the
+        likelihood of ``z = 1[c M > 0]``, or for the noisy-or of every ``z`` with
+        ``P(z_k = 1 | c) = 1 - q^{(c M)_k}``; the weights of equal ``z`` are pooled."""
+        from scipy.special import logsumexp
+
+        alpha, beta = self.hyper(values)
+        C = np.asarray(C)
+        fit = FittedDraw(np.zeros((C.shape[1], 0)), np.zeros(0), C.sum(axis=0), self.n,
+                         alpha, beta)
+        cats, log_prior = new_row_patterns(fit)
+        z = np.asarray(self._z_of_c(*values, np.asarray(M), cats.astype(C.dtype)), float)
+        if self.categories.kind == "ibp_ibp":
+            patterns, group = np.unique(z.astype(np.int8), axis=0, return_inverse=True)
+        else:  # every z over the features some c can switch on, P(z | c) summed over c
+            on = np.flatnonzero(z.max(axis=0) > 0)
+            if 2**on.size > MAX_PATTERNS:
+                raise DataError(
+                    f"scoring held-out rows of a noisy-or IBP-IBP sums over 2^{on.size} "
+                    f"feature sets of a new row (at most {MAX_PATTERNS}). Hold out entries "
+                    "instead (pmi.compare_models(holdout='entries')).")
+            bits = ((np.arange(2**on.size)[:, None] >> np.arange(on.size)) & 1)
+            p = np.clip(z[:, on], 0.0, 1.0)
+            with np.errstate(divide="ignore"):  # log 0 as a finite floor: 0 x floor is 0
+                lp1, lp0 = (np.maximum(np.log(v), _LOG_ZERO) for v in (p, 1.0 - p))
+            log_pz = bits @ lp1.T + (1 - bits) @ lp0.T  # (z patterns, category sets)
+            patterns = np.zeros((bits.shape[0], z.shape[1]), dtype=np.int8)
+            patterns[:, on] = bits
+            log_w = logsumexp(log_pz + log_prior[None, :], axis=1)
+            keep = log_w > _LOG_ZERO / 2  # a z no category set can give is dropped
+            return self._mixture(values, X, patterns[keep], log_w[keep])
+        log_w = np.full(patterns.shape[0], -np.inf)
+        np.logaddexp.at(log_w, group.ravel(), log_prior)
+        return self._mixture(values, X, patterns, log_w)
 
     def _mixture(self, values, X, patterns, log_w, chunk=2**18):
         """``log Σ_p w_p p(x_r | z = patterns[p], draw)`` for each row of ``X``: every row
@@ -233,6 +296,11 @@ def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
     For a DP-IBP (``Z = M[c]``, :func:`pymc_ibp.dp_ibp`) the sum is over the new row's
     category: each label in use with probability ``n_j / (N + α_c)``, each free label with
     ``α_c / ((L_max - K)(N + α_c))`` and its row of the draw's ``M``, under any likelihood.
+    For an IBP-IBP (``Z = 1[C M > 0]``, :func:`pymc_ibp.ibp_ibp`) the sum is over the new
+    row's categories ``c``, a new row of ``C``'s IBP as above (new categories with the draw's
+    rows of ``M``), with ``z = 1[c M > 0]``; for the noisy-or IBP-IBP
+    (:func:`pymc_ibp.noisy_or_ibp_ibp`) also over every ``z``, ``P(z_k = 1 | c) =
+    1 - q^{(c M)_k}``.
 
     Parameters
     ----------
@@ -285,10 +353,12 @@ def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
         if labels not in post:
             raise DataError(f"log_predictive_rows: the posterior has no draws of {labels!r}.")
         c_all = np.asarray(post[labels].values)
+        score = (generic.category_log_predictive if generic.categories.kind == "dp_ibp"
+                 else generic.categories_log_predictive)
         for c in range(chains):
             for t in range(draws):
-                out[c, t] = generic.category_log_predictive(
-                    [v[c, t] for v in used_all], X_rows, z_all[c, t], c_all[c, t])
+                out[c, t] = score([v[c, t] for v in used_all], X_rows, z_all[c, t],
+                                  c_all[c, t])
         return out
     if generic is not None:
         for c in range(chains):
@@ -361,8 +431,8 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     generic = _NewRows(model, z) if spec is None else None
     if generic is not None and generic.categories is not None:
         raise ModelPatternError(
-            "pmi.predict_rows does not draw new rows of a DP-IBP (Z = M[c]) yet; "
-            "pmi.log_predictive_rows scores them.")
+            "pmi.predict_rows does not draw new rows of a DP-IBP, IBP-IBP or noisy-or IBP-IBP "
+            "(Z built from categories) yet; pmi.log_predictive_rows scores them.")
     post = idata["posterior"]
     z_rv = spec.z_rv if generic is None else generic.z_rv
     z_name = model.rvs_to_values[z_rv].name

@@ -295,7 +295,7 @@ def _kernel(model, kernel):
         except ModelPatternError as err:
             if kernel == "accelerated":
                 raise
-            why = str(err).split(" Needed pattern")[0]
+            why = err.reason
             _log.info("pmi.sample_smc: the generic Metropolis-within-Gibbs kernel moves the "
                       "particles, slower than the accelerated one (%s)", why)
         else:

@@ -27,7 +27,8 @@ model fixes the features' scale (``A ~ Normal(0, σa)``, ``σa`` a number, no li
 sweeps after the search keep that ``σa``; at the end, merged triples (two features found as
 their union and two corrections on the rows owning one alone, up to a few stray rows) are
 replaced by the pair they stand for while that raises the surrogate's collapsed log joint
-(:func:`unmerge_triples`).
+(:func:`unmerge_triples`).  Under the identity link on continuous data a start keeps the best
+of ``SURROGATE_TRIES`` such runs by the surrogate's log density.
 
 It runs on arrays and the kernels alone (no PyMC model, no step), with the chain's generator.
 It only chooses where a chain starts; the chain's own step then targets the model's posterior.
@@ -45,6 +46,7 @@ from pytensor.tensor.random.op import RandomVariable
 
 from pymc_ibp import kernels
 from pymc_ibp.exceptions import ModelPatternError
+from pymc_ibp.inference.k_max import probe_k_max
 from pymc_ibp.init.given import initial_value_given
 from pymc_ibp.init.search import AnnealedSearch
 from pymc_ibp.kernels.moves import Moves, linear_gaussian_moves
@@ -60,7 +62,7 @@ from pymc_ibp.matching.prior_modes import prior_mode
 from pymc_ibp.matching.priors import IBPPrior
 
 __all__ = ["SURROGATE_SIGMA_A", "SURROGATE_SIGMA_B", "SURROGATE_SIGMA_X", "SURROGATE_SWEEPS",
-           "UNMERGE_TOL", "SurrogateDraw", "SurrogateStart", "merged_triples",
+           "SURROGATE_TRIES", "UNMERGE_TOL", "SurrogateDraw", "SurrogateStart", "merged_triples",
            "unmerge_triples"]
 
 
@@ -79,6 +81,9 @@ UNMERGE_TOL = 0.1
 UNMERGE_PASSES, UNMERGE_CANDIDATES = 4, 32
 #: iterations on the surrogate after its start search
 SURROGATE_SWEEPS = 50
+#: runs of the search and sweeps per chain start, the best by the surrogate's log density
+#: (where the surrogate's likelihood is the model's own: :attr:`SurrogateStart.tries`)
+SURROGATE_TRIES = 2
 #: the surrogate's moves per sweep (the defaults of pmi.AcceleratedGibbs, and moves between
 #: a pair of features and its merged triple: kernels.pair_triple_moves)
 SURROGATE_MOVES = Moves(split_merge=5, birth_death=3, pair_swaps=3, pair_triples=5)
@@ -182,6 +187,11 @@ class SurrogateStart:
         #: well under a fitted σa; the model's own prior decides)
         self.fixed_sa = (fixed_normal_scale(model, features)
                          if features is not None and not links else None)
+        #: runs per start: several where the surrogate's likelihood is the model's own up to
+        #: its scales (continuous data, no link), so that its density ranks them as the
+        #: model would; one under a link or on 0/1 data, where it need not (on the log scale
+        #: of Poisson counts it preferred a spurious fourth feature)
+        self.tries = SURROGATE_TRIES if not links and not self.binary else 1
         if self.log_link:
             self.X = np.log(self.X + 0.5)
         scale = float(np.std(self.X)) or 1.0
@@ -207,15 +217,28 @@ class SurrogateStart:
                                       _offset_handover(model, offset, initial_point,
                                                        self.X.shape))
 
-    def draw(self, rng, point=None):
-        """The :class:`SurrogateDraw` of one chain: the state after the start search and
-        ``SURROGATE_SWEEPS`` iterations, with the chain's own generator ``rng`` (the same draws
-        under any number of cores); the offset is shaped as ``point[name]``."""
+    def draw(self, rng, point=None, tries=None):
+        """The :class:`SurrogateDraw` of one chain: of ``tries`` (default :attr:`tries`) runs
+        of the start search and ``SURROGATE_SWEEPS`` iterations, the one whose final state has
+        the highest surrogate log density (:meth:`_run`), with the chain's own generator
+        ``rng`` (the same draws under any number of cores); the offset is shaped as
+        ``point[name]``."""
+        best = None
+        for _ in range(self.tries if tries is None else int(tries)):
+            found, score = self._run(rng, point)
+            if best is None or score > best[1]:
+                best = (found, score)
+        return best[0]
+
+    def _run(self, rng, point):
+        """One run of the start search and ``SURROGATE_SWEEPS`` iterations: its
+        :class:`SurrogateDraw` and the surrogate's log density at its final state (the
+        collapsed ``log p(X, Z | σx, σa, b)`` plus the log prior densities of the free
+        scales), by which :meth:`draw` compares runs."""
         self.search.reset()
         sx, sa = self.sx, self.sa
         b = np.full(self.d, self.b_mean)
-        noise = kernels.noise_blocks(sx * sx, sa * sa, self.d)
-        X = self.X - b if self.has_offset else self.X
+        X, noise = self._blocks(sx, sa, b)
         Z = np.zeros((self.n, self.k_max), dtype=np.int8)
         Z, base, noise = self.search.start(rng, Z, X, noise, 0, owned=self.has_offset)
         if base is not None:  # the search took its baseline off X (in place): b follows it
@@ -224,8 +247,7 @@ class SurrogateStart:
         refresh = kernels.refresh_interval(self.n)
         for sweep in range(SURROGATE_SWEEPS + 1):
             if sweep:
-                noise = kernels.noise_blocks(sx * sx, sa * sa, self.d)
-                X = self.X - b if self.has_offset else self.X
+                X, noise = self._blocks(sx, sa, b)
                 m = Z.sum(axis=0).astype(np.int64)
                 kernels.accelerated_sweep(rng, Z, X, m, noise, self.mode.sweep_prior, refresh)
                 linear_gaussian_moves(rng, Z, X, m, noise, self.mode.alpha, self.mode.beta,
@@ -238,15 +260,50 @@ class SurrogateStart:
                       self._scale(rng, sweep == 0, sa, self.sa, A.size, float(np.sum(A * A))))
             if self.has_offset:
                 b = self._offset(rng, Z, A, sx)
-        X = self.X - b if self.has_offset else self.X
-        noise = kernels.noise_blocks(sx * sx, sa * sa, self.d)
+        X, noise = self._blocks(sx, sa, b)  # at the scales and offset of the last updates
         trXX = kernels.block_sq_norms(X, noise)
         unmerged = unmerge_triples(Z, lambda z: kernels.log_joint_of(
             z, X, noise, None, self.mode.alpha, self.mode.beta, trXX)[0])
         if unmerged is not Z:
             Z = unmerged
             A = kernels.draw_features(rng, Z, X, noise)
-        return SurrogateDraw(Z, self._offsets(b, point), None if self.binary else A)
+        score = kernels.log_joint_of(Z, X, noise, None, self.mode.alpha, self.mode.beta,
+                                     trXX)[0]
+        if not self.binary:  # the free scales' prior densities (on the scale, not its log)
+            score += _halfnormal_log_scale(math.log(sx), SURROGATE_SIGMA_X * self.sx)
+            score -= math.log(sx)
+            if self.fixed_sa is None:
+                score += _halfnormal_log_scale(math.log(sa), self.sa) - math.log(sa)
+        return SurrogateDraw(Z, self._offsets(b, point), None if self.binary else A), score
+
+    def probe_k_max(self, rng, Z, alpha, beta, sweeps=30):
+        """How many features the data want where a chain's ``K_max`` binds: the
+        linear-Gaussian kernels run on the surrogate's data from the chain's ``Z`` with room for
+        more features (:func:`pymc_ibp.inference.k_max.probe_k_max`; the scales re-estimated
+        from ``Z`` after each sweep as in the start search, fixed on 0/1 data; the offset the
+        data's mean).  An estimate for the advice of a truncation warning, not a draw."""
+        X = self.X
+        if self.has_offset:
+            X = X - (X.mean(axis=0) if self.per_column else X.mean())
+        X = np.ascontiguousarray(X)
+        noise = kernels.noise_blocks(self.sx * self.sx, self.sa * self.sa, self.d)
+        estimate = None
+        if not self.binary:
+            v0 = kernels.block_variances(X, tuple(noise.cols))
+
+            def estimate(Z_, X_, m_, nz):
+                return self.search.noise_estimate(Z_, X_, m_, nz, v0)
+
+            Z8 = np.asarray(Z != 0, dtype=np.int8)
+            noise = estimate(Z8, X, Z8.sum(axis=0).astype(np.int64), noise)
+        return probe_k_max(rng, np.asarray(Z != 0, dtype=np.int8), X, noise, alpha, beta,
+                           sweeps=sweeps, estimate_noise=estimate)
+
+    def _blocks(self, sx, sa, b):
+        """``(X, noise)``: the surrogate's data less the offset ``b`` and its noise blocks at
+        the scales ``sx``, ``sa``."""
+        X = self.X - b if self.has_offset else self.X
+        return X, kernels.noise_blocks(sx * sx, sa * sa, self.d)
 
     def _residual_ss(self, Z, A, b):
         """``‖X - b - Z A‖²``."""
@@ -301,19 +358,18 @@ def merged_triples(Z, tol=0.0):
     one alone (:func:`pymc_ibp.kernels.pair_triple_moves`).  ``tol``: the share of the rows
     of ``u`` (``v``) that may lie outside ``F`` or in both (a start search leaves a few
     stray rows)."""
-    Z = np.asarray(Z) != 0
-    act = np.flatnonzero(Z.any(axis=0))
-    size = Z.sum(axis=0)
+    Z = np.asarray(Z)
+    nz = Z != 0
+    act = np.flatnonzero(nz.any(axis=0))
+    size = nz.sum(axis=0)
     out = []
-    for s1 in act:
-        f = Z[:, s1]
+    for s1 in act:  # the candidates of u and v first: inside F up to tol, and smaller
+        f = nz[:, s1]
         inside = [s for s in act
-                  if s != s1 and np.sum(Z[:, s] & ~f) <= tol * size[s] and size[s] < size[s1]]
+                  if s != s1 and np.sum(nz[:, s] & ~f) <= tol * size[s] and size[s] < size[s1]]
         for i, s2 in enumerate(inside):
             for s3 in inside[i + 1:]:
-                u, v = Z[:, s2], Z[:, s3]
-                if (np.sum(u & v) <= tol * min(size[s2], size[s3])
-                        and np.any(f & ~u & ~v)):
+                if kernels.is_merged_triple(Z, s1, s2, s3, tol):
                     out.append((int(s1), int(s2), int(s3)))
     return out
 
@@ -334,10 +390,7 @@ def unmerge_triples(Z, score, tol=UNMERGE_TOL):
         top, top_z = best, None
         for s1, s2, s3 in triples[:UNMERGE_CANDIDATES]:
             cand = current.copy()
-            f, u, v = current[:, s1] != 0, current[:, s2] != 0, current[:, s3] != 0
-            cand[:, s1] = f & ~v
-            cand[:, s2] = f & ~u
-            cand[:, s3] = 0
+            kernels.unmerge_columns(current, cand, s1, s2, s3)
             value = score(cand)
             if np.isfinite(value) and value > top:
                 top, top_z = value, cand

@@ -66,7 +66,14 @@ from pymc_ibp.kernels.logit import (
     logit_targets,
 )
 from pymc_ibp.kernels.moves import Moves, MovesInfo, linear_gaussian_moves
-from pymc_ibp.kernels.pair_swaps import pair_pattern_swaps, pair_triple_moves
+from pymc_ibp.kernels.pair_swaps import (
+    is_merged_triple,
+    merge_columns,
+    pair_overlap,
+    pair_pattern_swaps,
+    pair_triple_moves,
+    unmerge_columns,
+)
 from pymc_ibp.kernels.polya_gamma import pg_mean, polya_gamma, polya_gamma_matrix
 from pymc_ibp.kernels.resampling import effective_sample_size, systematic_resample
 from pymc_ibp.kernels.rows import (
@@ -117,6 +124,8 @@ from pymc_ibp.kernels.sweeps import (
 )
 
 __all__ = [
+    "Moves",
+    "MovesInfo",
     "NO_EXT",
     "NO_LOGODDS",
     "NO_MISS",
@@ -142,22 +151,21 @@ __all__ = [
     "chol_inverse",
     "collapsed_log_joint",
     "collapsed_loglik",
+    "collapsed_spectrum",
     "collapsed_sweep",
     "column_moments",
-    "collapsed_spectrum",
-    "column_sq_norms",
-    "Moves",
-    "MovesInfo",
     "column_split_merge",
-    "draw_count",
-    "effective_sample_size",
-    "excess_count",
-    "linear_gaussian_moves",
+    "column_sq_norms",
     "draw_active_features",
+    "draw_count",
     "draw_features",
     "draw_logit_weights",
+    "effective_sample_size",
+    "excess_count",
     "forward_sub",
     "gibbs_row_entries",
+    "is_merged_triple",
+    "linear_gaussian_moves",
     "log_joint_of",
     "logit_collapsed_sweep",
     "logit_feature_sweep",
@@ -166,8 +174,10 @@ __all__ = [
     "logit_offset_slice",
     "logit_precisions",
     "logit_targets",
+    "merge_columns",
     "noise_blocks",
     "observed_loglik",
+    "pair_overlap",
     "pair_pattern_swaps",
     "pair_triple_moves",
     "pg_mean",
@@ -193,9 +203,10 @@ __all__ = [
     "suff_stats",
     "swap_remove",
     "sweep_state",
-    "write_row",
     "systematic_resample",
     "tempered_loglik",
     "tempered_loglik_columns",
     "tempered_loglik_slope_columns",
+    "unmerge_columns",
+    "write_row",
 ]

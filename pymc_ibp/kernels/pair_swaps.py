@@ -137,6 +137,68 @@ def pair_pattern_swaps(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
 
 
 @numba.njit(cache=True)
+def is_merged_triple(Z, s1, s2, s3, tol):
+    """Whether columns ``(s1, s2, s3)`` of ``Z`` are a *merged triple*: ``u = z_s2`` and
+    ``v = z_s3`` disjoint and inside ``F = z_s1``, and ``F`` owning rows outside both (two
+    features ``F ∧ ¬v`` and ``F ∧ ¬u`` found as their union and two corrections on the rows
+    owning one alone).  ``tol``: the share of the rows of ``u`` (of ``v``) that may lie outside
+    ``F``, and of the smaller of the two that may lie in both (0: exactly; a start search
+    leaves a few stray rows)."""
+    n = Z.shape[0]
+    n_u = n_v = u_out = v_out = both = 0
+    rest = False
+    for r in range(n):
+        f, u, v = Z[r, s1] != 0, Z[r, s2] != 0, Z[r, s3] != 0
+        n_u += u
+        n_v += v
+        u_out += u and not f
+        v_out += v and not f
+        both += u and v
+        rest = rest or (f and not u and not v)
+    return (rest and n_u > 0 and n_v > 0 and u_out <= tol * n_u and v_out <= tol * n_v
+            and both <= tol * min(n_u, n_v))
+
+
+@numba.njit(cache=True)
+def pair_overlap(Z, s1, s2):
+    """``(n_pq, n_p, n_q)``: the rows owning both columns ``s1`` and ``s2`` of ``Z``, ``s1``
+    alone and ``s2`` alone (a pair merges into a triple when all three are positive)."""
+    n_pq = n_p = n_q = 0
+    for r in range(Z.shape[0]):
+        p, q = Z[r, s1] != 0, Z[r, s2] != 0
+        if p and q:
+            n_pq += 1
+        elif p:
+            n_p += 1
+        elif q:
+            n_q += 1
+    return n_pq, n_p, n_q
+
+
+@numba.njit(cache=True)
+def unmerge_columns(Z, out, s1, s2, s3):
+    """Write into ``out`` (a copy of ``Z``) the pair a merged triple ``(s1, s2, s3)`` of ``Z``
+    stands for: ``z_s1 = F ∧ ¬v``, ``z_s2 = F ∧ ¬u``, ``s3`` emptied."""
+    for r in range(Z.shape[0]):
+        f, u, v = Z[r, s1] != 0, Z[r, s2] != 0, Z[r, s3] != 0
+        out[r, s1] = 1 if (f and not v) else 0
+        out[r, s2] = 1 if (f and not u) else 0
+        out[r, s3] = 0
+
+
+@numba.njit(cache=True)
+def merge_columns(Z, out, s1, s2, s3):
+    """Write into ``out`` (a copy of ``Z``) the merged triple of the pair ``(s1, s2)`` of
+    ``Z`` with the empty slot ``s3``: ``z_s1 = p ∨ q``, ``z_s2 = p ∧ ¬q``, ``z_s3 = q ∧ ¬p``
+    (the inverse of :func:`unmerge_columns`)."""
+    for r in range(Z.shape[0]):
+        p, q = Z[r, s1] != 0, Z[r, s2] != 0
+        out[r, s1] = 1 if (p or q) else 0
+        out[r, s2] = 1 if (p and not q) else 0
+        out[r, s3] = 1 if (q and not p) else 0
+
+
+@numba.njit(cache=True)
 def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
     """``n_proposals`` Metropolis–Hastings moves between a pair of overlapping features and
     the *merged triple* that represents the same fits with one feature more.
@@ -168,24 +230,11 @@ def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
                 continue
             a, b, c = ordered_triple(rng, k)
             s1, s2, s3 = act[a], act[b], act[c]
-            ok = True
-            rest = False
-            for r in range(n):
-                f, u, v = Z[r, s1] != 0, Z[r, s2] != 0, Z[r, s3] != 0
-                if (u and not f) or (v and not f) or (u and v):
-                    ok = False
-                    break
-                if f and not u and not v:
-                    rest = True
-            if not ok or not rest:
+            if not is_merged_triple(Z, s1, s2, s3, 0.0):
                 continue
             Z2[:, :] = Z
             m2 = m.copy()
-            for r in range(n):
-                f, u, v = Z[r, s1] != 0, Z[r, s2] != 0, Z[r, s3] != 0
-                Z2[r, s1] = 1 if (f and not v) else 0
-                Z2[r, s2] = 1 if (f and not u) else 0
-                Z2[r, s3] = 0
+            unmerge_columns(Z, Z2, s1, s2, s3)
             m2[s1] = 0
             m2[s2] = 0
             for r in range(n):
@@ -206,24 +255,12 @@ def pair_triple_moves(rng, Z, X, m, noise, alpha, beta, n_proposals, trXX):
                         s3 = t
                         break
                     e -= 1
-            n_pq = n_p = n_q = 0
-            for r in range(n):
-                p, q = Z[r, s1] != 0, Z[r, s2] != 0
-                if p and q:
-                    n_pq += 1
-                elif p:
-                    n_p += 1
-                elif q:
-                    n_q += 1
+            n_pq, n_p, n_q = pair_overlap(Z, s1, s2)
             if n_pq == 0 or n_p == 0 or n_q == 0:
                 continue
             Z2[:, :] = Z
             m2 = m.copy()
-            for r in range(n):
-                p, q = Z[r, s1] != 0, Z[r, s2] != 0
-                Z2[r, s1] = 1 if (p or q) else 0
-                Z2[r, s2] = 1 if (p and not q) else 0
-                Z2[r, s3] = 1 if (q and not p) else 0
+            merge_columns(Z, Z2, s1, s2, s3)
             m2[s1] = n_pq + n_p + n_q
             m2[s2] = n_p
             m2[s3] = n_q

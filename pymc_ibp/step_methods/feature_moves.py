@@ -72,6 +72,7 @@ from pymc_ibp._numba_utils import ordered_pair as _ordered_pair
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.matching.rows import perturbed_point
+from pymc_ibp.step_methods.feature_folds import FoldMove
 from pymc_ibp.step_methods.feature_triples import PairTripleMove
 
 __all__ = ["FeatureParameterMoves"]
@@ -99,6 +100,7 @@ class FeatureParameterMoves:
     def __init__(self, moves, model, a_rv, compile_kwargs, max_rows=1):
         self.moves = moves
         self.rows = moves.rows
+        self.folds = FoldMove(self)
         self.triples = PairTripleMove(self)
         self.max_rows = int(max_rows)
         self.a_rv = a_rv
@@ -119,7 +121,7 @@ class FeatureParameterMoves:
         """Forget the cached prior approximations (the hyperparameters may have changed)."""
         self._q0 = {}
 
-    def _prior_laplace(self, trial, Z, k):
+    def prior_laplace(self, trial, Z, k):
         """``q_0`` of slot ``k``: the Laplace approximation with column ``k`` of ``Z`` empty,
         where the likelihood does not reach ``A_k``; it depends only on ``A``'s prior, so it
         is computed once per sweep."""
@@ -230,12 +232,12 @@ class FeatureParameterMoves:
                     mean, _ = self.laplace(trial, Z, int(k))
                 except FloatingPointError:
                     continue
-                trial = self._rows(trial, {int(k): mean})
+                trial = self.with_rows(trial, {int(k): mean})
         new = dict(point)
         new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
         if (surrogate_features is not None
                 and surrogate_features.shape == np.shape(point[a_name])):
-            other = self._rows(dict(new), {int(k): surrogate_features[k] for k in active})
+            other = self.with_rows(dict(new), {int(k): surrogate_features[k] for k in active})
             if np.sum(self.rows(other)) > np.sum(self.rows(new)):
                 new[a_name] = np.asarray(other[a_name], dtype=point[a_name].dtype)
         return new
@@ -272,7 +274,7 @@ class FeatureParameterMoves:
         return a0
 
     @staticmethod
-    def _log_q(x, mean, prec):
+    def log_q(x, mean, prec):
         return float(np.sum(0.5 * np.log(prec / (2.0 * math.pi)) - 0.5 * prec * (x - mean) ** 2))
 
     # ---- the move ----------------------------------------------------------------------
@@ -358,7 +360,7 @@ class FeatureParameterMoves:
             probs, ll_without = self._group_probs(trial, dead, k, anchor)
             log_group = self._log_p_group(probs, rows, anchor)
         q1 = self.laplace(trial, Z, k)
-        mean0, prec0 = self._prior_laplace(trial, dead, k)
+        mean0, prec0 = self.prior_laplace(trial, dead, k)
         a_old = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
         a_cur = np.array(trial[self.a_name], dtype=float)[k]
         reverse = {**trial, self.a_name: self._with_row(trial, k, a_old)}
@@ -380,7 +382,7 @@ class FeatureParameterMoves:
         step = self.moves
         n = Z.shape[0]
         a_old = np.array(trial[self.a_name], dtype=float)[k]
-        mean0, prec0 = q0 if q0 is not None else self._prior_laplace(trial, Z, k)
+        mean0, prec0 = q0 if q0 is not None else self.prior_laplace(trial, Z, k)
         after = {**trial, self.a_name: self._with_row(trial, k, a_new)}
         if ll0 is None:  # the log-likelihood before the birth (column k of Z empty)
             ll0 = float(np.sum(self.rows.at(dict(trial), Z)))
@@ -392,7 +394,7 @@ class FeatureParameterMoves:
         size = int(counts[k])
         return (step.log_prior(born, alpha, beta) - step.log_prior(Z, alpha, beta)
                 + ll1 - ll0 + p1 - p0
-                + self._log_q(a_old, mean0, prec0) - self._log_q(a_new, *q1)
+                + self.log_q(a_old, mean0, prec0) - self.log_q(a_new, *q1)
                 + math.log(n_empty) + math.log(n) - log_group
                 - math.log(n_small) - math.log(size))
 
@@ -447,7 +449,7 @@ class FeatureParameterMoves:
         if rng.random() < 0.5:  # ---- split
             if kp == 0 or kp == k_max:
                 return 0, Z
-            c, t = self._column_and_slot(rng, m, act)
+            c, t = self.column_and_slot(rng, m, act)
             rows = np.flatnonzero(Z[:, c])
             if rows.size < 2:
                 return 0, Z  # no merge leads to a feature with one row alone
@@ -461,15 +463,15 @@ class FeatureParameterMoves:
             split = Z.copy()
             split[rows, c] = (opt[rows] != 1).astype(Z.dtype)
             split[rows, t] = (opt[rows] != 0).astype(Z.dtype)
-            mean_c, prec_c = self.laplace(self._rows(trial, {t: seeds[1]}), split, c)
+            mean_c, prec_c = self.laplace(self.with_rows(trial, {t: seeds[1]}), split, c)
             new_c = mean_c + rng.standard_normal(mean_c.shape) / np.sqrt(prec_c)
-            mean_t, prec_t = self.laplace(self._rows(trial, {c: new_c}), split, t)
+            mean_t, prec_t = self.laplace(self.with_rows(trial, {c: new_c}), split, t)
             new_t = mean_t + rng.standard_normal(mean_t.shape) / np.sqrt(prec_t)
             log_r = self._split_log_ratio(
                 trial, Z, split, c, t, a, b, seeds, logp, (a_cur[c], a_cur[t]),
                 (new_c, new_t), ((mean_c, prec_c), (mean_t, prec_t)), alpha, beta)
             if math.log(rng.random()) < log_r:
-                trial[self.a_name] = self._rows(trial, {c: new_c, t: new_t})[self.a_name]
+                trial[self.a_name] = self.with_rows(trial, {c: new_c, t: new_t})[self.a_name]
                 return 1, split
             return 0, Z
         if kp < 2:  # ---- merge
@@ -486,121 +488,31 @@ class FeatureParameterMoves:
         merged[:, c] = Z[:, c] | Z[:, t]
         merged[:, t] = 0
         seeds, logp = self._allocation(trial, merged, c, t, a, b)
-        mean_c, prec_c = self.laplace(self._rows(trial, {t: seeds[1]}), Z, c)
-        mean_t, prec_t = self.laplace(self._rows(trial, {c: a_cur[c]}), Z, t)
+        mean_c, prec_c = self.laplace(self.with_rows(trial, {t: seeds[1]}), Z, c)
+        mean_t, prec_t = self.laplace(self.with_rows(trial, {c: a_cur[c]}), Z, t)
         mean_u, prec_u = self.laplace(trial, merged, c)
         new_c = mean_u + rng.standard_normal(mean_u.shape) / np.sqrt(prec_u)
-        mean0, prec0 = self._prior_laplace(trial, merged, t)
+        mean0, prec0 = self.prior_laplace(trial, merged, t)
         new_t = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
         log_r = self._split_log_ratio(
             trial, merged, Z, c, t, a, b, seeds, logp, (new_c, new_t), (a_cur[c], a_cur[t]),
             ((mean_c, prec_c), (mean_t, prec_t)), alpha, beta,
             reverse=((mean_u, prec_u), (mean0, prec0)))
         if math.log(rng.random()) < -log_r:
-            trial[self.a_name] = self._rows(trial, {c: new_c, t: new_t})[self.a_name]
+            trial[self.a_name] = self.with_rows(trial, {c: new_c, t: new_t})[self.a_name]
             return 1, merged
         return 0, Z
 
-    # ---- fold / unfold of a duplicated feature ---------------------------------------------
+    # ---- moves in their own objects ------------------------------------------------------
     def fold(self, rng, Z, trial, alpha, beta, seen=None):
-        r"""One fold or unfold proposal of a feature with its parameters; returns
-        ``(accepted, Z)`` (on acceptance ``trial[A]`` holds the new parameters, a new array).
-        ``seen``: the rows the likelihood sees at ``trial``
-        (:meth:`pymc_ibp.matching.rows.RowLikelihood.rows_seen`; ``None``: every row).
-
-        The split–merge of :meth:`split_merge` never merges two columns with the same owners
-        (its anchors need a row owning each alone), yet under a location ``Z @ A`` such a
-        pair is one feature with its parameters shared out, ``A_c + A_t``.  "The same owners"
-        counts only the rows the likelihood sees: with ``Z = M[c]`` (the DP-IBP) the rows of
-        ``M`` of categories without observations are free, drawn from their prior, and would
-        almost never agree.  *Fold* (probability ½): an ordered pair ``(c, t)`` of active
-        columns (among ``K_+ (K_+ - 1)``); unless they have the same owners among the seen
-        rows, a null move; else ``t`` is emptied (every row), ``A_c' = A_c + A_t`` and
-        ``A_t' \sim q_0`` (the Laplace approximation of the prior).  *Unfold* (the
-        reverse): an active column ``c`` (among ``K_+``) and an empty slot ``t`` (among
-        ``E``); ``t`` takes ``c``'s owners among the seen rows and each of the ``U`` unseen
-        rows with probability ½ (a null move if ``t`` stays empty), ``A_t' = u`` and
-        ``A_c' = A_c - u`` with ``u \sim \mathcal N(A_c / 2, 1 / (2 p_0))``, the conditional
-        of one of two draws of ``q_0`` (precision ``p_0``) given their sum.  The map
-        ``(A_c, A_t, u) \to (A_c - u, u, A_t)`` has unit Jacobian, so an unfold is accepted
-        with
-
-        .. math:: \min\Big\{1, \frac{P(Z')\,p(X\mid Z', A')\,p(A_c')\,p(A_t')}
-            {P(Z)\,p(X\mid Z, A)\,p(A_c)\,p(A_t)}\,
-            \frac{E\,2^U\,q_0(A_t)}{(K_+ + 1)\,q_u(u)}\Big\}
-
-        (``K_+``, ``E`` before it; ``P`` the prior of ``Z`` over every row), a fold with the
-        reciprocal (Green 1995).
-        """
-        try:
-            return self._fold(rng, Z, trial, alpha, beta, seen)
-        except FloatingPointError:
-            return 0, Z
-
-    def _fold(self, rng, Z, trial, alpha, beta, seen):
-        k_max = Z.shape[1]
-        m = Z.sum(axis=0).astype(np.int64)
-        act = np.flatnonzero(m > 0)
-        kp = act.size
-        a_cur = np.array(trial[self.a_name], dtype=float)
-        unseen = (np.zeros(0, dtype=np.int64) if seen is None
-                  else np.setdiff1d(np.arange(Z.shape[0]), seen))
-        seen = slice(None) if seen is None else seen
-        log_unseen = unseen.size * math.log(2.0)  # -log q of t's entries on the unseen rows
-        if rng.random() < 0.5:  # ---- unfold
-            if kp == 0 or kp == k_max:
-                return 0, Z
-            c, t = self._column_and_slot(rng, m, act)
-            mean0, prec0 = self._prior_laplace(trial, Z, t)
-            u = a_cur[c] / 2.0 + rng.standard_normal(a_cur[c].shape) / np.sqrt(2.0 * prec0)
-            split = Z.copy()
-            split[seen, t] = Z[seen, c]
-            if unseen.size:
-                split[unseen, t] = rng.random(unseen.size) < 0.5
-            if not split[:, t].any():
-                return 0, Z  # no fold leads here
-            log_r = self._unfold_log_ratio(trial, Z, split, c, t, (a_cur[c], a_cur[t]),
-                                           (a_cur[c] - u, u), (mean0, prec0), kp, alpha, beta)
-            if math.log(rng.random()) < log_r + log_unseen:
-                trial[self.a_name] = self._rows(trial, {c: a_cur[c] - u, t: u})[self.a_name]
-                return 1, split
-            return 0, Z
-        if kp < 2:  # ---- fold
-            return 0, Z
-        i, j = ordered_pair(rng, kp)
-        c, t = int(act[i]), int(act[j])
-        if not np.array_equal(Z[seen, c], Z[seen, t]):
-            return 0, Z
-        merged = Z.copy()
-        merged[:, t] = 0
-        mean0, prec0 = self._prior_laplace(trial, merged, t)
-        new_t = mean0 + rng.standard_normal(mean0.shape) / np.sqrt(prec0)
-        total = a_cur[c] + a_cur[t]
-        log_r = self._unfold_log_ratio(trial, merged, Z, c, t, (total, new_t),
-                                       (a_cur[c], a_cur[t]), (mean0, prec0), kp - 1, alpha,
-                                       beta)
-        if math.log(rng.random()) < -(log_r + log_unseen):
-            trial[self.a_name] = self._rows(trial, {c: total, t: new_t})[self.a_name]
-            return 1, merged
-        return 0, Z
+        """One fold or unfold proposal (:meth:`FoldMove.propose
+        <pymc_ibp.step_methods.feature_folds.FoldMove.propose>`): ``(accepted, Z)``."""
+        return self.folds.propose(rng, Z, trial, alpha, beta, seen)
 
     def pair_triple(self, rng, Z, trial, alpha, beta):
-        """One merge or unmerge proposal (:meth:`PairTripleMove.propose`): ``(accepted, Z)``."""
+        """One merge or unmerge proposal (:meth:`PairTripleMove.propose
+        <pymc_ibp.step_methods.feature_triples.PairTripleMove.propose>`): ``(accepted, Z)``."""
         return self.triples.propose(rng, Z, trial, alpha, beta)
-
-    def _unfold_log_ratio(self, trial, merged, split, c, t, a_merged, a_split, q0, kp, alpha,
-                          beta):
-        """Log acceptance ratio of the unfold ``(merged, A_c, A_t = a_merged) -> (split,
-        a_split)`` of column ``c`` into ``c`` and the empty slot ``t`` (``kp`` active columns
-        before it; ``q0`` the prior's Laplace approximation of a row)."""
-        k_max = merged.shape[1]
-        mean0, prec0 = q0
-        u = a_split[1]
-        return (self._target_log_ratio(trial, merged, split, c, t, a_merged, a_split, alpha,
-                                       beta)
-                + math.log(k_max - kp) - math.log(kp + 1)
-                + self._log_q(a_merged[1], mean0, prec0)
-                - self._log_q(u, a_merged[0] / 2.0, 2.0 * prec0))
 
     def _allocation(self, trial, merged, c, t, a, b):
         """The seeds ``(s_c, s_t)`` (Laplace means of a feature fitted to row ``a`` alone and
@@ -615,7 +527,7 @@ class FeatureParameterMoves:
         alone[a, c] = 0
         alone[b, t] = 1
         s_t, _ = self.laplace(trial, alone, t)
-        ll = self.moves.split_option_ll(self._rows(trial, {c: s_c, t: s_t}), merged, c, t,
+        ll = self.moves.split_option_ll(self.with_rows(trial, {c: s_c, t: s_t}), merged, c, t,
                                         merged[:, c] == 1)
         if not np.all(np.isfinite(ll[:, merged[:, c] == 1])):
             raise FloatingPointError("non-finite likelihood of a split allocation")
@@ -637,38 +549,38 @@ class FeatureParameterMoves:
         n_c = int(np.sum((split[:, c] == 1) & (split[:, t] == 0)))
         n_t = int(np.sum((split[:, t] == 1) & (split[:, c] == 0)))
         if reverse is None:
-            reverse = (self.laplace(trial, merged, c), self._prior_laplace(trial, merged, t))
+            reverse = (self.laplace(trial, merged, c), self.prior_laplace(trial, merged, t))
         (mean_u, prec_u), (mean0, prec0) = reverse
         (mean_c, prec_c), (mean_t, prec_t) = fits
-        return (self._target_log_ratio(trial, merged, split, c, t, a_merged, a_split, alpha,
+        return (self.target_log_ratio(trial, merged, split, c, t, a_merged, a_split, alpha,
                                        beta)
                 + math.log(k_max - kp) + math.log(rows.size) + math.log(rows.size - 1)
                 - math.log(kp + 1) - math.log(n_c) - math.log(n_t)
-                + self._log_q(a_merged[0], mean_u, prec_u)
-                + self._log_q(a_merged[1], mean0, prec0)
-                - log_alloc - self._log_q(a_split[0], mean_c, prec_c)
-                - self._log_q(a_split[1], mean_t, prec_t))
+                + self.log_q(a_merged[0], mean_u, prec_u)
+                + self.log_q(a_merged[1], mean0, prec0)
+                - log_alloc - self.log_q(a_split[0], mean_c, prec_c)
+                - self.log_q(a_split[1], mean_t, prec_t))
 
     @staticmethod
-    def _column_and_slot(rng, m, act):
+    def column_and_slot(rng, m, act):
         """An active column and an empty slot, uniformly (the start of a split or an
         unfold)."""
         c = int(act[int(rng.random() * act.size)])
         empty = np.flatnonzero(m == 0)
         return c, int(empty[int(rng.random() * empty.size)])
 
-    def _target_log_ratio(self, trial, merged, split, c, t, a_merged, a_split, alpha, beta):
+    def target_log_ratio(self, trial, merged, split, c, t, a_merged, a_split, alpha, beta):
         """``log p(Z', A' | X) - log p(Z, A | X)`` (up to the evidence) of a move from
         ``(merged, A_c, A_t = a_merged)`` to ``(split, a_split)``, only columns ``c`` and
         ``t`` and their rows of ``A`` changed."""
-        return self._joint_log_ratio(trial, merged, {c: a_merged[0], t: a_merged[1]}, split,
+        return self.joint_log_ratio(trial, merged, {c: a_merged[0], t: a_merged[1]}, split,
                                      {c: a_split[0], t: a_split[1]}, alpha, beta)
 
-    def _joint_log_ratio(self, trial, Z0, rows0, Z1, rows1, alpha, beta):
+    def joint_log_ratio(self, trial, Z0, rows0, Z1, rows1, alpha, beta):
         """``log p(Z1, A1 | X) - log p(Z0, A0 | X)`` (up to the evidence), ``A0`` and ``A1``
         ``trial[A]`` with the rows ``rows0`` and ``rows1`` (the same slots) replaced."""
-        before = self._rows(trial, rows0)
-        after = self._rows(trial, rows1)
+        before = self.with_rows(trial, rows0)
+        after = self.with_rows(trial, rows1)
         ll0 = float(np.sum(self.rows.at(dict(before), Z0)))
         ll1 = float(np.sum(self.rows.at(dict(after), Z1)))
         p0 = np.asarray(self._prior(before))
@@ -677,7 +589,7 @@ class FeatureParameterMoves:
         return (self.moves.log_prior(Z1, alpha, beta) - self.moves.log_prior(Z0, alpha, beta)
                 + ll1 - ll0 + float(np.sum(p1[slots]) - np.sum(p0[slots])))
 
-    def _rows(self, trial, rows):
+    def with_rows(self, trial, rows):
         """``trial`` with the given rows of ``A`` replaced (a new dict and array)."""
         a = np.array(trial[self.a_name], copy=True)
         for k, row in rows.items():

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from pymc_ibp import kernels
 from pymc_ibp._numba_utils import ordered_pair as _ordered_pair
 from pymc_ibp._numba_utils import ordered_triple as _ordered_triple
 
@@ -76,22 +77,19 @@ class PairTripleMove:
             if kp < 3:
                 return 0, Z
             s1, s2, s3 = (int(act[i]) for i in _ordered_triple.py_func(rng, kp))
-            f, u, v = Z[:, s1] != 0, Z[:, s2] != 0, Z[:, s3] != 0
-            if np.any(u & ~f) or np.any(v & ~f) or np.any(u & v) or not np.any(f & ~u & ~v):
+            if not kernels.is_merged_triple(Z, s1, s2, s3, 0.0):
                 return 0, Z
             pair = Z.copy()
-            pair[:, s1] = f & ~v
-            pair[:, s2] = f & ~u
-            pair[:, s3] = 0
+            kernels.unmerge_columns(Z, pair, s1, s2, s3)
             a_p, a_q = a_cur[s1] + a_cur[s2], a_cur[s1] + a_cur[s3]
-            q0 = self.f._prior_laplace(trial, pair, s3)
+            q0 = self.f.prior_laplace(trial, pair, s3)
             a_e = q0[0] + rng.standard_normal(q0[0].shape) / np.sqrt(q0[1])
             log_r = self._merge_log_ratio(trial, pair, Z, (s1, s2, s3), (a_p, a_q, a_e),
                                           (a_cur[s1], a_cur[s2], a_cur[s3]), q0,
                                           self._both_laplace(trial, pair, s1, s2, s3), kp - 1,
                                           alpha, beta)
             if math.log(rng.random()) < -log_r:
-                trial[self.f.a_name] = self.f._rows(trial, {s1: a_p, s2: a_q, s3: a_e})[
+                trial[self.f.a_name] = self.f.with_rows(trial, {s1: a_p, s2: a_q, s3: a_e})[
                     self.f.a_name]
                 return 1, pair
             return 0, Z
@@ -101,21 +99,18 @@ class PairTripleMove:
         s1, s2 = int(act[i]), int(act[j])
         empty = np.flatnonzero(m == 0)
         s3 = int(empty[int(rng.random() * empty.size)])
-        p, q = Z[:, s1] != 0, Z[:, s2] != 0
-        if not (np.any(p & q) and np.any(p & ~q) and np.any(q & ~p)):
+        if not all(kernels.pair_overlap(Z, s1, s2)):
             return 0, Z
         triple = Z.copy()
-        triple[:, s1] = p | q
-        triple[:, s2] = p & ~q
-        triple[:, s3] = q & ~p
+        kernels.merge_columns(Z, triple, s1, s2, s3)
         q_f = self._both_laplace(trial, Z, s1, s2, s3)
         a_f = q_f[0] + rng.standard_normal(q_f[0].shape) / np.sqrt(q_f[1])
         a_p, a_q = a_cur[s1], a_cur[s2]
         log_r = self._merge_log_ratio(trial, Z, triple, (s1, s2, s3), (a_p, a_q, a_cur[s3]),
                                       (a_f, a_p - a_f, a_q - a_f),
-                                      self.f._prior_laplace(trial, Z, s3), q_f, kp, alpha, beta)
+                                      self.f.prior_laplace(trial, Z, s3), q_f, kp, alpha, beta)
         if math.log(rng.random()) < log_r:
-            trial[self.f.a_name] = self.f._rows(trial, {s1: a_f, s2: a_p - a_f, s3: a_q - a_f})[
+            trial[self.f.a_name] = self.f.with_rows(trial, {s1: a_f, s2: a_p - a_f, s3: a_q - a_f})[
                 self.f.a_name]
             return 1, triple
         return 0, Z
@@ -130,15 +125,15 @@ class PairTripleMove:
         both[:, s2] = 0
         both[:, s3] = 0
         zero = np.zeros_like(np.asarray(trial[self.f.a_name], dtype=float)[s1])
-        return self.f.laplace(self.f._rows(trial, {s1: zero, s2: zero, s3: zero}), both, s1)
+        return self.f.laplace(self.f.with_rows(trial, {s1: zero, s2: zero, s3: zero}), both, s1)
 
     def _merge_log_ratio(self, trial, pair, triple, slots, a_pair, a_triple, q0, q_f, kp,
                          alpha, beta):
         """Log acceptance ratio of the merge ``(pair, a_pair) -> (triple, a_triple)`` into the
         empty slot ``slots[2]`` (``kp`` active columns before it; ``q0`` the prior's Laplace
         approximation of that slot's row, ``q_f`` :meth:`_both_laplace`)."""
-        return (self.f._joint_log_ratio(trial, pair, dict(zip(slots, a_pair, strict=True)),
-                                      triple, dict(zip(slots, a_triple, strict=True)), alpha,
+        return (self.f.joint_log_ratio(trial, pair, dict(zip(slots, a_pair, strict=True)),
+                                       triple, dict(zip(slots, a_triple, strict=True)), alpha,
                                       beta)
                 + math.log(pair.shape[1] - kp) - math.log(kp + 1)
-                + self.f._log_q(a_pair[2], *q0) - self.f._log_q(a_triple[0], *q_f))
+                + self.f.log_q(a_pair[2], *q0) - self.f.log_q(a_triple[0], *q_f))

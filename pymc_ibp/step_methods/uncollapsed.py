@@ -67,7 +67,7 @@ def _linear_gaussian_spec(model, z_rv):
     try:
         spec = find_linear_gaussian(model, z_rv)
     except ModelPatternError as err:
-        reason = str(err).split(" Needed pattern:")[0]
+        reason = err.reason
         logit = ""
         if any(isinstance(rv.owner.op, BernoulliRV) for rv in model.observed_RVs
                if z_rv in set(ancestors([rv]))):
@@ -75,8 +75,7 @@ def _linear_gaussian_spec(model, z_rv):
                 find_bernoulli_logit(model, z_rv)
                 logit = "; PolyaGammaGibbs would apply"
             except ModelPatternError as why:
-                logit = ("; PolyaGammaGibbs does not apply: "
-                         + str(why).split(" Needed pattern:")[0])
+                logit = f"; PolyaGammaGibbs does not apply: {why.reason}"
         _log.info(f"IBPGibbs for {z_rv.name!r} (uncollapsed; AcceleratedGibbs does not "
                   f"apply: {reason}{logit})")
         return None
@@ -128,10 +127,12 @@ def _move_counts(applies, **counts):
 
 @dataclass_state
 class IBPGibbsState(StepMethodState):
-    """``rng``, whether the truncation warning was given in this chain and whether the chain
-    has made its first move (the start search, if any, comes before it)."""
+    """``rng``, whether the truncation warning was given in this chain (and the ``K_max`` its
+    probe suggested) and whether the chain has made its first move (the start search, if any,
+    comes before it)."""
 
     warned: bool
+    suggested: int
     started: bool
 
 
@@ -167,10 +168,9 @@ class IBPGibbs(BlockedStep):
         The binary matrix (a ``pmi.IBP`` or a 2-D ``pm.Bernoulli``).
     model, rng, initial_point, compile_kwargs, blocked
         As for PyMC's steps.
-    split_merge : int
-        Split–merge proposals on ``Z`` per sweep (``pmi.IBP`` only; default 5); see the docs page.
-    combination_moves : int
-        Dissolve / compose proposals per sweep (``pmi.IBP`` only; default 5); see the docs page.
+    split_merge, combination_moves : int
+        Split–merge and dissolve / compose proposals on ``Z`` per sweep (``pmi.IBP`` only;
+        default 5 each); see the docs page.
     factorise : bool, optional
         Whether the likelihood factorises over the rows of ``Z`` (default ``None``: checked;
         if not, entry-wise updates); see the docs page.
@@ -179,16 +179,11 @@ class IBPGibbs(BlockedStep):
         ``None``: on where one exists); see the docs page.
     turn_on_moves : int
         Passes of turn-on / turn-off moves with the block moves (default 1); see the docs page.
-    feature_moves : int
-        Birth / death proposals of a feature with its parameters (default 3); see the docs page.
-    feature_rows : int
-        The most rows of a feature those births and deaths make (default 10); see the docs page.
-    feature_split_merge : int
-        Split / merge proposals of features with their parameters, each followed by a fold /
-        unfold proposal of a duplicated feature (default 3); see the docs page.
-    feature_triples : int
-        Merge / unmerge proposals of two overlapping features and the triple that fits the
-        same, with their parameters (default 0: off); see the docs page.
+    feature_moves, feature_rows, feature_split_merge, feature_triples : int
+        Per sweep, birth / death proposals of a feature with its parameters (default 3, each
+        of at most ``feature_rows`` = 10 rows), split / merge proposals each followed by a
+        fold / unfold of a duplicated feature (default 3), and merge / unmerge proposals of
+        two overlapping features and their merged triple (default 0: off); see the docs page.
     feature_params : bool, optional
         Whether to look for the features' parameter matrix ``A`` (default ``None``: look;
         ``True``: raise if it is missing; ``False``: no feature moves); see the docs page.
@@ -213,9 +208,6 @@ class IBPGibbs(BlockedStep):
 
     M. A. Tanner and W. H. Wong (1987). The calculation of posterior distributions by data
     augmentation. *Journal of the American Statistical Association* 82(398), 528-540.
-
-    D. A. van Dyk and T. Park (2008). Partially collapsed Gibbs samplers: theory and methods.
-    *Journal of the American Statistical Association* 103(482), 790-796.
     """
 
     name = "ibp_gibbs"
@@ -227,6 +219,7 @@ class IBPGibbs(BlockedStep):
         "ibp_log_lik": (np.float64, []),
         "ibp_model_logp": (np.float64, []),
         "ibp_kmax_hit": (bool, []),
+        "ibp_kmax_suggested": (np.int64, []),
         **{f"ibp_{kind}_accepted": (np.int64, []) for kind in _MOVE_KINDS},
     }
 
@@ -372,6 +365,7 @@ class IBPGibbs(BlockedStep):
         self._start_check = StartCheck(model, z_rv, "IBPGibbs")
         self.rng = get_random_generator(rng)
         self.warned = self.started = False
+        self.suggested = 0
 
     @interrupt_safe  # the column kernels take the step's Generator (see _numba_utils)
     def step(self, point):
@@ -493,7 +487,8 @@ class IBPGibbs(BlockedStep):
         n_active = self._k_plus(Z, seen, n_active)
         if hit and self.is_ibp and not self.warned:
             self.warned = True
-            warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_knob)
+            warn_slots_in_use("IBPGibbs", self.z_name, self.k_max, self._slot_knob,
+                              advice=self._k_max_advice(Z, alpha, beta))
         new = dict(point)
         new[self.z_name] = Z
         if block_acc or turn_acc:
@@ -504,7 +499,7 @@ class IBPGibbs(BlockedStep):
             new[a_name] = np.asarray(trial[a_name], dtype=point[a_name].dtype)
         counts = (sm_acc, cm_acc, block_acc, turn_acc, fm_acc, fsm_acc, fold_acc, triple_acc)
         stats_ = {"ibp_n_active": n_active, "ibp_flips": int(flips), "ibp_log_lik": loglik,
-                  "ibp_kmax_hit": bool(hit),
+                  "ibp_kmax_hit": bool(hit), "ibp_kmax_suggested": self.suggested,
                   **{f"ibp_{kind}_accepted": int(c) for kind, c in zip(_MOVE_KINDS, counts,
                                                                         strict=True)}}
         return new, self._stats(stats_, new)
@@ -584,7 +579,8 @@ class IBPGibbs(BlockedStep):
         # no move was made: every "accepted" counter the class declares is 0
         stats_ = {k: 0 for k in type(self).stats_dtypes_shapes if k.endswith("_accepted")}
         loglik = float(self._total_ll(new) if self.joint else np.sum(self.rows(new)))
-        stats_.update(ibp_n_active=n_active, ibp_flips=0, ibp_log_lik=loglik, ibp_kmax_hit=hit)
+        stats_.update(ibp_n_active=n_active, ibp_flips=0, ibp_log_lik=loglik, ibp_kmax_hit=hit,
+                      ibp_kmax_suggested=self.suggested)
         return self._stats(stats_, new)
 
     def _stats(self, stats_, new):
@@ -624,6 +620,17 @@ class IBPGibbs(BlockedStep):
                     m[k] += new - old
                     n_active = others + (1 if m[k] > 0 else 0)
         return flips, n_active, phi
+
+    def _k_max_advice(self, Z, alpha, beta):
+        """The ``K_max`` to suggest where the slots bind: the surrogate's probe from ``Z``
+        (:meth:`~pymc_ibp.init.surrogate.SurrogateStart.probe_k_max`, with a generator
+        spawned from the chain's, whose draws it leaves as they are); ``None`` (twice
+        ``K_max``) without a surrogate."""
+        if self.surrogate is None:
+            return None
+        probe = self.surrogate.probe_k_max(self.rng.spawn(1)[0], Z, alpha, beta)
+        self.suggested = probe.suggested
+        return probe.advice()
 
     @staticmethod
     def _k_plus(Z, seen, n_active):
@@ -707,6 +714,7 @@ class IBPGibbs(BlockedStep):
     def setup_chain(self, rng, tune, draws):
         super().setup_chain(rng, tune, draws)
         self.warned = self.started = False
+        self.suggested = 0
 
     def reset_tuning(self):
         pass

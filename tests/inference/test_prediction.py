@@ -259,3 +259,55 @@ def test_held_out_rows_of_a_dp_ibp_sum_over_the_new_rows_category(likelihood):
         np.testing.assert_allclose(got[0], np.broadcast_to(exact, (2, 2)), rtol=1e-10)
     with pytest.raises(pmi.ModelPatternError, match="does not draw new rows of a DP-IBP"):
         pmi.predict_rows(idata, model, n_new=1)
+
+
+@pytest.mark.parametrize("kind", ["ibp_ibp", "noisy_or"])
+def test_held_out_rows_of_an_ibp_ibp_sum_over_the_new_rows_categories(kind):
+    """An IBP-IBP (Z = 1[C M > 0]) and a noisy-or IBP-IBP (P(z_k = 1) = 1 - q^(C M)_k), 2
+    category slots: each draw's value is the sum over the new row's categories c of the ratio
+    of C's IBP pmfs for 4 and 3 rows (a category no fitted row owns included, with the draw's
+    row of M) times the likelihood of z = 1[c M > 0], or of every z given c."""
+    with pm.Model() as model:
+        ac = pm.Gamma("ac", 2.0, 2.0)
+        if kind == "ibp_ibp":
+            Z = pmi.ibp_ibp("Z", ac, 1.0, l_max=2, shape=(3, 2))
+        else:
+            Z = pmi.noisy_or_ibp_ibp("Z", ac, 1.0, pm.Beta("q", 2.0, 2.0), l_max=2,
+                                     shape=(3, 2))
+        A = pm.Normal("A", 0.0, 1.0, shape=(2, 2))
+        pm.Normal("X", Z @ A + pm.Normal("b", 0.0, 1.0, shape=2), 0.6,
+                  observed=np.zeros((3, 2)))
+    M = np.array([[1, 0], [1, 1]], dtype=np.int8)
+    A = np.array([[0.8, -0.4], [-0.3, 0.9]])
+    b = np.array([0.3, -0.2])
+    X = np.array([[0.0, 1.0], [1.2, 0.4]])
+    q = 0.35
+    ibp = pytensor.function([value := pt.lmatrix("c")],
+                            pm.logp(pmi.IBP.dist(1.3, 1.0, shape=(4, 2)), value))
+    cats = all_binary_matrices(1, 2)[:, 0]
+    zs = all_binary_matrices(1, 2)[:, 0]
+    for C in ([[1, 0], [1, 1], [0, 1]], [[1, 0], [1, 0], [0, 0]]):
+        C = np.array(C, dtype=np.int8)
+        data = {"Z_C": C, "Z_M": M, "A": A, "b": b, "ac": 1.3, "q": q,
+                "Z": (C @ M > 0).astype(np.int8)}
+        idata = xr.DataTree.from_dict({"posterior": xr.Dataset(
+            {k: (("chain", "draw", *[f"{k}_{i}" for i in range(np.ndim(v))]),
+                 np.broadcast_to(v, (1, 2, *np.shape(v))).copy()) for k, v in data.items()})})
+        got = pmi.log_predictive_rows(idata, model, X)
+        lp = np.array([ibp(np.vstack([C, c]).astype(np.int64)) for c in cats])
+        lp -= special.logsumexp(lp)
+        # log P(z | c) for every (c, z)
+        if kind == "ibp_ibp":
+            log_pz = np.where((zs[None, :, :] == (cats @ M > 0)[:, None, :]).all(axis=2),
+                              0.0, -np.inf)
+        else:
+            p = 1.0 - q ** (cats @ M)
+            with np.errstate(divide="ignore"):
+                log_pz = np.where(zs[None] == 1, np.log(p[:, None]),
+                                  np.log1p(-p[:, None])).sum(axis=2)
+        ll = np.array([stats.norm.logpdf(x, zs @ A + b, 0.6).sum(axis=1) for x in X])
+        exact = special.logsumexp(lp[None, :, None] + log_pz[None] + ll[:, None, :],
+                                  axis=(1, 2))
+        np.testing.assert_allclose(got[0], np.broadcast_to(exact, (2, 2)), rtol=1e-10)
+    with pytest.raises(pmi.ModelPatternError, match="does not draw new rows of a DP-IBP"):
+        pmi.predict_rows(idata, model, n_new=1)
