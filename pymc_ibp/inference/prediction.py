@@ -25,6 +25,7 @@ from pymc_ibp.kernels.prediction import (
     new_row_patterns,
     predictive_rows,
     row_log_predictive,
+    subset_bits,
 )
 from pymc_ibp.matching.correlated import match_correlated
 from pymc_ibp.matching.graph import observed_data, same_for_every_row
@@ -227,7 +228,7 @@ class _NewRows:
                     f"scoring held-out rows of a noisy-or IBP-IBP sums over 2^{on.size} "
                     f"feature sets of a new row (at most {MAX_PATTERNS}). Hold out entries "
                     "instead (pmi.compare_models(holdout='entries')).")
-            bits = ((np.arange(2**on.size)[:, None] >> np.arange(on.size)) & 1)
+            bits = subset_bits(on.size).astype(np.int64)
             p = np.clip(z[:, on], 0.0, 1.0)
             with np.errstate(divide="ignore"):  # log 0 as a finite floor: 0 x floor is 0
                 lp1, lp0 = (np.maximum(np.log(v), _LOG_ZERO) for v in (p, 1.0 - p))

@@ -262,13 +262,20 @@ class SurrogateStart:
                 b = self._offset(rng, Z, A, sx)
         X, noise = self._blocks(sx, sa, b)  # at the scales and offset of the last updates
         trXX = kernels.block_sq_norms(X, noise)
-        unmerged = unmerge_triples(Z, lambda z: kernels.log_joint_of(
-            z, X, noise, None, self.mode.alpha, self.mode.beta, trXX)[0])
+        joints = {}  # Z's bytes -> its collapsed log joint (the unmerge scores Z first)
+
+        def log_joint(z):
+            key = z.tobytes()
+            if key not in joints:
+                joints[key] = kernels.log_joint_of(z, X, noise, None, self.mode.alpha,
+                                                   self.mode.beta, trXX)[0]
+            return joints[key]
+
+        unmerged = unmerge_triples(Z, log_joint)
         if unmerged is not Z:
             Z = unmerged
             A = kernels.draw_features(rng, Z, X, noise)
-        score = kernels.log_joint_of(Z, X, noise, None, self.mode.alpha, self.mode.beta,
-                                     trXX)[0]
+        score = log_joint(Z)
         if not self.binary:  # the free scales' prior densities (on the scale, not its log)
             score += _halfnormal_log_scale(math.log(sx), SURROGATE_SIGMA_X * self.sx)
             score -= math.log(sx)
@@ -286,6 +293,7 @@ class SurrogateStart:
         if self.has_offset:
             X = X - (X.mean(axis=0) if self.per_column else X.mean())
         X = np.ascontiguousarray(X)
+        Z8 = np.asarray(Z != 0, dtype=np.int8)
         noise = kernels.noise_blocks(self.sx * self.sx, self.sa * self.sa, self.d)
         estimate = None
         if not self.binary:
@@ -294,10 +302,9 @@ class SurrogateStart:
             def estimate(Z_, X_, m_, nz):
                 return self.search.noise_estimate(Z_, X_, m_, nz, v0)
 
-            Z8 = np.asarray(Z != 0, dtype=np.int8)
             noise = estimate(Z8, X, Z8.sum(axis=0).astype(np.int64), noise)
-        return probe_k_max(rng, np.asarray(Z != 0, dtype=np.int8), X, noise, alpha, beta,
-                           sweeps=sweeps, estimate_noise=estimate)
+        return probe_k_max(rng, Z8, X, noise, alpha, beta, sweeps=sweeps,
+                           estimate_noise=estimate)
 
     def _blocks(self, sx, sa, b):
         """``(X, noise)``: the surrogate's data less the offset ``b`` and its noise blocks at

@@ -15,7 +15,13 @@ from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
 from pymc_ibp.exceptions import DataError
 
 __all__ = ["MAX_ENUMERATED", "MAX_PATTERNS", "FittedDraw", "fold_in_rows", "new_row_patterns",
-           "predictive_rows", "row_log_predictive"]
+           "predictive_rows", "row_log_predictive", "subset_bits"]
+
+
+def subset_bits(k):
+    """Every subset of ``k`` items as a row of 0/1 (``2^k x k``, int8; row ``r`` holds the
+    bits of ``r``, lowest first)."""
+    return ((np.arange(2**k)[:, None] >> np.arange(k)[None, :]) & 1).astype(np.int8)
 
 
 class FittedDraw(NamedTuple):
@@ -173,7 +179,7 @@ def new_row_patterns(fit, tail=1e-6):
             f"ones in {free} free slots). Hold out entries instead "
             "(pmi.compare_models(holdout='entries')).")
     p = m[used] / (fit.n + fit.beta)
-    bits = ((np.arange(2**kp)[:, None] >> np.arange(kp)[None, :]) & 1).astype(np.int8)
+    bits = subset_bits(kp)
     with np.errstate(divide="ignore"):  # a feature every fitted row owns (p = 1 at β -> 0)
         log_pz = bits @ np.log(p) + (1 - bits) @ np.log1p(-p)
     news, log_new = [], []
@@ -231,7 +237,7 @@ def row_log_predictive(X, fit, sx2, sa2):
     j = np.arange(free + 1, dtype=np.float64)
     log_pj = _log_new_counts(fit, free)
     p = m[used] / (fit.n + fit.beta)
-    subsets = ((np.arange(2**kp)[:, None] >> np.arange(kp)[None, :]) & 1).astype(np.float64)
+    subsets = subset_bits(kp).astype(np.float64)
     with np.errstate(divide="ignore"):  # a feature every fitted row owns (p = 1 at β -> 0)
         log_pz = subsets @ np.log(p) + (1.0 - subsets) @ np.log1p(-p)
     mean = subsets @ np.asarray(fit.A, dtype=np.float64)[used] + np.asarray(fit.b, float)
