@@ -188,74 +188,139 @@ class _NewRows:
         patterns, log_prior = new_row_patterns(fit)
         return self._mixture(values, X, patterns, log_prior)
 
-    def category_log_predictive(self, values, X, M, c):
-        """``log p(x_r | draw)`` of each row of ``X`` as a new row of a DP-IBP draw (labels
-        ``c``, category-feature matrix ``M``): a category in use with probability
-        ``n_j / (N + α_c)``, each of the ``L_max - K`` free labels with ``α_c / ((L_max - K)
-        (N + α_c))`` (the ratio of the truncated CRP's pmfs; none when every label is in
-        use), and the row's features ``M[label]`` (a free label's row of ``M`` is the draw's,
-        a draw from its prior given the others)."""
-        alpha = float(self._hyper(*values)[0])
-        counts = np.bincount(np.asarray(c, dtype=np.int64), minlength=M.shape[0])
-        free = int((counts == 0).sum())
-        with np.errstate(divide="ignore"):
-            log_w = np.where(counts > 0, np.log(counts),
-                             math.log(alpha) - math.log(max(free, 1)))
-        log_w -= math.log(counts.sum() + (alpha if free else 0.0))
-        return self._mixture(values, X, np.asarray(M, dtype=np.int8), log_w)
+    def row_options(self, values, M, labels):
+        """The new row's choices at one draw of a correlated model (the categories ``labels``
+        of the rows so far, ``c`` or ``C``, and the category-feature matrix ``M``):
+        ``(patterns, cats, p, q, log_w)``, the possible ``z`` (``P x K``), the new row's
+        labels (``cats``: the DP-IBP's label indices, the IBP-IBP's rows of ``C``), and each
+        possible pair ``(patterns[p[t]], cats[q[t]])`` with its log prior ``log p(c) +
+        log P(z | c)``.
 
-    def categories_log_predictive(self, values, X, M, C):
-        """``log p(x_r | draw)`` of each row of ``X`` as a new row of an IBP-IBP or noisy-or
-        draw (category matrix ``C``, category-feature matrix ``M``): the sum over the new
-        row's categories ``c`` (:func:`pymc_ibp.kernels.prediction.new_row_patterns` of
-        ``C``'s IBP, new categories with the draw's rows of ``M``) of their prior times the
-        likelihood of ``z = 1[c M > 0]``, or for the noisy-or of every ``z`` with
-        ``P(z_k = 1 | c) = 1 - q^{(c M)_k}``; the weights of equal ``z`` are pooled."""
-        from scipy.special import logsumexp
-
+        DP-IBP: a label in use with probability ``n_j / (N + α_c)``, each of the ``L_max - K``
+        free labels with ``α_c / ((L_max - K)(N + α_c))`` (the ratio of the truncated CRP's
+        pmfs; none when every label is in use), ``z = M[label]`` (a free label's row of ``M``
+        is the draw's, a draw from its prior given the others).  IBP-IBP and noisy-or: the
+        new row's categories ``c`` from ``C``'s IBP
+        (:func:`pymc_ibp.kernels.prediction.new_row_patterns`, new categories with the draw's
+        rows of ``M``) and ``z = 1[c M > 0]``, or for the noisy-or every ``z`` with
+        ``P(z_k = 1 | c) = 1 - q^{(c M)_k}``."""
+        M = np.asarray(M, dtype=np.int8)
+        if self.categories.kind == "dp_ibp":
+            alpha = float(self._hyper(*values)[0])
+            counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=M.shape[0])
+            free = int((counts == 0).sum())
+            with np.errstate(divide="ignore"):
+                log_w = np.where(counts > 0, np.log(counts),
+                                 math.log(alpha) - math.log(max(free, 1)))
+            log_w -= math.log(counts.sum() + (alpha if free else 0.0))
+            idx = np.arange(M.shape[0])
+            return M, idx, idx, idx, log_w
         alpha, beta = self.hyper(values)
-        C = np.asarray(C)
-        fit = FittedDraw(np.zeros((C.shape[1], 0)), np.zeros(0), C.sum(axis=0), self.n,
+        C = np.asarray(labels)
+        fit = FittedDraw(np.zeros((C.shape[1], 0)), np.zeros(0), C.sum(axis=0), C.shape[0],
                          alpha, beta)
         cats, log_prior = new_row_patterns(fit)
-        z = np.asarray(self._z_of_c(*values, np.asarray(M), cats.astype(C.dtype)), float)
+        cats = cats.astype(C.dtype)
+        z = np.asarray(self._z_of_c(*values, M, cats), float)
         if self.categories.kind == "ibp_ibp":
             patterns, group = np.unique(z.astype(np.int8), axis=0, return_inverse=True)
-        else:  # every z over the features some c can switch on, P(z | c) summed over c
-            on = np.flatnonzero(z.max(axis=0) > 0)
-            if 2**on.size > MAX_PATTERNS:
-                raise DataError(
-                    f"scoring held-out rows of a noisy-or IBP-IBP sums over 2^{on.size} "
-                    f"feature sets of a new row (at most {MAX_PATTERNS}). Hold out entries "
-                    "instead (pmi.compare_models(holdout='entries')).")
-            bits = subset_bits(on.size).astype(np.int64)
-            p = np.clip(z[:, on], 0.0, 1.0)
-            with np.errstate(divide="ignore"):  # log 0 as a finite floor: 0 x floor is 0
-                lp1, lp0 = (np.maximum(np.log(v), _LOG_ZERO) for v in (p, 1.0 - p))
-            log_pz = bits @ lp1.T + (1 - bits) @ lp0.T  # (z patterns, category sets)
-            patterns = np.zeros((bits.shape[0], z.shape[1]), dtype=np.int8)
-            patterns[:, on] = bits
-            log_w = logsumexp(log_pz + log_prior[None, :], axis=1)
-            keep = log_w > _LOG_ZERO / 2  # a z no category set can give is dropped
-            return self._mixture(values, X, patterns[keep], log_w[keep])
-        log_w = np.full(patterns.shape[0], -np.inf)
-        np.logaddexp.at(log_w, group.ravel(), log_prior)
-        return self._mixture(values, X, patterns, log_w)
+            return patterns, cats, group.ravel(), np.arange(len(cats)), log_prior
+        # noisy-or: every z over the features some c can switch on
+        on = np.flatnonzero(z.max(axis=0) > 0)
+        if 2**on.size > MAX_PATTERNS:
+            raise DataError(
+                f"a new row of a noisy-or IBP-IBP has 2^{on.size} possible feature sets (at "
+                f"most {MAX_PATTERNS} are summed over). Hold out entries instead "
+                "(pmi.compare_models(holdout='entries')).")
+        bits = subset_bits(on.size).astype(np.int64)
+        pr = np.clip(z[:, on], 0.0, 1.0)
+        with np.errstate(divide="ignore"):  # log 0 as a finite floor: 0 x floor is 0
+            lp1, lp0 = (np.maximum(np.log(v), _LOG_ZERO) for v in (pr, 1.0 - pr))
+        log_pz = bits @ lp1.T + (1 - bits) @ lp0.T  # (z patterns, category sets)
+        patterns = np.zeros((bits.shape[0], z.shape[1]), dtype=np.int8)
+        patterns[:, on] = bits
+        p, q = np.nonzero(log_pz > _LOG_ZERO / 2)  # the pairs a category set can give
+        return patterns, cats, p, q, log_pz[p, q] + log_prior[q]
 
-    def _mixture(self, values, X, patterns, log_w, chunk=2**18):
-        """``log Σ_p w_p p(x_r | z = patterns[p], draw)`` for each row of ``X``: every row
-        scored at every pattern, at most about ``chunk`` (row, pattern) pairs per call."""
-        from scipy.special import logsumexp
+    def labels_log_predictive(self, values, X, M, labels):
+        """``log p(x_r | draw)`` of each row of ``X`` as a new row of a correlated model's
+        draw: the sum over the new row's choices (:meth:`row_options`) of their prior times
+        the rows' likelihood at ``z``; the weights of equal ``z`` are pooled."""
+        patterns, _, p, _, lw = self.row_options(values, M, labels)
+        log_w = np.full(len(patterns), -np.inf)
+        np.logaddexp.at(log_w, p, lw)
+        keep = np.isfinite(log_w)
+        return self._mixture(values, X, patterns[keep], log_w[keep])
 
+    def fold_in_labels(self, rng, values, X, observed, M, labels):
+        """``(z, label)`` of each observed new row of ``X`` (``R x D``, ``observed`` its
+        entries that count) drawn from its exact conditional at one draw of a correlated
+        model, each row as row ``N + 1`` (:meth:`row_options` times the row's likelihood)."""
+        patterns, cats, p, q, lw = self.row_options(values, M, labels)
+        ll = self.pattern_loglik(values, X, observed, patterns)
+        score = ll[:, p] + lw + rng.gumbel(size=(X.shape[0], len(lw)))
+        pick = np.argmax(score, axis=1)  # Gumbel-max: a draw from the normalised weights
+        return patterns[p[pick]], cats[q[pick]]
+
+    def draw_labels(self, rng, values, M, labels, rows, attempts=1000):
+        """``(Z, labels)`` of ``rows`` new rows drawn from the model's predictive at one
+        draw: one after the other from the untruncated prior's predictive (each row sees the
+        categories of the rows before it), the set kept when every new category found a free
+        slot (the truncated prior is the untruncated one given that, as in
+        :func:`pymc_ibp.kernels.prediction.predictive_rows`).  Raises
+        :class:`~pymc_ibp.exceptions.DataError` when ``attempts`` sets in a row needed more
+        slots."""
+        fitted = labels
+        for _ in range(attempts):
+            labels, Z, new = fitted, np.zeros((rows, M.shape[1]), dtype=np.int8), []
+            for r in range(rows):
+                if rng.random() < self._overflow(values, M, labels):
+                    break
+                patterns, cats, p, q, lw = self.row_options(values, M, labels)
+                t = int(np.argmax(lw + rng.gumbel(size=len(lw))))
+                Z[r] = patterns[p[t]]
+                new.append(cats[q[t]])
+                labels = (np.append(labels, cats[q[t]]) if np.ndim(labels) == 1
+                          else np.vstack([labels, cats[q[t]][None]]))
+            else:
+                return Z, np.asarray(new)
+        raise DataError(
+            f"{self.who}: {attempts} sets of {rows} new rows in a row needed more category "
+            f"slots than {self.categories.labels.name!r} has; raise l_max or draw fewer rows.")
+
+    def _overflow(self, values, M, labels):
+        """The probability that a new row after ``labels`` opens more categories than the
+        free slots of ``M``'s rows, under the untruncated prior (CRP or IBP)."""
+        from scipy.stats import poisson
+
+        if self.categories.kind == "dp_ibp":
+            alpha = float(self._hyper(*values)[0])
+            counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=M.shape[0])
+            return 0.0 if (counts == 0).any() else alpha / (counts.sum() + alpha)
+        alpha, beta = self.hyper(values)
+        C = np.asarray(labels)
+        free = int((C.sum(axis=0) == 0).sum())
+        return float(poisson.sf(free, alpha * beta / (C.shape[0] + beta)))
+
+    def pattern_loglik(self, values, X, observed, patterns, chunk=2**18):
+        """The log-likelihoods (``R x P``) of each row of ``X`` at each of ``patterns``, at
+        most about ``chunk`` (row, pattern) pairs per call."""
         c = len(patterns)
-        out = np.empty(X.shape[0])
+        out = np.empty((X.shape[0], c))
         step = max(1, chunk // c)
         for at in range(0, X.shape[0], step):
             x = np.repeat(X[at:at + step], c, axis=0)
-            ll = self.loglik(values, x, np.ones(x.shape, dtype=bool))(
-                np.tile(patterns, (x.shape[0] // c, 1)))
-            out[at:at + step] = logsumexp(np.reshape(ll, (-1, c)) + log_w, axis=1)
+            seen = np.repeat(observed[at:at + step], c, axis=0)
+            ll = self.loglik(values, x, seen)(np.tile(patterns, (x.shape[0] // c, 1)))
+            out[at:at + step] = np.reshape(ll, (-1, c))
         return out
+
+    def _mixture(self, values, X, patterns, log_w):
+        """``log Σ_p w_p p(x_r | z = patterns[p], draw)`` for each row of ``X``."""
+        from scipy.special import logsumexp
+
+        ll = self.pattern_loglik(values, X, np.ones(X.shape, dtype=bool), patterns)
+        return logsumexp(ll + log_w, axis=1)
 
     def draw(self, rng, values, Z):
         """Data of the new rows with features ``Z`` at one draw's ``values``."""
@@ -354,12 +419,10 @@ def log_predictive_rows(idata, model=None, X_rows=None, *, z=None):
         if labels not in post:
             raise DataError(f"log_predictive_rows: the posterior has no draws of {labels!r}.")
         c_all = np.asarray(post[labels].values)
-        score = (generic.category_log_predictive if generic.categories.kind == "dp_ibp"
-                 else generic.categories_log_predictive)
         for c in range(chains):
             for t in range(draws):
-                out[c, t] = score([v[c, t] for v in used_all], X_rows, z_all[c, t],
-                                  c_all[c, t])
+                out[c, t] = generic.labels_log_predictive([v[c, t] for v in used_all], X_rows,
+                                                          z_all[c, t], c_all[c, t])
         return out
     if generic is not None:
         for c in range(chains):
@@ -399,6 +462,14 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     ...) is the model's own logp, compiled once for the new rows (two evaluations per column
     and scan of a draw), whose terms must depend on the rows only through ``Z``.
 
+    For a DP-IBP, IBP-IBP or noisy-or IBP-IBP (``Z`` built from categories) a new row's
+    category (``c``) or categories (a row of ``C``) and its ``Z`` are drawn together from the
+    enumerated choices of a new row (those :func:`log_predictive_rows` sums over), times the
+    row's likelihood for ``X_new``, exactly at each draw; rows from the model are drawn one
+    after the other, each seeing the categories of the rows before it.  The result then
+    also holds the new rows' labels (``{c}_new`` or ``{C}_new``), and ``Z_new`` is named
+    after the model's ``Z``.
+
     Parameters
     ----------
     idata : xarray.DataTree
@@ -431,9 +502,7 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     spec = _spec(model, z)
     generic = _NewRows(model, z) if spec is None else None
     if generic is not None and generic.categories is not None:
-        raise ModelPatternError(
-            "pmi.predict_rows does not draw new rows of a DP-IBP, IBP-IBP or noisy-or IBP-IBP "
-            "(Z built from categories) yet; pmi.log_predictive_rows scores them.")
+        return _predict_labelled_rows(idata, model, generic, X_new, n_new, random_seed)
     post = idata["posterior"]
     z_rv = spec.z_rv if generic is None else generic.z_rv
     z_name = model.rvs_to_values[z_rv].name
@@ -448,19 +517,7 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     if missing:
         raise DataError(f"pmi.predict_rows: the posterior has no draws of {missing}.")
     rng = np.random.default_rng(random_seed)
-    if X_new is not None:
-        X_new = np.asarray(X_new, dtype=np.float64)
-        if X_new.ndim != 2 or X_new.shape[1] != d:
-            raise DataError(f"pmi.predict_rows: X_new must be R x {d} (the columns of the "
-                            f"fitted data); got shape {X_new.shape}.")
-        if np.any(np.isinf(X_new)):
-            raise DataError("pmi.predict_rows: X_new contains inf.")
-        rows = X_new.shape[0]
-        observed = ~np.isnan(X_new)
-    else:
-        rows = int(n_new)
-        if rows < 1:
-            raise ValueError(f"n_new must be >= 1; got {n_new!r}.")
+    X_new, rows, observed = _new_rows_request(X_new, n_new, d)
     chains, draws = post.sizes["chain"], post.sizes["draw"]
     Z_out = np.zeros((chains, draws, rows, k_max), dtype=np.int8)
     X_out = np.zeros((chains, draws, rows, d)) if n_new is not None else None
@@ -498,13 +555,78 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
                 Z_out[c, t] = Zn
                 X_out[c, t] = (Zn @ A + np.asarray(b, dtype=float)
                                + sx_v * rng.standard_normal((rows, d)))
-    dims = model.named_vars_to_dims.get(z_rv.name) or ()
-    feature = dims[1] if len(dims) == 2 else f"{z_rv.name}_feature"
+    return _predictions(model, post, z_rv.name, Z_out, X_out)
+
+
+def _new_rows_request(X_new, n_new, d):
+    """``(X_new, rows, observed)`` of a request for observed rows ``X_new`` (``R x d``, NaN
+    for a missing entry) or ``n_new`` rows from the model, checked."""
+    if X_new is None:
+        rows = int(n_new)
+        if rows < 1:
+            raise ValueError(f"n_new must be >= 1; got {n_new!r}.")
+        return None, rows, None
+    X_new = np.asarray(X_new, dtype=np.float64)
+    if X_new.ndim != 2 or X_new.shape[1] != d:
+        raise DataError(f"pmi.predict_rows: X_new must be R x {d} (the columns of the "
+                        f"fitted data); got shape {X_new.shape}.")
+    if np.any(np.isinf(X_new)):
+        raise DataError("pmi.predict_rows: X_new contains inf.")
+    return X_new, X_new.shape[0], ~np.isnan(X_new)
+
+
+def _predictions(model, post, z, Z_out, X_out, labels=None, labels_out=None):
+    """The ``predictions`` node: ``{z}_new`` (``chain, draw, row, feature``; ``z`` a name),
+    the new rows' labels ``{labels}_new`` of a correlated model, and ``X_new`` when drawn."""
+    chains, draws, rows, k_max = Z_out.shape
+    dims = model.named_vars_to_dims.get(z) or ()
+    feature = dims[1] if len(dims) == 2 else f"{z}_feature"
     coords = {dim: (post.coords[dim].values if dim in post.coords else np.arange(size))
               for dim, size in (("chain", chains), ("draw", draws))}
     coords.update({"row": np.arange(rows), feature: np.arange(k_max)})
-    data = {f"{z_rv.name}_new": (("chain", "draw", "row", feature), Z_out)}
+    data = {f"{z}_new": (("chain", "draw", "row", feature), Z_out)}
+    if labels is not None:
+        dims = ("chain", "draw", "row")
+        if labels_out.ndim == 4:
+            ldims = model.named_vars_to_dims.get(labels.name) or ()
+            cat = ldims[1] if len(ldims) == 2 else f"{labels.name}_category"
+            coords[cat] = np.arange(labels_out.shape[3])
+            dims = (*dims, cat)
+        data[f"{labels.name}_new"] = (dims, labels_out)
     if X_out is not None:
-        coords["column"] = np.arange(d)
+        coords["column"] = np.arange(X_out.shape[3])
         data["X_new"] = (("chain", "draw", "row", "column"), X_out)
     return xr.DataTree(xr.Dataset(data, coords=coords))
+
+
+def _predict_labelled_rows(idata, model, generic, X_new, n_new, random_seed):
+    """:func:`predict_rows` of a DP-IBP, IBP-IBP or noisy-or IBP-IBP: the new rows' ``Z``
+    and categories, drawn exactly at each draw from the enumerated choices of a new row
+    (:meth:`_NewRows.row_options`)."""
+    post = idata["posterior"]
+    m_name = model.rvs_to_values[generic.z_rv].name
+    l_rv = generic.categories.labels
+    names = [m_name, model.rvs_to_values[l_rv].name, *(rv.name for rv in generic.used)]
+    missing = [name for name in names if name not in post]
+    if missing:
+        raise DataError(f"pmi.predict_rows: the posterior has no draws of {missing}.")
+    rng = np.random.default_rng(random_seed)
+    X_new, rows, observed = _new_rows_request(X_new, n_new, generic.d)
+    m_all, l_all, *used_all = (np.asarray(post[name].values) for name in names)
+    chains, draws = m_all.shape[:2]
+    Z_out = np.zeros((chains, draws, rows, generic.k_max), dtype=np.int8)
+    L_out = np.zeros((chains, draws, rows, *l_all.shape[3:]), dtype=l_all.dtype)
+    X_out = np.zeros((chains, draws, rows, generic.d)) if X_new is None else None
+    for c in range(chains):
+        for t in range(draws):
+            values = [v[c, t] for v in used_all]
+            if X_new is not None:
+                Z_out[c, t], L_out[c, t] = generic.fold_in_labels(
+                    rng, values, np.where(observed, X_new, 0.0), observed, m_all[c, t],
+                    l_all[c, t])
+            else:
+                Z_out[c, t], L_out[c, t] = generic.draw_labels(rng, values, m_all[c, t],
+                                                               l_all[c, t], rows)
+                X_out[c, t] = generic.draw(rng, values, Z_out[c, t])
+    z_name = generic.categories.z.name or "Z"
+    return _predictions(model, post, z_name, Z_out, X_out, l_rv, L_out)

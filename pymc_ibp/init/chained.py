@@ -15,7 +15,8 @@ features found.  :class:`ChainedStart` does that for one chain, with the chain's
    category (``M`` its rows, ``c`` the rows' patterns; beyond ``L_max`` patterns, the rarest go
    to the nearest kept one); for the IBP-IBP each feature in use is its own category
    (``C = Z*``, ``M = I``), or with more features than ``L_max`` each pattern is (one category
-   per row with features); the noisy-or's ``Z`` is ``Z*`` itself.
+   per row with features); the noisy-or's ``Z`` is ``Z*`` where ``C M > 0`` (all of ``Z*``
+   when the categories reproduce it; a feature a row's category lacks cannot be on).
 
 It only chooses where a chain starts; the chain's steps then target the model's posterior.
 """
@@ -123,6 +124,8 @@ class ChainedStart:
         values[self.m_name] = M
         values[self.labels_name] = labels
         if self.z_name is not None:
-            values[self.z_name] = Z
+            # the noisy-or's Z is 0 wherever C M is: a row moved to a kept pattern keeps
+            # only the features of both
+            values[self.z_name] = Z & (labels.astype(np.int64) @ M > 0).astype(np.int8)
         values = {k: np.asarray(v).astype(np.asarray(point[k]).dtype) for k, v in values.items()}
         return ChainedDraw(values, sd.features)

@@ -283,24 +283,38 @@ def tempered_loglik_slope_columns(g, q, colsq, n, sx2, sa2, temperature):
 
 @numba.njit(cache=True)
 def draw_active_features(rng, G, RX, noise):
-    """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6), per block: one
-    Cholesky ``P_b = L Lᵀ`` of ``P_b = G/σx_b² + I/σa_b²``; ``μ = L⁻ᵀ L⁻¹ RX_b/σx_b²``,
-    ``A_b = μ + L⁻ᵀ ε``."""
+    """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6), per block of
+    :class:`Noise`: :func:`draw_active_blocks` with the prior precision ``1/σa_b²`` of every
+    feature."""
+    nb = noise.sx2.shape[0]
+    prec = np.empty((nb, G.shape[0]))
+    for b in range(nb):
+        prec[b, :] = 1.0 / noise.sa2[b]
+    return draw_active_blocks(rng, G, RX, noise.cols, noise.sx2, prec)
+
+
+@numba.njit(cache=True)
+def draw_active_blocks(rng, G, RX, cols, sx2, prior_prec):
+    """``A_act ~ N(μ, Σ)`` column-wise, per block ``b`` of columns ``cols[b]:cols[b+1]`` with
+    noise variance ``sx2[b]`` and the features' prior precisions ``prior_prec[b]`` (``K``):
+    one Cholesky ``P_b = L Lᵀ`` of ``P_b = G/σx_b² + diag(prior_prec[b])``;
+    ``μ = L⁻ᵀ L⁻¹ RX_b/σx_b²``, ``A_b = μ + L⁻ᵀ ε``."""
     k, d = RX.shape
     A = np.empty((k, d))
-    for b in range(noise.sx2.shape[0]):
-        c0, c1 = noise.cols[b], noise.cols[b + 1]
-        P = G / noise.sx2[b]
+    for b in range(sx2.shape[0]):
+        c0, c1 = cols[b], cols[b + 1]
+        P = G / sx2[b]
         for i in range(k):
-            P[i, i] += 1.0 / noise.sa2[b]
+            P[i, i] += prior_prec[b, i]
         L = np.linalg.cholesky(P)
         eps = np.empty((k, c1 - c0))
         for i in range(k):
             for t in range(c1 - c0):
                 eps[i, t] = rng.standard_normal()
-        rhs = np.ascontiguousarray(RX[:, c0:c1]) / noise.sx2[b]
+        rhs = np.ascontiguousarray(RX[:, c0:c1]) / sx2[b]
         A[:, c0:c1] = backward_sub_t(L, forward_sub(L, rhs) + eps)
     return A
+
 
 def _as_noise(noise_or_sx2, sa2, d):
     if isinstance(noise_or_sx2, Noise):
@@ -311,7 +325,11 @@ def _as_noise(noise_or_sx2, sa2, d):
 def draw_features(rng, Z, X, sx2, sa2=None):
     """``A | Z, X`` for all ``K_max`` slots: active rows from :func:`draw_active_features`,
     empty slots from the prior ``N(0, σa²)``.  ``sx2`` is a :class:`Noise` (then ``sa2`` is
-    unused) or the variances, scalars or per column."""
+    unused) or the variances, scalars or per column; ``sa2`` may also be ``K_max x D`` (a
+    prior variance per feature and column, :func:`draw_active_blocks` over the runs of
+    columns with equal variances)."""
+    if sa2 is not None and np.ndim(sa2) == 2 and not isinstance(sx2, Noise):
+        return _draw_features_per_entry(rng, Z, X, sx2, sa2)
     noise = _as_noise(sx2, sa2, X.shape[1])
     k_max = Z.shape[1]
     sa_col = np.sqrt(np.repeat(noise.sa2, np.diff(noise.cols)))
@@ -320,6 +338,27 @@ def draw_features(rng, Z, X, sx2, sa2=None):
     if act.size:
         G, RX = suff_stats(Z, X, act)
         A[act] = draw_active_features(rng, G, RX, noise)
+    return A
+
+
+def _draw_features_per_entry(rng, Z, X, sx2, sa2):
+    """:func:`draw_features` with prior variances ``sa2`` per feature and column."""
+    k_max, d = Z.shape[1], X.shape[1]
+    sx2 = np.broadcast_to(np.asarray(sx2, dtype=np.float64), (d,))
+    sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (k_max, d))
+    if not (np.all(np.isfinite(sx2)) and np.all(sx2 > 0) and np.all(np.isfinite(sa2))
+            and np.all(sa2 > 0)):
+        raise ValueError("The noise and feature variances must be positive and finite.")
+    A = rng.normal(0.0, 1.0, size=(k_max, d)) * np.sqrt(sa2)
+    act = np.flatnonzero(Z.sum(axis=0) > 0)
+    if act.size:
+        G, RX = suff_stats(Z, X, act)
+        va = sa2[act]
+        change = np.flatnonzero((sx2[1:] != sx2[:-1]) | np.any(va[:, 1:] != va[:, :-1], axis=0))
+        cols = np.concatenate([[0], change + 1, [d]]).astype(np.int64)
+        starts = cols[:-1]
+        prec = np.ascontiguousarray((1.0 / va[:, starts]).T)
+        A[act] = draw_active_blocks(rng, G, RX, cols, np.ascontiguousarray(sx2[starts]), prec)
     return A
 
 

@@ -15,7 +15,8 @@ from pymc_ibp.distributions.ibp_math import ibp_entry_logodds, log_birth_rate
 from pymc_ibp.exceptions import DataError
 
 __all__ = ["MAX_ENUMERATED", "MAX_PATTERNS", "FittedDraw", "fold_in_rows", "new_row_patterns",
-           "predictive_rows", "row_log_predictive", "subset_bits"]
+           "predictive_rows", "row_log_predictive", "subset_bits",
+           "subset_log_probs"]
 
 
 def subset_bits(k):
@@ -146,6 +147,15 @@ def _log_new_counts(fit, free):
 MAX_PATTERNS = 2**16
 
 
+def subset_log_probs(bits, p):
+    """``log P(subset)`` of each row of ``bits`` (``2^k x k``, :func:`subset_bits`) when
+    feature ``t`` is on independently with probability ``p[t]``: ``-inf`` (never NaN) for a
+    subset that leaves out a feature with ``p = 1`` (every fitted row owns it, at β -> 0) or
+    takes one with ``p = 0``."""
+    with np.errstate(divide="ignore"):
+        return np.where(bits == 1, np.log(p), np.log1p(-p)).sum(axis=1)
+
+
 def new_row_patterns(fit, tail=1e-6):
     """The feature sets row ``N + 1`` of the draw ``fit`` can take, as rows over all ``K_max``
     slots, and their log prior probabilities (module docstring): every subset of the features
@@ -178,10 +188,8 @@ def new_row_patterns(fit, tail=1e-6):
             f"{count} of them (at most {MAX_PATTERNS}: {kp} features in use, up to {top} new "
             f"ones in {free} free slots). Hold out entries instead "
             "(pmi.compare_models(holdout='entries')).")
-    p = m[used] / (fit.n + fit.beta)
     bits = subset_bits(kp)
-    with np.errstate(divide="ignore"):  # a feature every fitted row owns (p = 1 at β -> 0)
-        log_pz = bits @ np.log(p) + (1 - bits) @ np.log1p(-p)
+    log_pz = subset_log_probs(bits, m[used] / (fit.n + fit.beta))
     news, log_new = [], []
     for j in range(top + 1):
         for slots in combinations(free_slots, j):
@@ -236,10 +244,9 @@ def row_log_predictive(X, fit, sx2, sa2):
     sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (d,))
     j = np.arange(free + 1, dtype=np.float64)
     log_pj = _log_new_counts(fit, free)
-    p = m[used] / (fit.n + fit.beta)
-    subsets = subset_bits(kp).astype(np.float64)
-    with np.errstate(divide="ignore"):  # a feature every fitted row owns (p = 1 at β -> 0)
-        log_pz = subsets @ np.log(p) + (1.0 - subsets) @ np.log1p(-p)
+    bits = subset_bits(kp)
+    log_pz = subset_log_probs(bits, m[used] / (fit.n + fit.beta))
+    subsets = bits.astype(np.float64)
     mean = subsets @ np.asarray(fit.A, dtype=np.float64)[used] + np.asarray(fit.b, float)
     var = sx2[None, :] + j[:, None] * sa2[None, :]  # (J, D)
     log_norm = -0.5 * np.log(2.0 * np.pi * var).sum(axis=1)  # (J,)

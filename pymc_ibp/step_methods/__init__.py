@@ -6,6 +6,7 @@ from pymc.step_methods import STEP_METHODS
 from pymc_ibp.step_methods.binary_features import BinaryFeatureGibbs
 from pymc_ibp.step_methods.crp_gibbs import CRPGibbs
 from pymc_ibp.step_methods.dependent_ibp import DependentIBPGibbs
+from pymc_ibp.step_methods.gaussian_features import GaussianFeatureGibbs
 from pymc_ibp.step_methods.gp_length_scales import GPLengthScaleHMC
 from pymc_ibp.step_methods.hyperparameters import (
     CRPAlphaGibbs,
@@ -24,6 +25,7 @@ from pymc_ibp.step_methods.uncollapsed import IBPGibbs
 __all__ = ["AcceleratedGibbs", "BinaryFeatureGibbs", "CRPAlphaGibbs", "CRPGibbs",
            "CollapsedGibbs", "DependentIBPGibbs",
            "DetectionRateGibbs", "ExponentialRateGibbs", "GPLengthScaleHMC",
+           "GaussianFeatureGibbs",
            "IBPAlphaGibbs", "IBPGibbs", "IBPOffsetGibbs", "IBPScaleSlice",
            "NoisyOrQSlice", "NonNegativeFeatureGibbs", "PolyaGammaGibbs"]
 
@@ -32,7 +34,8 @@ __all__ = ["AcceleratedGibbs", "BinaryFeatureGibbs", "CRPAlphaGibbs", "CRPGibbs"
 # BinaryGibbsMetropolis is also IDEAL for a Bernoulli Z (e.g. under IBPStickBreaking).
 for _cls in reversed((AcceleratedGibbs, PolyaGammaGibbs, IBPAlphaGibbs, IBPScaleSlice,
                       IBPOffsetGibbs, IBPGibbs,
-                      CRPGibbs, NonNegativeFeatureGibbs, ExponentialRateGibbs,
+                      CRPGibbs, NonNegativeFeatureGibbs, GaussianFeatureGibbs,
+                      ExponentialRateGibbs,
                       DependentIBPGibbs, GPLengthScaleHMC, DetectionRateGibbs,
                       CRPAlphaGibbs, NoisyOrQSlice, BinaryFeatureGibbs)):
     if _cls not in STEP_METHODS:

@@ -36,8 +36,8 @@ from pytensor.tensor.random.basic import ExponentialRV, HalfNormalRV
 from pymc_ibp._numba_utils import column_rows, interrupt_safe
 from pymc_ibp.exceptions import ModelPatternError
 from pymc_ibp.kernels.truncnorm import truncnorm_above
+from pymc_ibp.matching.features_given_z import find_nonnegative_features
 from pymc_ibp.matching.graph import one_value_var
-from pymc_ibp.matching.nonnegative import find_nonnegative_features
 from pymc_ibp.step_methods.potentials import refuses_potentials
 
 __all__ = ["NonNegativeFeatureGibbs", "nonnegative_feature_sweep"]
@@ -141,11 +141,7 @@ class NonNegativeFeatureGibbs(BlockedStep):
         self.log_space = transform is not None
         self.vars = [value_var]
         self.a_name = value_var.name
-        blk = self.spec.block
-        self.miss_name = (model.rvs_to_values[blk.missing_rv].name
-                          if blk.missing_rv is not None else None)
-        self._X = blk.filled()  # read only
-        self._mask = blk.missing_mask
+        self._data = self.spec.point_data(model)
         self._params = self.spec.compile(model, compile_kwargs=compile_kwargs)
         self.rng = get_random_generator(rng)
 
@@ -156,10 +152,7 @@ class NonNegativeFeatureGibbs(BlockedStep):
         scale = np.asarray(scale, dtype=float)
         a_val = np.asarray(point[self.a_name], dtype=float)
         A = np.exp(a_val) if self.log_space else a_val.copy()
-        X = self._X
-        if self._mask is not None:
-            X = X.copy()
-            X[self._mask] = point[self.miss_name]
+        X = self._data(point)
         R = X - np.asarray(off, dtype=float) - Z @ A
         inv_s2 = 1.0 / np.asarray(sx, dtype=float) ** 2
         if self.spec.prior == "exponential":

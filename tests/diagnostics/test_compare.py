@@ -91,6 +91,7 @@ def _ibp(k_max, alpha=1.5, sx=0.5):
     return build
 
 
+@pytest.mark.slow  # 96 s; tests/inference/test_smc.py checks the estimate itself by enumeration
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_the_log_evidence_of_a_tiny_ibp_agrees_with_enumeration():
     """N = 3, D = 2, K_max = 3: log p(X) over all 512 matrices, against the SMC estimate
@@ -213,6 +214,7 @@ def _poisson(bias):
     return build
 
 
+@pytest.mark.slow  # 56 s; tests/inference/test_prediction.py checks the scores exactly
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
 def test_held_out_rows_of_a_poisson_likelihood_rank_the_models():
     """Held-out rows under a likelihood without a closed form (the model's own logp summed

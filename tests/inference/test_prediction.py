@@ -227,7 +227,9 @@ def test_held_out_rows_of_a_dp_ibp_sum_over_the_new_rows_category(likelihood):
     """A DP-IBP (Z = M[c], 3 labels): each draw's value is the sum over the new row's label
     of the ratio of the truncated CRP's pmfs for 4 and 3 rows (a free label included, with
     the draw's row of M) times the likelihood of M[label]; with every label in use, no new
-    category.  pmi.predict_rows says it does not draw DP-IBP rows."""
+    category.  pmi.predict_rows at one draw repeated: each folded-in row's label follows the
+    label's prior times the row's likelihood (one entry missing), Z_new = M[label], and two
+    rows from the model follow the 5-row truncated CRP given the 3 fitted rows."""
     with pm.Model() as model:
         Z = pmi.dp_ibp("Z", pm.Gamma("ac", 2.0, 2.0), 1.0, l_max=3, shape=(3, 2))
         A = pm.Normal("A", 0.0, 1.0, shape=(2, 2))
@@ -257,8 +259,33 @@ def test_held_out_rows_of_a_dp_ibp_sum_over_the_new_rows_category(likelihood):
             ll = [stats.norm.logpdf(x, mean, 0.6).sum(axis=1) for x in X]
         exact = [special.logsumexp(lp + row) for row in ll]
         np.testing.assert_allclose(got[0], np.broadcast_to(exact, (2, 2)), rtol=1e-10)
-    with pytest.raises(pmi.ModelPatternError, match="does not draw new rows of a DP-IBP"):
-        pmi.predict_rows(idata, model, n_new=1)
+    # new rows: fold-in of X (one entry missing) and two rows from the model, by enumeration
+    draws = 3000
+    c = np.array([0, 0, 1])
+    data = {"Z_c": c, "Z_M": M, "A": A, "b": b, "ac": 1.3}
+    idata = _one_draw_repeated(draws, **data)
+    X_new = np.array([[0.0, 3.0], [np.nan, 1.0]])
+    pred = pmi.predict_rows(idata, model, X_new=X_new, random_seed=3)
+    labels = pred["Z_c_new"].values[0]
+    np.testing.assert_array_equal(pred["Z_new"].values[0], M[labels])
+    lp = crp(np.array([[*c, j] for j in range(3)]))
+    mean = M @ A + b
+    for r, x in enumerate(X_new):
+        seen = ~np.isnan(x)
+        ll = (stats.poisson.logpmf(x[seen], np.exp(mean[:, seen])) if likelihood == "poisson"
+              else stats.norm.logpdf(x[seen], mean[:, seen], 0.6)).sum(axis=1)
+        post = np.exp(lp + ll - special.logsumexp(lp + ll))
+        res = chi2_pooled(np.bincount(labels[:, r], minlength=3), post * draws)
+        assert res.pvalue > 1e-3, (r, res)
+    pred = pmi.predict_rows(idata, model, n_new=2, random_seed=4)
+    labels = pred["Z_c_new"].values[0]
+    assert pred["X_new"].shape == (1, draws, 2, 2)
+    crp5 = pytensor.function([value], pm.logp(pmi.CRP.dist(1.3, l_max=3, shape=5), value))
+    pairs = np.array([[i, j] for i in range(3) for j in range(3)])
+    lp = crp5(np.array([[*c, *pair] for pair in pairs]))
+    res = chi2_pooled(np.bincount(labels @ [3, 1], minlength=9),
+                      np.exp(lp - special.logsumexp(lp)) * draws)
+    assert res.pvalue > 1e-3, res
 
 
 @pytest.mark.parametrize("kind", ["ibp_ibp", "noisy_or"])
@@ -266,7 +293,9 @@ def test_held_out_rows_of_an_ibp_ibp_sum_over_the_new_rows_categories(kind):
     """An IBP-IBP (Z = 1[C M > 0]) and a noisy-or IBP-IBP (P(z_k = 1) = 1 - q^(C M)_k), 2
     category slots: each draw's value is the sum over the new row's categories c of the ratio
     of C's IBP pmfs for 4 and 3 rows (a category no fitted row owns included, with the draw's
-    row of M) times the likelihood of z = 1[c M > 0], or of every z given c."""
+    row of M) times the likelihood of z = 1[c M > 0], or of every z given c.  pmi.predict_rows
+    at one draw repeated: each folded-in row's (c, z) follows the same joint times the row's
+    likelihood, and two rows from the model follow C's 5-row IBP given the 3 fitted rows."""
     with pm.Model() as model:
         ac = pm.Gamma("ac", 2.0, 2.0)
         if kind == "ibp_ibp":
@@ -309,5 +338,27 @@ def test_held_out_rows_of_an_ibp_ibp_sum_over_the_new_rows_categories(kind):
         exact = special.logsumexp(lp[None, :, None] + log_pz[None] + ll[:, None, :],
                                   axis=(1, 2))
         np.testing.assert_allclose(got[0], np.broadcast_to(exact, (2, 2)), rtol=1e-10)
-    with pytest.raises(pmi.ModelPatternError, match="does not draw new rows of a DP-IBP"):
-        pmi.predict_rows(idata, model, n_new=1)
+    # new rows at the last C: the fold-in's (c, z) of each row and the categories of two
+    # rows from the model, by enumeration
+    draws = 3000
+    idata = _one_draw_repeated(draws, **data)
+    pred = pmi.predict_rows(idata, model, X_new=X, random_seed=3)
+    c_new, z_new = pred["Z_C_new"].values[0], pred["Z_new"].values[0]
+    assert c_new.shape == (draws, 2, 2) and z_new.shape == (draws, 2, 2)
+    for r in range(2):
+        joint = lp[:, None] + log_pz + ll[r][None, :]  # (c, z)
+        got = np.bincount(4 * codes(c_new[:, r][:, None]) + codes(z_new[:, r][:, None]),
+                          minlength=16)
+        # cats and zs are both in code order 0..3
+        res = chi2_pooled(got, np.exp(joint - special.logsumexp(joint)).ravel() * draws)
+        assert res.pvalue > 1e-3, (r, res)
+    pred = pmi.predict_rows(idata, model, n_new=2, random_seed=4)
+    c_new = pred["Z_C_new"].values[0]
+    ibp5 = pytensor.function([value], pm.logp(pmi.IBP.dist(1.3, 1.0, shape=(5, 2)), value))
+    two = all_binary_matrices(2, 2)
+    lp5 = np.array([ibp5(np.vstack([C, m]).astype(np.int64)) for m in two])
+    res = chi2_pooled(np.bincount(codes(c_new), minlength=16)[codes(two)],
+                      np.exp(lp5 - special.logsumexp(lp5)) * draws)
+    assert res.pvalue > 1e-3, res
+    if kind == "ibp_ibp":
+        np.testing.assert_array_equal(pred["Z_new"].values[0], c_new @ M > 0)

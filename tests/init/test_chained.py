@@ -136,3 +136,26 @@ def test_a_log_link_likelihood_is_started_on_the_log_scale():
     assert main.sum() >= 196
     assert np.linalg.matrix_rank(np.hstack([cols[main], Mt[ct][main]])) == 3
     assert -1.0 < float(draw.values["b"]) < 2.0
+
+
+def test_the_noisy_or_start_has_no_feature_its_category_lacks():
+    """With more patterns than l_max the rarer rows go to a kept pattern: the noisy-or's Z
+    starts at Z* only where C M > 0 (z = 1 where C M = 0 has density 0), and the model's log
+    density at every start is finite."""
+    data = pmi.datasets.block_combinations(60, noise=0.5, seed=7)
+    n, d = data.X.shape
+    with pm.Model() as model:
+        q = pm.Beta("q", 1.0, 1.0)
+        Z = pmi.noisy_or_ibp_ibp("Z", 1.0, 1.0, q, l_max=2, shape=(n, 5))
+        A = pm.Normal("A", 0.0, 1.0, shape=(5, d))
+        pm.Normal("X", mu=Z @ A, sigma=0.5, observed=data.X)
+    match = match_correlated(model, model["Z_M"])
+    start = ChainedStart(model, model["Z_M"], match, 1.0, 1.0, "IBPGibbs")
+    point = model.initial_point()
+    logp = model.compile_logp()
+    for seed in range(4):
+        v = start.draw(np.random.default_rng(seed), point).values
+        cm = v["Z_C"].astype(np.int64) @ v["Z_M"]
+        assert len(np.unique(v["Z"], axis=0)) > 2  # more patterns than categories
+        assert not np.any((v["Z"] == 1) & (cm == 0))
+        assert np.isfinite(logp({**point, **v}))

@@ -100,3 +100,17 @@ def test_the_density_of_a_held_out_row_sums_its_features_exactly():
             exact.append(special.logsumexp(terms))
         fit = FittedDraw(Af, B, Zf.sum(axis=0), 3, ALPHA, BETA)
         np.testing.assert_allclose(row_log_predictive(X, fit, SX**2, sa**2), exact, rtol=1e-10)
+
+
+def test_subset_log_probs_are_minus_inf_not_nan_where_a_feature_is_certain():
+    """p = 1 (a feature every fitted row owns, at beta -> 0) and p = 0: the subsets that
+    contradict them are -inf (the old matrix product gave 0 x -inf = NaN), the others sum to
+    one."""
+    from pymc_ibp.kernels.prediction import subset_bits, subset_log_probs
+
+    bits = subset_bits(3)
+    lp = subset_log_probs(bits, np.array([1.0, 0.3, 0.0]))
+    assert not np.any(np.isnan(lp))
+    possible = (bits[:, 0] == 1) & (bits[:, 2] == 0)
+    assert np.all(np.isneginf(lp[~possible]))
+    np.testing.assert_allclose(np.exp(lp[possible]).sum(), 1.0)

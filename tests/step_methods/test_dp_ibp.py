@@ -108,7 +108,7 @@ def test_builder_and_hand_written_model_get_the_same_steps():
         got = {k.__name__: sorted(v.name for v in vs) for k, vs in sel.items()}
         assert got["CRPGibbs"] == [names[0]]
         assert got["IBPGibbs"] == [names[1]]
-        assert got["NUTS"] == ["A"]
+        assert got["GaussianFeatureGibbs"] == ["A"]
 
 
 def test_prior_draws_share_rows_within_a_category():

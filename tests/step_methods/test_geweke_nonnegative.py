@@ -47,7 +47,8 @@ def successive(rng, n, broken=False):
     out = np.empty((n, 7))
     for it in range(n):
         A_ = np.exp(point["A_log__"])
-        a_step._X = Z @ A_ + SX * rng.standard_normal((len(Z), D))  # regenerate X | Z, A
+        X = Z @ A_ + SX * rng.standard_normal((len(Z), D))  # regenerate X | Z, A
+        a_step._data = lambda point, X=X: X  # the data the step reads at each point
         point, _ = a_step.step(point)
         point, _ = l_step.step(point)
         out[it] = g(float(np.exp(point["lam_log__"])), np.exp(point["A_log__"]))

@@ -1,6 +1,9 @@
-"""The non-negative linear-Gaussian pattern of :class:`pymc_ibp.NonNegativeFeatureGibbs`
-(:func:`find_nonnegative_features`): ``A ~ Exponential`` or ``HalfNormal`` whose only child
-is ``X ~ Normal(Z @ A (+ offset), σx)`` with ``Z`` any binary-valued expression."""
+"""A feature matrix given any binary ``Z``: ``A`` whose only child is ``X ~ Normal(Z @ A
+(+ offset), σx)`` with ``Z`` any binary-valued expression (a ``pmi.IBP``, a Bernoulli matrix,
+the DP-IBP's ``M[c]``, the IBP-IBP's ``1[C M > 0]``), under ``A ~ Exponential`` or
+``HalfNormal`` (:class:`pymc_ibp.NonNegativeFeatureGibbs`, :func:`find_nonnegative_features`)
+or ``A ~ Normal(0, σa)`` (:class:`pymc_ibp.GaussianFeatureGibbs`,
+:func:`find_gaussian_features`)."""
 
 from __future__ import annotations
 
@@ -9,14 +12,15 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
-from pytensor.tensor.random.basic import HalfNormalRV, NormalRV
+from pytensor.tensor.random.basic import ExponentialRV, HalfNormalRV, NormalRV
 
 from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.exceptions import DataError, ModelPatternError
 from pymc_ibp.matching.graph import block_data, column_scale, is_zero_constant, mean_terms
 from pymc_ibp.matching.linear_gaussian import GaussianBlock
 
-__all__ = ["NONNEGATIVE_PATTERN", "NonNegativeFeatures", "find_nonnegative_features"]
+__all__ = ["GAUSSIAN_FEATURES_PATTERN", "NONNEGATIVE_PATTERN", "FeaturesGivenZ",
+           "find_gaussian_features", "find_nonnegative_features"]
 
 
 NONNEGATIVE_PATTERN = (
@@ -26,14 +30,23 @@ NONNEGATIVE_PATTERN = (
     "variable depending on A"
 )
 
+GAUSSIAN_FEATURES_PATTERN = (
+    "A = pm.Normal('A', 0, sigma_a, shape=(K, D)) with sigma_a a scalar, one per column, one "
+    "per feature (shape (K, 1)) or one per entry; "
+    "pm.Normal('X', mu=Z @ A (+ offset), sigma=sigma_x, observed=X) with Z any binary matrix "
+    "(M[c], 1[C M > 0], a Bernoulli matrix, ...), sigma_x a scalar or one per column, and no "
+    "other variable depending on A"
+)
+
 
 @dataclass
-class NonNegativeFeatures:
-    """A non-negative feature matrix ``A`` (K x D) whose only child is a linear-Gaussian
-    likelihood ``X ~ Normal(Z @ A (+ offset), σx)`` with ``Z`` any binary-valued expression."""
+class FeaturesGivenZ:
+    """A feature matrix ``A`` (K x D) whose only child is a linear-Gaussian likelihood
+    ``X ~ Normal(Z @ A (+ offset), σx)`` with ``Z`` any binary-valued expression."""
 
     a_rv: object
-    prior: str  # "exponential" (rate = 1/scale) or "halfnormal" (scale = sigma_a)
+    #: "exponential" (rate = 1/scale), "halfnormal" or "normal" (mean 0, scale = sigma_a)
+    prior: str
     scale: object  # symbolic prior scale of A, broadcast to K x D
     z: object  # symbolic Z (in the model's random variables)
     block: GaussianBlock  # the likelihood (sigma_a unused)
@@ -48,19 +61,31 @@ class NonNegativeFeatures:
             self.z, pt.broadcast_to(self.scale, (k, d)), pt.broadcast_to(b.sigma_x, (d,)), off])
         return compile_point_fn(model, outs, compile_kwargs=compile_kwargs)
 
+    def point_data(self, model):
+        """A function of a point giving ``X`` with PyMC's imputed entries at their current
+        values (the model's array itself, to be read only, when none are missing)."""
+        b = self.block
+        X = b.filled()
+        if b.missing_rv is None:
+            return lambda point: X
+        name, mask = model.rvs_to_values[b.missing_rv].name, b.missing_mask
 
-def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
+        def data(point):
+            out = X.copy()
+            out[mask] = point[name]
+            return out
+
+        return data
+
+
+def find_nonnegative_features(model, a_rv) -> FeaturesGivenZ:
     """Match the non-negative linear-Gaussian pattern around the feature matrix ``a_rv``
     (``pm.Exponential`` or ``pm.HalfNormal``, K x D) or raise :class:`ModelPatternError`."""
-    from pytensor.tensor.random.basic import ExponentialRV
-
     op = a_rv.owner.op if a_rv.owner is not None else None
     if not isinstance(op, (ExponentialRV, HalfNormalRV)) or a_rv.ndim != 2:
         raise ModelPatternError(
             f"{a_rv.name!r} is not a 2-D pm.Exponential or pm.HalfNormal feature matrix. "
             f"Needed pattern: {NONNEGATIVE_PATTERN}.")
-    if a_rv not in model.free_RVs:
-        raise ModelPatternError(f"{a_rv.name!r} is observed; nothing to sample.")
     if isinstance(op, HalfNormalRV):
         _, _, loc, scale = a_rv.owner.inputs
         if not is_zero_constant(loc):
@@ -70,6 +95,29 @@ def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
     else:
         _, _, scale = a_rv.owner.inputs
         prior = "exponential"
+    return _features_given_z(model, a_rv, prior, scale, NONNEGATIVE_PATTERN)
+
+
+def find_gaussian_features(model, a_rv) -> FeaturesGivenZ:
+    """Match ``A ~ Normal(0, σa)`` (K x D, ``σa`` anything that broadcasts to it) whose only
+    child is ``X ~ Normal(Z @ A (+ offset), σx)`` with ``Z`` any binary matrix, or raise
+    :class:`ModelPatternError`."""
+    op = a_rv.owner.op if a_rv.owner is not None else None
+    if not isinstance(op, NormalRV) or a_rv.ndim != 2:
+        raise ModelPatternError(f"{a_rv.name!r} is not a 2-D pm.Normal feature matrix. "
+                                f"Needed pattern: {GAUSSIAN_FEATURES_PATTERN}.")
+    _, _, loc, scale = a_rv.owner.inputs
+    if not is_zero_constant(loc):
+        raise ModelPatternError(f"{a_rv.name!r} must have mean 0. Needed pattern: "
+                                f"{GAUSSIAN_FEATURES_PATTERN}.")
+    return _features_given_z(model, a_rv, "normal", scale, GAUSSIAN_FEATURES_PATTERN)
+
+
+def _features_given_z(model, a_rv, prior, scale, pattern) -> FeaturesGivenZ:
+    """The likelihood of ``a_rv`` (prior ``prior`` with scale ``scale``) matched against
+    ``X ~ Normal(Z @ A (+ offset), σx)``, ``Z`` any binary matrix."""
+    if a_rv not in model.free_RVs:
+        raise ModelPatternError(f"{a_rv.name!r} is observed; nothing to sample.")
     children = [rv for rv in model.basic_RVs if rv is not a_rv and a_rv in set(ancestors([rv]))]
     obs, missing, z, sigma, offset = [], [], None, None, None
     for rv in children:
@@ -79,23 +127,23 @@ def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
             raise ModelPatternError(
                 f"{rv.name!r} ({type(rv.owner.op).__name__}) depends on {a_rv.name!r} other "
                 f"than through a Normal mean Z @ {a_rv.name}. Needed pattern: "
-                f"{NONNEGATIVE_PATTERN}.")
+                f"{pattern}.")
         left, _, off, mask = mm
         if not left.type.dtype.startswith(("int", "uint", "bool")):
             raise ModelPatternError(
                 f"In {rv.name!r} the left factor of Z @ {a_rv.name} has dtype "
                 f"{left.type.dtype}; it must be a binary (integer) matrix. Needed pattern: "
-                f"{NONNEGATIVE_PATTERN}.")
+                f"{pattern}.")
         z = left if z is None else z
         sigma = sigma if sigma is not None else column_scale(
-            rv.owner.inputs[3], f"The noise sigma of {rv.name!r}", NONNEGATIVE_PATTERN,
+            rv.owner.inputs[3], f"The noise sigma of {rv.name!r}", pattern,
             masked=mask is not None)
         offset = off if offset is None else offset
         (obs if rv in model.observed_RVs else missing).append((rv, mask))
     if len(obs) != 1 or len(missing) > 1:
         raise ModelPatternError(
             f"Expected exactly one observed Normal with mean Z @ {a_rv.name}, found "
-            f"{len(obs)}. Needed pattern: {NONNEGATIVE_PATTERN}.")
+            f"{len(obs)}. Needed pattern: {pattern}.")
     ip = model.initial_point()
     a_shape = ip[model.rvs_to_values[a_rv].name].shape
     z_shape = tuple(z.type.shape)
@@ -117,4 +165,4 @@ def find_nonnegative_features(model, a_rv) -> NonNegativeFeatures:
                           missing_rv=missing_rv,
                           missing_mask=None if missing_mask is None else np.asarray(missing_mask),
                           offset=offset)
-    return NonNegativeFeatures(a_rv=a_rv, prior=prior, scale=scale, z=z, block=block)
+    return FeaturesGivenZ(a_rv=a_rv, prior=prior, scale=scale, z=z, block=block)
