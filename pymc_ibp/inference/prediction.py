@@ -491,8 +491,10 @@ def predict_rows(idata, model=None, *, X_new=None, n_new=None, z=None, sweeps=20
     Returns
     -------
     xarray.DataTree
-        A ``predictions`` node with ``{z}_new`` (``chain, draw, row, feature``; int8) and,
-        with ``n_new``, ``X_new`` (``chain, draw, row, column``): add it to the result with
+        A ``predictions`` node with ``{z}_new`` (``chain, draw, row, feature``; int8), for a
+        correlated model the new rows' labels ``{c}_new`` (``chain, draw, row``) or
+        ``{C}_new`` (``chain, draw, row, category``), and, with ``n_new``, ``X_new``
+        (``chain, draw, row, column``): add it to the result with
         ``idata["predictions"] = ...``.
     """
     model = pm.modelcontext(model)

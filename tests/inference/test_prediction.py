@@ -362,3 +362,35 @@ def test_held_out_rows_of_an_ibp_ibp_sum_over_the_new_rows_categories(kind):
     assert res.pvalue > 1e-3, res
     if kind == "ibp_ibp":
         np.testing.assert_array_equal(pred["Z_new"].values[0], c_new @ M > 0)
+
+
+@pytest.mark.slow  # a DP-IBP and an IBP-IBP fitted on 150 rows (about 40 s)
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")
+@pytest.mark.parametrize("builder", ["dp_ibp", "ibp_ibp"])
+def test_fold_in_of_held_out_block_combinations_recovers_their_glyphs(builder):
+    """The correlated model fitted on 150 rows of pmi.datasets.block_combinations (4 glyphs in
+    combinations); 30 held-out rows folded in: each draw's Z_new A reconstructs the held-out
+    rows' noise-free images, and Z_new is the one the new rows' labels give."""
+    data = pmi.datasets.block_combinations(180, noise=0.5, seed=7)
+    X, X_new = data.X[:150], data.X[150:]
+    clean = (np.asarray(data.Z) @ np.asarray(pmi.datasets.BLOCK_GLYPHS, float))[150:]
+    with pm.Model() as model:
+        Z = getattr(pmi, builder)("Z", 1.0, 1.0, l_max=10, shape=(150, 8))
+        A = pm.Normal("A", 0.0, 1.0, shape=(8, 36))
+        pm.Normal("X", Z @ A, 0.5, observed=X)
+        idata = pm.sample(tune=100, draws=10, chains=1, random_seed=2, progressbar=False,
+                          compute_convergence_checks=False)
+    pred = pmi.predict_rows(idata, model, X_new=X_new, random_seed=0)
+    post = idata["posterior"]
+    z_new = pred["Z_new"].values[0]
+    if builder == "dp_ibp":
+        M = post["Z_M"].values[0]
+        labels = pred["Z_c_new"].values[0]
+        np.testing.assert_array_equal(
+            z_new, np.stack([m[c] for m, c in zip(M, labels, strict=True)]))
+    else:
+        M = post["Z_M"].values[0].astype(np.int64)
+        labels = pred["Z_C_new"].values[0].astype(np.int64)
+        np.testing.assert_array_equal(z_new, np.einsum("drl,dlk->drk", labels, M) > 0)
+    recon = np.einsum("drk,dkc->drc", z_new, post["A"].values[0])
+    assert np.sqrt(np.mean((recon - clean) ** 2)) < 0.25
