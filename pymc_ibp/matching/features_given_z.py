@@ -61,6 +61,19 @@ class FeaturesGivenZ:
             self.z, pt.broadcast_to(self.scale, (k, d)), pt.broadcast_to(b.sigma_x, (d,)), off])
         return compile_point_fn(model, outs, compile_kwargs=compile_kwargs)
 
+    def binary_z(self, Z, who):
+        """``Z`` as a C-ordered int8 array, or :class:`DataError` when it holds a value other
+        than 0 and 1 (the kernels count a non-zero entry as 1: an integer ``Z`` such as
+        ``C @ M`` would be sampled as if it were ``1[C M > 0]``)."""
+        Z = np.asarray(Z)
+        if Z.size and (Z.min() < 0 or Z.max() > 1):
+            raise DataError(
+                f"{who}: Z in the mean of {self.block.obs_rv.name!r} holds {Z.max()} (or "
+                f"{Z.min()}); the step needs a binary Z. Write Z as 0/1 (e.g. "
+                f"pt.gt(C @ M, 0)), or give {self.a_rv.name!r} to NUTS "
+                f"(step=[pm.NUTS([{self.a_rv.name}])]).")
+        return np.ascontiguousarray(Z, dtype=np.int8)
+
     def point_data(self, model):
         """A function of a point giving ``X`` with PyMC's imputed entries at their current
         values (the model's array itself, to be read only, when none are missing)."""

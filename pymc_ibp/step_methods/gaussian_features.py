@@ -98,7 +98,7 @@ class GaussianFeatureGibbs(BlockedStep):
 
     def step(self, point):
         Z, scale, sx, off = self._params(point)
-        Z = np.ascontiguousarray(Z, dtype=np.int8)
+        Z = self.spec.binary_z(Z, "GaussianFeatureGibbs")
         X = self._data(point)
         A = draw_features(self.rng, Z, np.ascontiguousarray(X - np.asarray(off, float)),
                           np.asarray(sx, dtype=float) ** 2, np.asarray(scale, dtype=float) ** 2)

@@ -148,7 +148,7 @@ class NonNegativeFeatureGibbs(BlockedStep):
     @interrupt_safe  # the kernel takes the step's Generator (see _numba_utils)
     def step(self, point):
         Z, scale, sx, off = self._params(point)
-        Z = np.ascontiguousarray(Z, dtype=np.int8)
+        Z = self.spec.binary_z(Z, "NonNegativeFeatureGibbs")
         scale = np.asarray(scale, dtype=float)
         a_val = np.asarray(point[self.a_name], dtype=float)
         A = np.exp(a_val) if self.log_space else a_val.copy()

@@ -4,6 +4,7 @@ out, automatic assignment and bad wiring."""
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 from pymc.sampling.mcmc import assign_step_methods
 from pymc.step_methods import CompoundStep
@@ -140,3 +141,16 @@ def test_assigned_for_a_gaussian_a_below_any_binary_z_the_collapsed_samplers_do_
         pm.Normal("Y", mu=A.sum(), sigma=1.0, observed=0.0)
         with pytest.raises(ModelPatternError, match="other than through a Normal mean"):
             pmi.GaussianFeatureGibbs([A])
+
+
+def test_an_integer_z_that_is_not_binary_is_an_error_not_a_wrong_draw():
+    """Z = C @ M (counts, not 1[C M > 0]): the kernels would count a 2 as a 1, so the step
+    raises a DataError naming the fix instead of drawing from the wrong conditional."""
+    C = np.array([[1, 1], [1, 0], [0, 1]], dtype=np.int8)
+    M = np.array([[1, 0], [1, 1]], dtype=np.int8)
+    with pm.Model() as model:
+        A = pm.Normal("A", 0.0, 1.0, shape=(2, 2))
+        pm.Normal("X", mu=pt.as_tensor(C @ M) @ A, sigma=0.5, observed=np.ones((3, 2)))
+        step = pmi.GaussianFeatureGibbs([A])
+    with pytest.raises(pmi.DataError, match="needs a binary Z"):
+        step.step(model.initial_point())
