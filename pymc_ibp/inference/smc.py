@@ -33,6 +33,19 @@ by the trapezoid rule (thermodynamic integration, Gelman & Meng 1998); the first
 ``[0, τ_1]``, enters by its importance weight as in the SMC estimate, since at ``τ = 0`` the
 slope's mean over the prior is infinite when a scale's prior has mass near zero (``E[1/σx²]``
 under a half-normal).
+
+**A reference for the noise scale.**  With ``σx`` free, the tempered posterior of ``σx``
+given ``Z`` sits at the residual's scale ``sqrt(RSS/ND)`` at every temperature, so the hot
+noise ``σx²/τ`` never falls below it: particles that explain the data by noise keep ``σx``
+large, and features are born only once the hot noise is near the true one.  So the path
+starts instead from ``γ_0 = p(θ₋) r(log σx) P(Z | θ)``, with ``r`` normal about a robust
+estimate of the noise (Gavish & Donoho 2014) and the spread at which the likelihood's
+curvature in ``log σx`` overtakes it at ``τ ≈ 0.8``, and passes through
+``γ_τ ∝ p(θ₋) r^{1-τ} (p(σx | ·) L_τ)``: the weights and the Metropolis steps of the
+hyperparameters carry ``(1 - τ) log(r / p(σx | ·))`` beside the tempered likelihood, which
+holds ``σx`` near the noise until the features are found and leaves the target at ``τ = 1``
+the posterior (an SMC sampler may start from any distribution it can draw and evaluate;
+Del Moral, Doucet & Jasra 2006).
 """
 
 from __future__ import annotations
@@ -105,7 +118,7 @@ class _Hyper:
     the values they give, and the prior density of a particle, ``log p(θ) + log P(Z | θ)``
     (with the Jacobians of the transforms)."""
 
-    def __init__(self, model, spec, rvs):
+    def __init__(self, model, spec, rvs, noise_reference="auto"):
         self.rvs = rvs
         self.names = [model.rvs_to_values[rv].name for rv in rvs]
         self.z_name = model.rvs_to_values[spec.z_rv].name
@@ -114,10 +127,12 @@ class _Hyper:
         self.shapes = [np.shape(self.base[n]) for n in self.names]
         self.sizes = [int(np.prod(sh)) for sh in self.shapes]
         self.dim = sum(self.sizes)
+        self.reference = None
         if rvs:
             self.prior = model.compile_logp(vars=[*rvs, spec.z_rv], jacobian=True, sum=True)
             self._draws = PriorDraws(model, rvs)
             self._constrained = compile_point_fn(model, model.replace_rvs_by_values(rvs))
+            self.reference = _NoiseReference.build(model, spec, self, noise_reference)
 
     def point(self, theta, Z=None):
         """The model's point at the unconstrained vector ``theta`` (and ``Z``)."""
@@ -131,16 +146,83 @@ class _Hyper:
         return pt_
 
     def draw(self, rng, draws):
-        """``draws`` prior draws of the unconstrained vector (``draws x dim``)."""
+        """``draws`` draws of the unconstrained vector (``draws x dim``) at ``τ = 0``: the
+        prior's, with the noise scales from their reference (:class:`_NoiseReference`)."""
         if not self.rvs:
             return np.zeros((draws, 0))
-        return np.concatenate([v.reshape(draws, -1).astype(float)
-                               for v in self._draws(rng, draws)], axis=1)
+        theta = np.concatenate([v.reshape(draws, -1).astype(float)
+                                for v in self._draws(rng, draws)], axis=1)
+        if self.reference is not None:
+            self.reference.draw(rng, theta)
+        return theta
+
+    def log_ratio(self, theta):
+        """``log r(θ) - log p(σx | ·)`` of the noise reference, 0 without one."""
+        if self.reference is None:
+            return 0.0
+        return self.reference.log_ratio(theta, self.point(theta))
 
     def constrained(self, theta):
         """The hyperparameters' values at ``theta``, by name."""
         vals = self._constrained(self.point(theta))
         return {rv.name: np.asarray(v) for rv, v in zip(self.rvs, vals, strict=True)}
+
+
+class _NoiseReference(NamedTuple):
+    """The reference density of the noise scale at ``τ = 0`` (module docstring): ``log σx``
+    normal about a robust estimate of the noise of ``X``
+    (:func:`pymc_ibp.kernels.noise_scale_estimate`), with a spread that hands ``σx`` over to
+    the likelihood at about ``τ = HANDOFF``."""
+
+    index: np.ndarray  # the coordinates of θ holding log σx
+    mean: float
+    sd: float
+    prior: object  # log p(log σx | its parents), with the log transform's Jacobian
+
+    #: the temperature at which the likelihood's curvature in ``log σx`` (``2τ`` per
+    #: observation) equals the reference's (``(1 - τ) / sd²``)
+    HANDOFF = 0.8
+    #: ``noise_reference="auto"`` takes the reference from this many rows and columns on
+    MIN_SIDE = 10
+
+    @classmethod
+    def build(cls, model, spec, hyper, use="auto"):
+        """The reference of a free noise scale: one free variable with a log transform that
+        is every block's ``σx`` (a scalar or one per column), when ``use`` is True, or
+        ``"auto"`` and the data have at least :attr:`MIN_SIDE` rows and columns (fewer give
+        the noise estimate too few singular values); ``None`` otherwise."""
+        from pymc.logprob.transforms import LogTransform
+
+        handoff = use if isinstance(use, float) else cls.HANDOFF
+        if use is False or (use == "auto" and min(spec.X.shape) < cls.MIN_SIDE):
+            return None
+
+        scales = {b.sigma_x for b in spec.blocks}
+        if len(scales) != 1:
+            return None
+        sx = scales.pop()
+        if sx not in hyper.rvs or not isinstance(model.rvs_to_transforms.get(sx),
+                                                 LogTransform):
+            return None
+        at = hyper.rvs.index(sx)
+        start = sum(hyper.sizes[:at])
+        index = np.arange(start, start + hyper.sizes[at])
+        n, d = spec.X.shape
+        per = n * d / index.size  # observations per component of σx
+        sd = math.sqrt((1.0 / handoff - 1.0) / 2.0 / per)
+        mean = math.log(max(kernels.noise_scale_estimate(spec.X), 1e-12))
+        return cls(index, mean, sd, model.compile_logp(vars=[sx], jacobian=True, sum=True))
+
+    def draw(self, rng, theta):
+        """Replace the noise coordinates of every row of ``theta`` by reference draws."""
+        theta[:, self.index] = self.mean + self.sd * rng.standard_normal(
+            (theta.shape[0], self.index.size))
+
+    def log_ratio(self, theta, point):
+        z = (theta[self.index] - self.mean) / self.sd
+        log_r = float(-0.5 * (z @ z) - self.index.size * (math.log(self.sd)
+                                                         + 0.5 * math.log(2 * math.pi)))
+        return log_r - float(self.prior(point))
 
 
 class _Params(NamedTuple):
@@ -153,6 +235,7 @@ class _Params(NamedTuple):
     trXX: np.ndarray
     sx2: np.ndarray
     sa2: np.ndarray
+    log_ratio: float = 0.0
 
 
 class _Particles:
@@ -180,7 +263,7 @@ class _Particles:
         sa2 = np.broadcast_to(sa**2, (self.d,)).astype(float)
         noise = kernels.noise_blocks(sx2, sa2, self.d)
         return _Params(noise, alpha, beta, kernels.block_sq_norms(self.X, noise, self.colsq),
-                       sx2, sa2)
+                       sx2, sa2, self.hyper.log_ratio(theta))
 
     def _spectrum(self, i):
         Z = self.Z[i]
@@ -188,21 +271,29 @@ class _Particles:
         self.g[i], self.q[i] = kernels.collapsed_spectrum(G, RX, self.k_max)
 
     def loglik(self, temperature, i=None, params=None):
-        """The tempered log-likelihoods of every particle, or of particle ``i`` (at its own
-        hyperparameters, or at ``params``)."""
+        """The tempered part of the target of every particle, or of particle ``i`` (at its
+        own hyperparameters, or at ``params``): the tempered log-likelihood plus
+        ``(1 - τ)`` times the noise reference's log ratio (module docstring)."""
         if i is None:
+            ratio = np.array([p.log_ratio for p in self.params])
             return kernels.tempered_loglik_columns(self.g, self.q, self.colsq, self.n,
-                                                   *self._scales(), temperature)
+                                                   *self._scales(), temperature) + (
+                (1.0 - temperature) * ratio)
         p = self.params[i] if params is None else params
         return float(kernels.tempered_loglik_columns(
             self.g[i:i + 1], self.q[i:i + 1], self.colsq, self.n, p.sx2[None], p.sa2[None],
-            temperature)[0])
+            temperature)[0]) + (1.0 - temperature) * p.log_ratio
+
+    def start(self):
+        """:meth:`loglik` of every particle at ``τ = 0``: the noise reference's log ratio."""
+        return np.array([p.log_ratio for p in self.params])
 
     def slope(self, temperature):
-        """``d/dτ`` of every particle's tempered log-likelihood at ``temperature``
-        (:func:`pymc_ibp.kernels.tempered_loglik_slope_columns`)."""
+        """``d/dτ`` of every particle's :meth:`loglik` at ``temperature``
+        (:func:`pymc_ibp.kernels.tempered_loglik_slope_columns`, less the log ratio)."""
+        ratio = np.array([p.log_ratio for p in self.params])
         return kernels.tempered_loglik_slope_columns(self.g, self.q, self.colsq, self.n,
-                                                     *self._scales(), temperature)
+                                                     *self._scales(), temperature) - ratio
 
     def _scales(self):
         """Every particle's per-column ``σx²`` and ``σa²`` (``P x D`` each)."""
@@ -284,7 +375,7 @@ def _next_temperature(particles, current, ll_now, ess):
     return max(lo, current + 1e-12)
 
 
-def _kernel(model, kernel):
+def _kernel(model, kernel, noise_reference="auto"):
     """The mutation kernel: the accelerated one where the model has the linear-Gaussian
     pattern it needs, else the model's generic one (:mod:`pymc_ibp.inference.smc_model`)."""
     if kernel not in ("auto", "accelerated", "gibbs"):
@@ -299,13 +390,15 @@ def _kernel(model, kernel):
             _log.info("pmi.sample_smc: the generic Metropolis-within-Gibbs kernel moves the "
                       "particles, slower than the accelerated one (%s)", why)
         else:
-            return _LinearGaussianKernel(model, _Hyper(model, spec, free), spec,
+            return _LinearGaussianKernel(model, _Hyper(model, spec, free, noise_reference),
+                                         spec,
                                          np.ascontiguousarray(spec.X, dtype=np.float64))
     return ModelKernel(model)
 
 
 def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2,
-               kernel="auto", cores=None, client=None, random_seed=None):
+               kernel="auto", noise_reference="auto", cores=None, client=None,
+               random_seed=None):
     """Tempered sequential Monte Carlo from the prior to the posterior of a model, and its
     estimate of the log evidence ``log p(X)`` (module docstring).
 
@@ -332,6 +425,16 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         :class:`pymc_ibp.AcceleratedGibbs`) per particle and temperature.
     growth : float, default 1.2
         The largest factor by which a temperature may grow from one stage to the next.
+    noise_reference : {"auto", True, False} or float, default "auto"
+        Under the accelerated kernel with a free noise scale ``σx`` (one variable with a log
+        transform, e.g. ``pm.HalfNormal``): draw the particles' ``log σx`` at ``τ = 0`` from
+        a normal reference about a robust estimate of the data's noise
+        (:func:`pymc_ibp.kernels.noise_scale_estimate`) instead of its prior, and temper from
+        that reference to the prior with the likelihood (module docstring).  Without it the
+        particles explain the data by noise and miss features (``docs/evidence.md``).
+        ``"auto"``: with at least 10 rows and 10 columns; a float in ``(0, 1)``: the
+        temperature at which the likelihood takes over (default 0.8; smaller is a wider
+        reference).  The evidence is exact either way.
     kernel : {"auto", "accelerated", "gibbs"}, default "auto"
         The particles' moves: ``"auto"`` takes the accelerated kernel where the model has
         its pattern (and says in one log line why not otherwise); ``"accelerated"`` raises
@@ -372,7 +475,12 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         raise ValueError("sample_smc needs draws >= 2 and chains >= 1.")
     if int(sweeps) < 1:
         raise ValueError(f"sweeps must be a positive integer; got {sweeps!r}.")
-    run = _Run(_kernel(model, kernel), int(draws), float(ess), float(growth), int(sweeps),
+    if not (noise_reference in ("auto", True, False) and not isinstance(noise_reference, float)
+            or isinstance(noise_reference, float) and 0.0 < noise_reference < 1.0):
+        raise ValueError(f"noise_reference must be 'auto', True, False or a hand-off "
+                         f"temperature in (0, 1); got {noise_reference!r}.")
+    run = _Run(_kernel(model, kernel, noise_reference), int(draws), float(ess),
+               float(growth), int(sweeps),
                np.random.default_rng(random_seed).spawn(int(chains)))
     if isinstance(run.kernel, ModelKernel):
         run.kernel.check_size()
@@ -473,7 +581,7 @@ class _Run(NamedTuple):
         temperatures)``."""
         rng = self.seeds[c]
         particles = self.kernel.particles(rng, self.draws)
-        temp, ll_now, total, path, acc = 0.0, np.zeros(self.draws), 0.0, [0.0], []
+        temp, ll_now, total, path, acc = 0.0, particles.start(), 0.0, [0.0], []
         slopes, first = [], 0.0  # TI: the slopes at τ_1, τ_2, ... and the first stage's
         while temp < 1.0:
             new = _next_temperature(particles, temp, ll_now, self.ess)

@@ -336,6 +336,10 @@ class _ModelParticles:
     def loglik(self, temperature):
         return self.kernel.loglik(self.parts, temperature)
 
+    def start(self):
+        """The tempered part of every particle's target at ``τ = 0``: none (the prior)."""
+        return np.zeros(self.parts.prior.shape[0])
+
     def slope(self, temperature):
         return self.kernel.slope(self.parts, temperature)
 

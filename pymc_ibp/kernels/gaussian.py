@@ -281,6 +281,40 @@ def tempered_loglik_slope_columns(g, q, colsq, n, sx2, sa2, temperature):
     return slope.sum(axis=1)
 
 
+def marchenko_pastur_median(beta):
+    """The median of the Marchenko–Pastur law of aspect ratio ``beta`` in ``(0, 1]`` with unit
+    variance: of the eigenvalues of ``EᵀE / n`` for an ``n x m`` (``m = beta n``) matrix of
+    standard normal noise, as ``n`` grows."""
+    from scipy import integrate, optimize
+
+    beta = float(beta)
+    if not 0.0 < beta <= 1.0:
+        raise ValueError(f"beta must lie in (0, 1]; got {beta!r}.")
+    lo, hi = (1.0 - math.sqrt(beta)) ** 2, (1.0 + math.sqrt(beta)) ** 2
+
+    def density(x):
+        return math.sqrt(max((hi - x) * (x - lo), 0.0)) / (2.0 * math.pi * beta * x)
+
+    def cdf(x):
+        return integrate.quad(density, lo, x, limit=200)[0]
+
+    return float(optimize.brentq(lambda x: cdf(x) - 0.5, lo, hi, xtol=1e-12))
+
+
+def noise_scale_estimate(X):
+    """A robust estimate of the noise scale of ``X = signal + σE`` (``E`` standard normal)
+    whose signal has low rank: the median singular value of ``X`` over its value under pure
+    noise, ``σ̂ = s_med / sqrt(n μ_β)`` with ``n = max(N, D)``, ``β = min(N, D) / n`` and
+    ``μ_β`` the median of the Marchenko–Pastur law (Gavish & Donoho 2014, eq. 3).  Biased
+    upwards when the signal's rank is not small against ``min(N, D)``."""
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    gram = X.T @ X if d <= n else X @ X.T
+    eig = np.clip(np.linalg.eigvalsh(gram), 0.0, None)
+    big, small = max(n, d), min(n, d)
+    return float(math.sqrt(np.median(eig) / (big * marchenko_pastur_median(small / big))))
+
+
 @numba.njit(cache=True)
 def draw_active_features(rng, G, RX, noise):
     """``A_act ~ N(μ, Σ)`` column-wise (Doshi-Velez & Ghahramani 2009, eq. 6), per block of
