@@ -119,7 +119,7 @@ def main():
          f"{args.k_max} --particles {args.particles} --draws {args.draws} --seed {args.seed} "
          f"--runs {runs}{' --readme' if args.readme else ''}",
          "both on 2 cores after a warm-up run (numba compiled); SMC chains are independent "
-         "runs, pm.sample chains its 4 chains",
+         f"runs, pm.sample chains its {runs} chains",
          "log_evidence: the SMC estimate, mean ± standard error over the runs; "
          "log_evidence_ti: thermodynamic integration over the same runs' temperatures",
          f"*_sd_of_run_means: the spread of the {runs} runs' (chains') means; *_ess: "
