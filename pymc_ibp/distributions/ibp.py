@@ -268,7 +268,7 @@ class IBP(Discrete):
                 raise ValueError(
                     f"pmi.IBP's {label} is one number for the whole N x K_max matrix (its "
                     f"{'mass' if label == 'alpha' else 'concentration'}); got {label} of shape "
-                    f"{v.type.shape} for shape={tuple(shape_t)!r}. For a {label} per feature "
+                    f"{v.type.shape} for shape={tuple(shape_t)!r}. For one {label} per feature "
                     "use pmi.IBPStickBreaking or a pm.Bernoulli matrix; several IBP matrices "
                     "take one pmi.IBP each (or a batch: shape=(B, N, K_max) with one "
                     f"{label} per batch entry).")
