@@ -32,6 +32,7 @@ MPhil/PhD thesis, University of Cambridge, ch. 7.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -196,8 +197,13 @@ def chained_fit(likelihood, *, n, k_max, l_max, stages=STAGES, alpha_c=1.0, alph
             kwargs = dict(sample_kwargs)
             if i + 1 < len(stages):  # a stage that only chooses the next one's start: no
                 kwargs.setdefault("compute_convergence_checks", False)  # R-hat / ESS lines
-            idata = pm.sample(tune=tune, draws=draws, chains=chains, random_seed=seed,
-                              initvals=inits, **kwargs)
+            with warnings.catch_warnings():
+                # ArviZ's R-hat of a quantity no draw of any chain changes (an entry of Z)
+                # divides 0 by 0: a NaN in the table, not a warning the user can act on
+                warnings.filterwarnings("ignore", "invalid value encountered in scalar divide",
+                                        RuntimeWarning, module=r"arviz_stats\.")
+                idata = pm.sample(tune=tune, draws=draws, chains=chains, random_seed=seed,
+                                  initvals=inits, **kwargs)
         out.stages.append(stage)
         out.results.append(idata)
         states = _final_states(idata, model)

@@ -133,6 +133,11 @@ class _Hyper:
             self._draws = PriorDraws(model, rvs)
             self._constrained = compile_point_fn(model, model.replace_rvs_by_values(rvs))
             self.reference = _NoiseReference.build(model, spec, self, noise_reference)
+        if self.reference is not None:
+            sx = spec.blocks[0].sigma_x.name
+            _log.info(f"pmi.sample_smc: {sx!r} starts from a reference about the data's noise, "
+                      f"log {sx} ~ Normal({self.reference.mean:.3g}, "
+                      f"{self.reference.sd:.3g}) (noise_reference=False: from its prior)")
 
     def point(self, theta, Z=None):
         """The model's point at the unconstrained vector ``theta`` (and ``Z``)."""
@@ -275,10 +280,9 @@ class _Particles:
         own hyperparameters, or at ``params``): the tempered log-likelihood plus
         ``(1 - τ)`` times the noise reference's log ratio (module docstring)."""
         if i is None:
-            ratio = np.array([p.log_ratio for p in self.params])
             return kernels.tempered_loglik_columns(self.g, self.q, self.colsq, self.n,
                                                    *self._scales(), temperature) + (
-                (1.0 - temperature) * ratio)
+                (1.0 - temperature) * self.start())
         p = self.params[i] if params is None else params
         return float(kernels.tempered_loglik_columns(
             self.g[i:i + 1], self.q[i:i + 1], self.colsq, self.n, p.sx2[None], p.sa2[None],
@@ -291,9 +295,8 @@ class _Particles:
     def slope(self, temperature):
         """``d/dτ`` of every particle's :meth:`loglik` at ``temperature``
         (:func:`pymc_ibp.kernels.tempered_loglik_slope_columns`, less the log ratio)."""
-        ratio = np.array([p.log_ratio for p in self.params])
         return kernels.tempered_loglik_slope_columns(self.g, self.q, self.colsq, self.n,
-                                                     *self._scales(), temperature) - ratio
+                                                     *self._scales(), temperature) - self.start()
 
     def _scales(self):
         """Every particle's per-column ``σx²`` and ``σa²`` (``P x D`` each)."""
@@ -475,7 +478,7 @@ def sample_smc(model=None, *, draws=500, chains=4, ess=0.5, sweeps=3, growth=1.2
         raise ValueError("sample_smc needs draws >= 2 and chains >= 1.")
     if int(sweeps) < 1:
         raise ValueError(f"sweeps must be a positive integer; got {sweeps!r}.")
-    if not (noise_reference in ("auto", True, False) and not isinstance(noise_reference, float)
+    if not (isinstance(noise_reference, bool) or noise_reference == "auto"
             or isinstance(noise_reference, float) and 0.0 < noise_reference < 1.0):
         raise ValueError(f"noise_reference must be 'auto', True, False or a hand-off "
                          f"temperature in (0, 1); got {noise_reference!r}.")

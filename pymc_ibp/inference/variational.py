@@ -39,6 +39,7 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 from pytensor.graph.basic import Constant
+from pytensor.graph.traversal import ancestors
 from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.subtensor import Subtensor
 from scipy.optimize import minimize
@@ -291,12 +292,18 @@ def _match(model, z):
             "representation is built in); use pm.sample for other priors.")
     if spec.z_data is not None:
         raise ModelPatternError(f"{spec.z_rv.name!r} is observed: nothing to infer.")
-    if any(b.offset is not None and not is_zero_constant(b.offset) for b in spec.blocks):
+    offsets = [b.offset for b in spec.blocks
+               if b.offset is not None and not is_zero_constant(b.offset)]
+    if offsets:
+        free = sorted({v.name for v in ancestors(offsets) if v in set(model.free_RVs)})
+        what, fix = ((f"the offset {', '.join(map(repr, free))}", "centre the data's columns "
+                      "(X - np.nanmean(X, axis=0)) and leave the offset out of the model")
+                     if free else ("a constant offset", "subtract it from the data "
+                                   "(X - offset) and leave it out of the model"))
         raise ModelPatternError(
-            "fit_variational fits X ~ Normal(Z @ A, sigma_x) without an offset b (its "
-            "mean-field updates have no term for one): centre the data's columns "
-            "(X - np.nanmean(X, axis=0)) and leave b out of the model, or fit the model as it "
-            "is with pm.sample (AcceleratedGibbs fits b).")
+            f"fit_variational fits X ~ Normal(Z @ A, sigma_x) without an offset (its "
+            f"mean-field updates have no term for one), and the model adds {what}: {fix}, "
+            "or fit the model as it is with pm.sample (AcceleratedGibbs fits offsets).")
     return spec
 
 

@@ -49,16 +49,31 @@ class Noise(NamedTuple):
     sa2: np.ndarray  # float64, B feature-prior variances σa_b²
 
 
-def noise_blocks(sx2, sa2, d) -> Noise:
-    """:class:`Noise` from per-column (length ``D``) or scalar variances; runs of adjacent
-    columns with equal ``(σx², σa²)`` form one block, so scalar scales give ``B = 1``."""
+def _variances(sx2, sa2, d, k=None):
+    """``σx²`` per column (``D``) and ``σa²`` per column (``D``, or ``K x D`` per feature and
+    column), broadcast from scalars and checked positive and finite."""
     sx2 = np.broadcast_to(np.asarray(sx2, dtype=np.float64), (d,))
-    sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (d,))
+    sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (d,) if k is None else (k, d))
     if not (np.all(np.isfinite(sx2)) and np.all(sx2 > 0) and np.all(np.isfinite(sa2))
             and np.all(sa2 > 0)):
         raise ValueError("The noise and feature variances must be positive and finite.")
-    change = np.flatnonzero((sx2[1:] != sx2[:-1]) | (sa2[1:] != sa2[:-1])) + 1
-    cols = np.concatenate([[0], change, [d]]).astype(np.int64)
+    return sx2, sa2
+
+
+def _column_runs(sx2, sa2):
+    """The bounds ``cols`` (``B + 1``) of the runs of adjacent columns with equal ``σx²`` and
+    equal ``σa²`` (every row of a ``K x D`` ``sa2``)."""
+    d = sx2.shape[0]
+    change = (sx2[1:] != sx2[:-1]) | np.any(np.atleast_2d(sa2)[:, 1:]
+                                             != np.atleast_2d(sa2)[:, :-1], axis=0)
+    return np.concatenate([[0], np.flatnonzero(change) + 1, [d]]).astype(np.int64)
+
+
+def noise_blocks(sx2, sa2, d) -> Noise:
+    """:class:`Noise` from per-column (length ``D``) or scalar variances; runs of adjacent
+    columns with equal ``(σx², σa²)`` form one block, so scalar scales give ``B = 1``."""
+    sx2, sa2 = _variances(sx2, sa2, d)
+    cols = _column_runs(sx2, sa2)
     starts = cols[:-1]
     return Noise(cols, np.ascontiguousarray(sx2[starts]), np.ascontiguousarray(sa2[starts]))
 
@@ -378,18 +393,13 @@ def draw_features(rng, Z, X, sx2, sa2=None):
 def _draw_features_per_entry(rng, Z, X, sx2, sa2):
     """:func:`draw_features` with prior variances ``sa2`` per feature and column."""
     k_max, d = Z.shape[1], X.shape[1]
-    sx2 = np.broadcast_to(np.asarray(sx2, dtype=np.float64), (d,))
-    sa2 = np.broadcast_to(np.asarray(sa2, dtype=np.float64), (k_max, d))
-    if not (np.all(np.isfinite(sx2)) and np.all(sx2 > 0) and np.all(np.isfinite(sa2))
-            and np.all(sa2 > 0)):
-        raise ValueError("The noise and feature variances must be positive and finite.")
+    sx2, sa2 = _variances(sx2, sa2, d, k_max)
     A = rng.normal(0.0, 1.0, size=(k_max, d)) * np.sqrt(sa2)
     act = np.flatnonzero(Z.sum(axis=0) > 0)
     if act.size:
         G, RX = suff_stats(Z, X, act)
         va = sa2[act]
-        change = np.flatnonzero((sx2[1:] != sx2[:-1]) | np.any(va[:, 1:] != va[:, :-1], axis=0))
-        cols = np.concatenate([[0], change + 1, [d]]).astype(np.int64)
+        cols = _column_runs(sx2, va)
         starts = cols[:-1]
         prec = np.ascontiguousarray((1.0 / va[:, starts]).T)
         A[act] = draw_active_blocks(rng, G, RX, cols, np.ascontiguousarray(sx2[starts]), prec)

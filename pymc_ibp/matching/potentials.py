@@ -12,10 +12,16 @@ __all__ = ["potential_names", "potentials_on", "refuse_potentials"]
 
 
 def potentials_on(model, rvs):
-    """The potentials of ``model`` whose graph depends on any of the random variables
-    ``rvs``."""
-    rvs = set(rvs)
-    return [p for p in model.potentials if rvs & set(ancestors([p]))]
+    """The potentials of ``model`` whose density depends on the value of any of the random
+    variables ``rvs`` (in the model's value graph, where every random variable is its value:
+    a potential on a child ``Z`` of ``M`` depends on ``Z``'s value, not on ``M``)."""
+    values = {model.rvs_to_values[rv] for rv in rvs if rv in model.rvs_to_values}
+    found = []
+    for p in model.potentials:
+        [graph] = model.replace_rvs_by_values([p])
+        if values & set(ancestors([graph])):
+            found.append(p)
+    return found
 
 
 def potential_names(potentials):

@@ -91,9 +91,7 @@ class FoldMove:
                 return 0, Z  # no fold leads here
             log_r = self._unfold_log_ratio(trial, Z, split, c, t, (a_cur[c], a_cur[t]),
                                            (a_cur[c] - u, u), (mean0, prec0), kp, alpha, beta)
-            if math.log(rng.random()) < log_r + log_unseen:
-                new = self.f.with_rows(trial, {c: a_cur[c] - u, t: u})
-                trial[self.f.a_name] = new[self.f.a_name]
+            if self.f.accepts(rng, log_r + log_unseen, split, trial, {c: a_cur[c] - u, t: u}):
                 return 1, split
             return 0, Z
         if kp < 2:  # ---- fold
@@ -110,8 +108,7 @@ class FoldMove:
         log_r = self._unfold_log_ratio(trial, merged, Z, c, t, (total, new_t),
                                        (a_cur[c], a_cur[t]), (mean0, prec0), kp - 1, alpha,
                                        beta)
-        if math.log(rng.random()) < -(log_r + log_unseen):
-            trial[self.f.a_name] = self.f.with_rows(trial, {c: total, t: new_t})[self.f.a_name]
+        if self.f.accepts(rng, -(log_r + log_unseen), merged, trial, {c: total, t: new_t}):
             return 1, merged
         return 0, Z
 

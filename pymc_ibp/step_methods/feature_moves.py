@@ -343,8 +343,7 @@ class FeatureParameterMoves:
             a_new = mean1 + rng.standard_normal(mean1.shape) / np.sqrt(prec1)
             log_r = self._log_ratio(trial, Z, born, k, a_new, (mean1, prec1), alpha, beta,
                                     n_empty=empty.size, log_group=log_group, ll0=ll_without)
-            if math.log(rng.random()) < log_r:
-                self._set(trial, k, a_new)
+            if self.accepts(rng, log_r, born, trial, {k: a_new}):
                 return 1, born
             return 0, Z
         small = np.flatnonzero((m >= 1) & (m <= self.max_rows))  # ---- death
@@ -367,8 +366,7 @@ class FeatureParameterMoves:
         log_r = self._log_ratio(reverse, dead, Z, k, a_cur, q1, alpha, beta,
                                 n_empty=int((m == 0).sum()) + 1, log_group=log_group,
                                 q0=(mean0, prec0), ll0=ll_without)
-        if math.log(rng.random()) < -log_r:
-            self._set(trial, k, a_old)
+        if self.accepts(rng, -log_r, dead, trial, {k: a_old}):
             return 1, dead
         return 0, Z
 
@@ -470,8 +468,7 @@ class FeatureParameterMoves:
             log_r = self._split_log_ratio(
                 trial, Z, split, c, t, a, b, seeds, logp, (a_cur[c], a_cur[t]),
                 (new_c, new_t), ((mean_c, prec_c), (mean_t, prec_t)), alpha, beta)
-            if math.log(rng.random()) < log_r:
-                trial[self.a_name] = self.with_rows(trial, {c: new_c, t: new_t})[self.a_name]
+            if self.accepts(rng, log_r, split, trial, {c: new_c, t: new_t}):
                 return 1, split
             return 0, Z
         if kp < 2:  # ---- merge
@@ -498,8 +495,7 @@ class FeatureParameterMoves:
             trial, merged, Z, c, t, a, b, seeds, logp, (new_c, new_t), (a_cur[c], a_cur[t]),
             ((mean_c, prec_c), (mean_t, prec_t)), alpha, beta,
             reverse=((mean_u, prec_u), (mean0, prec0)))
-        if math.log(rng.random()) < -log_r:
-            trial[self.a_name] = self.with_rows(trial, {c: new_c, t: new_t})[self.a_name]
+        if self.accepts(rng, -log_r, merged, trial, {c: new_c, t: new_t}):
             return 1, merged
         return 0, Z
 
@@ -596,10 +592,23 @@ class FeatureParameterMoves:
             a[k] = row
         return {**trial, self.a_name: a}
 
+    def accepts(self, rng, log_r, Z, trial, rows):
+        """The Metropolis--Hastings test of a move to ``Z`` with the given ``rows`` of ``A``
+        (:meth:`RowMoves.accepts <pymc_ibp.step_methods.ibp_gibbs_moves.RowMoves.accepts>`,
+        with the model's potentials); on acceptance ``trial[A]`` holds them (a new array)."""
+        if self.moves.potentials is None:  # no proposal point to score
+            if math.log(rng.random()) < log_r:
+                trial[self.a_name] = self.with_rows(trial, rows)[self.a_name]
+                return True
+            return False
+        proposed = self.with_rows(trial, rows)
+        if self.moves.accepts(rng, log_r, Z, proposed):
+            trial[self.a_name] = proposed[self.a_name]
+            return True
+        return False
+
     def _with_row(self, trial, k, row):
         a = np.array(trial[self.a_name], copy=True)
         a[k] = row
         return a
 
-    def _set(self, trial, k, row):
-        trial[self.a_name] = self._with_row(trial, k, row)

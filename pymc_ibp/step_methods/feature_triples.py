@@ -88,9 +88,7 @@ class PairTripleMove:
                                           (a_cur[s1], a_cur[s2], a_cur[s3]), q0,
                                           self._both_laplace(trial, pair, s1, s2, s3), kp - 1,
                                           alpha, beta)
-            if math.log(rng.random()) < -log_r:
-                trial[self.f.a_name] = self.f.with_rows(trial, {s1: a_p, s2: a_q, s3: a_e})[
-                    self.f.a_name]
+            if self.f.accepts(rng, -log_r, pair, trial, {s1: a_p, s2: a_q, s3: a_e}):
                 return 1, pair
             return 0, Z
         if kp < 2 or kp == k_max:  # ---- merge: pair -> triple
@@ -109,9 +107,7 @@ class PairTripleMove:
         log_r = self._merge_log_ratio(trial, Z, triple, (s1, s2, s3), (a_p, a_q, a_cur[s3]),
                                       (a_f, a_p - a_f, a_q - a_f),
                                       self.f.prior_laplace(trial, Z, s3), q_f, kp, alpha, beta)
-        if math.log(rng.random()) < log_r:
-            trial[self.f.a_name] = self.f.with_rows(trial, {s1: a_f, s2: a_p - a_f, s3: a_q - a_f})[
-                self.f.a_name]
+        if self.f.accepts(rng, log_r, triple, trial, {s1: a_f, s2: a_p - a_f, s3: a_q - a_f}):
             return 1, triple
         return 0, Z
 

@@ -24,10 +24,21 @@ __all__ = ["RowMoves"]
 class RowMoves:
     """The row-likelihood moves of a binary matrix ``Z`` (value ``z_name``) with ``k_max``
     slots: ``rows`` its :class:`~pymc_ibp.matching.rows.RowLikelihood`.  Every move takes the
-    chain's generator ``rng``."""
+    chain's generator ``rng``.  ``potentials``: the model's potentials on what the moves
+    change (a :class:`~pymc_ibp.step_methods.potentials.PotentialTerms`, whose ratio joins
+    every acceptance test: :meth:`accepts`), or ``None``."""
 
-    def __init__(self, rows, z_name, k_max):
+    def __init__(self, rows, z_name, k_max, potentials=None):
         self.rows, self.z_name, self.k_max = rows, z_name, k_max
+        self.potentials = potentials
+
+    def accepts(self, rng, log_r, Z, trial):
+        """The Metropolis--Hastings test of a move to ``Z`` (the other values in ``trial``)
+        whose log ratio without the model's potentials is ``log_r``; with potentials, their
+        ratio joins it."""
+        if self.potentials is None:
+            return math.log(rng.random()) < log_r
+        return self.potentials.accepts(rng, log_r, {**trial, self.z_name: Z})
 
     def split_merge_move(self, rng, Z, trial, alpha, beta, cur=None):
         r"""One split–merge Metropolis–Hastings proposal on ``Z`` given every other variable
@@ -78,11 +89,11 @@ class RowMoves:
             log_q = float(np.sum(logp[opt[rows], rows]))
             log_r = (d_ll + log_ab + log_beta_term(m1, n, beta) + log_beta_term(m2, n, beta)
                      - log_beta_term(int(m[c]), n, beta) - math.log(kp + 1.0) - log_q)
-            if math.log(rng.random()) < log_r:
-                Z = Z.copy()
-                Z[rows, c] = (opt[rows] != 1).astype(Z.dtype)
-                Z[rows, t] = (opt[rows] != 0).astype(Z.dtype)
-                return 1, Z
+            split = Z.copy()
+            split[rows, c] = (opt[rows] != 1).astype(Z.dtype)
+            split[rows, t] = (opt[rows] != 0).astype(Z.dtype)
+            if self.accepts(rng, log_r, split, trial):
+                return 1, split
             return 0, Z
         if kp < 2:  # ---- merge
             return 0, Z
@@ -102,7 +113,7 @@ class RowMoves:
         log_r = (d_ll + log_ab + log_beta_term(int(m[keep]), n, beta)
                  + log_beta_term(int(m[rem]), n, beta) - log_beta_term(rows.size, n, beta)
                  - math.log(kp) - log_q)
-        if math.log(rng.random()) < -log_r:
+        if self.accepts(rng, -log_r, merged, trial):
             return 1, merged
         return 0, Z
 
@@ -153,7 +164,7 @@ class RowMoves:
             log_q_rev, d_ll = self.compose_scores(trial, Z, new, k, i, j, cur)
             log_r = (d_ll + self.log_prior(new, alpha, beta) - self.log_prior(Z, alpha, beta)
                      + math.log(kp) - math.log(k_max - kp + 1) + log_q_rev)
-            if math.log(rng.random()) < log_r:
+            if self.accepts(rng, log_r, new, trial):
                 return 1, new
             return 0, Z
         if kp < 2 or kp == k_max:  # ---- compose
@@ -183,7 +194,7 @@ class RowMoves:
         d_ll = float(np.sum(ll[opt, rows] - ll[0, rows]))
         log_r = (d_ll + self.log_prior(new, alpha, beta) - self.log_prior(Z, alpha, beta)
                  - math.log(kp + 1) + math.log(k_max - kp) - log_q)
-        if math.log(rng.random()) < log_r:
+        if self.accepts(rng, log_r, new, trial):
             return 1, new
         return 0, Z
 

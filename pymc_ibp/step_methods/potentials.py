@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 
 import pymc as pm
+import pytensor.tensor as pt
 from pymc.step_methods.compound import Competence
 
+from pymc_ibp._pytensor_utils import compile_point_fn
 from pymc_ibp.matching.potentials import potential_names, potentials_on, refuse_potentials
 
-__all__ = ["INSTEAD", "refuses_potentials"]
+__all__ = ["INSTEAD", "PotentialTerms", "refuses_potentials"]
 
 _log = logging.getLogger("pymc")
 _told = set()
@@ -61,3 +64,45 @@ def refuses_potentials(cls):
     cls.competence = declining
     cls.__init__ = checked
     return cls
+
+
+class PotentialTerms:
+    r"""The sum :math:`\phi` of a model's ``potentials`` as a function of a point, with its value
+    at the state the step holds (``value``, set by :meth:`reset` and kept by :meth:`accepts`
+    and :meth:`moved_to`): the term a step's Metropolis--Hastings moves add to the log
+    acceptance ratios they compute without it, so that they sample the model with its
+    potentials in one stage.  (A second, delayed acceptance stage (Christen & Fox 2005) is
+    exact as well, but a move whose first stage sees only the likelihood is never proposed
+    past it where the potential pays for what the likelihood loses, e.g. a merge of two
+    features under a potential on their number.)"""
+
+    def __init__(self, model, potentials, compile_kwargs=None):
+        [phi] = model.replace_rvs_by_values([pt.add(*[pt.sum(p) for p in potentials])])
+        self._fn = compile_point_fn(model, phi, compile_kwargs=compile_kwargs)
+        self.names = potential_names(potentials)
+        self.value = 0.0
+
+    def __call__(self, point):
+        """``φ`` at ``point``."""
+        return float(self._fn(point))
+
+    def reset(self, point):
+        """Take ``point`` as the state held; returns ``φ`` there."""
+        self.value = self(point)
+        return self.value
+
+    def moved_to(self, value):
+        """The state held moved where ``φ`` is ``value``."""
+        self.value = value
+
+    def accepts(self, rng, log_r, point):
+        """Metropolis--Hastings test of a move to ``point`` whose log ratio without the
+        potentials is ``log_r``: ``log u < log_r + φ(point) - φ(held)`` (one uniform of
+        ``rng``, drawn first as in a test without potentials).  On acceptance ``point`` is
+        the state held."""
+        log_u = math.log(rng.random())
+        new = self(point)
+        if log_u < log_r + new - self.value:
+            self.value = new
+            return True
+        return False

@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator
@@ -41,6 +40,7 @@ from pymc_ibp.init.chained import ChainedStart
 from pymc_ibp.init.given import StartDefaults, check_binary_start
 from pymc_ibp.init.parameters import StartCheck
 from pymc_ibp.init.policy import INIT_Z, init_z_policy
+from pymc_ibp.init.pruning import prune_features
 from pymc_ibp.init.surrogate import SurrogateStart
 from pymc_ibp.kernels.columns import bernoulli_column_gibbs, ibp_column_gibbs
 from pymc_ibp.matching.correlated import match_correlated
@@ -54,6 +54,7 @@ from pymc_ibp.step_methods.feature_moves import FeatureParameterMoves
 from pymc_ibp.step_methods.ibp_gibbs_moves import RowMoves
 from pymc_ibp.step_methods.linear_gaussian_update import LinearGaussianUpdate
 from pymc_ibp.step_methods.noisy_or_moves import ChildBlockMoves
+from pymc_ibp.step_methods.potentials import PotentialTerms
 from pymc_ibp.step_methods.stats import model_logp_fn, per_matrix_stats
 
 __all__ = ["IBPGibbs"]
@@ -79,7 +80,10 @@ def _linear_gaussian_spec(model, z_rv):
         _log.info(f"IBPGibbs for {z_rv.name!r} (uncollapsed; AcceleratedGibbs does not "
                   f"apply: {reason}{logit})")
         return None
-    _log.info(f"IBPGibbs for {z_rv.name!r} (chosen explicitly; AcceleratedGibbs would apply)")
+    pots = potentials_on(model, [z_rv, *spec.a_rvs, *spec.missing_rvs])
+    why = (f"AcceleratedGibbs cannot include the model's pm.Potential {potential_names(pots)}"
+           if pots else "chosen explicitly; AcceleratedGibbs would apply")
+    _log.info(f"IBPGibbs for {z_rv.name!r} ({why})")
     return spec
 
 
@@ -147,8 +151,9 @@ class IBPGibbs(BlockedStep):
     ``p/(1-p)`` for ``Z = pm.Bernoulli(p=...)`` and the likelihood ratio from the model's logp;
     Metropolis–Hastings moves follow each sweep.  Missing data are imputed by their own step
     (data augmentation, Tanner & Wong 1987).  A ``pm.Potential`` on ``Z`` (or on what the
-    moves change) enters each entry's conditional and a second acceptance stage of each move
-    (delayed acceptance, Christen & Fox 2005; docs page *Composing IBP models*).
+    moves change) enters each entry's conditional and each move's acceptance ratio (the
+    noisy-or block moves': a second stage), and one on ``Z`` prunes the features of a searched
+    start where the step has ``A`` (docs page *Composing IBP models*).
 
     Use it for IBP models that are neither linear-Gaussian (:class:`pymc_ibp.AcceleratedGibbs`)
     nor Bernoulli-logit (:class:`pymc_ibp.PolyaGammaGibbs`), or that have a potential on
@@ -341,22 +346,20 @@ class IBPGibbs(BlockedStep):
         self.chained = (_chained_start(model, z_rv, self._hyper(ip), initial_point)
                         if self.is_ibp and init_z != "point" else None)
         # the model's potentials on what this step changes (Z, and A or Y through its moves):
-        # the column updates and moves are proposals, accepted in a second stage by the
-        # potentials' ratio (delayed acceptance), the entry-wise sweep includes them
+        # in each entry's conditional and in the moves' acceptance ratios; the noisy-or
+        # block moves (several row tests each) are accepted in a second stage by their ratio
         changed = [z_rv] + ([self.features.a_rv] if self.features is not None else [])
         if self.child_moves is not None:
             changed += [rv for rv in model.free_RVs
                         if model.rvs_to_values[rv].name == self.child_moves.y_name]
         pots = potentials_on(model, changed)
-        self._phi = None
+        self._phi = PotentialTerms(model, pots, compile_kwargs) if pots else None
+        self._prune = bool(potentials_on(model, [z_rv])) and self.features is not None
+        if self.row_moves is not None:
+            self.row_moves.potentials = self._phi
         if pots:
-            [phi] = model.replace_rvs_by_values([pt.add(*[pt.sum(p) for p in pots])])
-            self._phi = compile_point_fn(model, phi, compile_kwargs=compile_kwargs)
             _log.info(f"IBPGibbs for {z_rv.name!r} includes the model's pm.Potential "
-                      f"{potential_names(pots)} (a second acceptance stage of each move)")
-        #: the values a move may change besides Z (restored when the potential refuses it)
-        self._moved = [n for n in ((self.features.a_name if self.features else None),
-                                   (self.child_moves.y_name if self.child_moves else None)) if n]
+                      f"{self._phi.names} (in every update and move it makes)")
         # the model's own start of Z (and A): whether the user gave a chain's start of Z
         # ("auto" then starts there) and of A (else fitted to a given Z) is told per chain
         self._starts = StartDefaults(
@@ -406,10 +409,8 @@ class IBPGibbs(BlockedStep):
         # factorises over rows, one evaluation with column k flipped in every row gives each
         # row's other option, so a column costs one evaluation, not two
         cur = None if self.joint else self.rows.at(trial, Z)
-        phi = None
         if self._phi is not None:
-            trial[self.z_name] = Z
-            phi = float(self._phi(trial))
+            self._phi.reset({**trial, self.z_name: Z})
         for k in ([] if self.joint else self.rng.permutation(self.k_max)):
             col = Z[:, k].copy()
             Z[:, k] = col == 0
@@ -419,9 +420,9 @@ class IBPGibbs(BlockedStep):
             ll1 = np.where(on, cur, flipped)
             ll0 = np.where(on, flipped, cur)
             if self._phi is not None:
-                f, n_active, phi = self._column_with_potential(
+                f, n_active = self._column_with_potential(
                     Z, k, col, ll1, ll0, m, n_active, (alpha, beta) if self.is_ibp else None,
-                    None if self.is_ibp else prior_lo[:, k], trial, phi)
+                    None if self.is_ibp else prior_lo[:, k], trial)
             elif self.is_ibp:
                 f, n_active = ibp_column_gibbs(self.rng, Z, k, ll1, ll0, m, n_active, alpha, beta)
             else:
@@ -431,17 +432,13 @@ class IBPGibbs(BlockedStep):
             loglik = float(cur.sum())
         sm_acc = 0
         for _ in range(self.split_merge):
-            saved = self._saved(Z, trial)
             accepted, Z = self.row_moves.split_merge_move(self.rng, Z, trial, alpha, beta, cur)
-            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             sm_acc += accepted
             cur = None if accepted else cur
         cm_acc = 0
         for _ in range(self.combination_moves):
-            saved = self._saved(Z, trial)
             accepted, Z = self.row_moves.combination_move(self.rng, Z, trial, alpha, beta,
                                                              cur)
-            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             cm_acc += accepted
             cur = None if accepted else cur
         block_acc = turn_acc = 0
@@ -449,34 +446,24 @@ class IBPGibbs(BlockedStep):
             for k in self.rng.permutation(self.k_max):
                 saved = self._saved(Z, trial)
                 accepted = self.child_moves.block_move(self.rng, Z, trial, alpha, beta, k)
-                accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
-                block_acc += accepted
+                block_acc += self._second_stage(accepted, Z, trial, saved)
             for _ in range(self.turn_on_moves):
                 saved = self._saved(Z, trial)
                 accepted = self.child_moves.turn_on_move(self.rng, Z, trial, alpha, beta)
-                accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
-                turn_acc += accepted
+                turn_acc += self._second_stage(accepted, Z, trial, saved)
         fm_acc = fsm_acc = fold_acc = triple_acc = 0
         if self.features is not None:
             self.features.new_sweep()
         for _ in range(self.feature_moves):
-            saved = self._saved(Z, trial)
             accepted, Z = self.features.birth_death(self.rng, Z, trial, alpha, beta)
-            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fm_acc += accepted
         for _ in range(self.feature_split_merge):
-            saved = self._saved(Z, trial)
             accepted, Z = self.features.split_merge(self.rng, Z, trial, alpha, beta)
-            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fsm_acc += accepted
-            saved = self._saved(Z, trial)
             accepted, Z = self.features.fold(self.rng, Z, trial, alpha, beta, seen)
-            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             fold_acc += accepted
         for _ in range(self.feature_triples):
-            saved = self._saved(Z, trial)
             accepted, Z = self.features.pair_triple(self.rng, Z, trial, alpha, beta)
-            accepted, Z, phi = self._second_stage(accepted, Z, trial, saved, phi)
             triple_acc += accepted
         moved = fm_acc or fsm_acc or fold_acc or triple_acc
         if sm_acc or cm_acc or block_acc or turn_acc or moved:
@@ -517,7 +504,7 @@ class IBPGibbs(BlockedStep):
         new, _ = starter.step(self.rng, point)  # the chain's own stream
         Z = np.asarray(new[self.z_name], dtype=point[self.z_name].dtype)
         new[self.z_name] = Z
-        return new, self._start_stats(new)
+        return self._start_at(new)
 
     def _surrogate_start(self, point):
         """The chain's first iteration under ``init_z="surrogate"``: ``Z`` from the best of the
@@ -534,8 +521,7 @@ class IBPGibbs(BlockedStep):
         draw = self.surrogate.draw(self.rng, point)
         Z = draw.z.astype(point[self.z_name].dtype)
         new = self.features.start_rows({**point, **draw.offsets, self.z_name: Z}, draw.features)
-        new = self._at_joint_mode(new)
-        return new, self._start_stats(new)
+        return self._start_at(self._at_joint_mode(new))
 
     def _chained_start(self, point):
         """The chain's first iteration for the category-feature matrix ``M`` of a correlated
@@ -550,7 +536,7 @@ class IBPGibbs(BlockedStep):
             new = self._at_joint_mode(self.features.start_rows(new, draw.features))
         elif a_name is not None and draw.features is not None:
             new[a_name] = draw.features.astype(np.asarray(point[a_name]).dtype)
-        return new, self._start_stats(new)
+        return self._start_at(new)
 
     def _given_z_start(self, point):
         """The chain's first iteration when the user gave its ``Z`` but not ``A``: ``Z`` kept
@@ -569,6 +555,15 @@ class IBPGibbs(BlockedStep):
         new[a_name] = np.asarray(self.features.joint_mode(point, point[self.z_name]),
                                  dtype=point[a_name].dtype)
         return new
+
+    def _start_at(self, new):
+        """The chain's first iteration at a searched start ``new``, which the searches fit
+        without the model's potentials: where potentials on ``Z`` price its features, with
+        the features the model's log density drops (:func:`~pymc_ibp.init.pruning.
+        prune_features`, the other features' rows of ``A`` at their joint mode) emptied."""
+        if self._prune and self._model_logp is not None:
+            new = prune_features(new, self.z_name, self._model_logp, self._at_joint_mode)
+        return new, self._start_stats(new)
 
     def _start_stats(self, new):
         """The stats of a chain's first iteration when it is a start search (no moves)."""
@@ -589,13 +584,12 @@ class IBPGibbs(BlockedStep):
                                     else np.nan)
         return [{self._stat_names[k]: v for k, v in stats_.items()}]
 
-    def _column_with_potential(self, Z, k, col, ll1, ll0, m, n_active, ibp, prior_lo, trial,
-                               phi):
+    def _column_with_potential(self, Z, k, col, ll1, ll0, m, n_active, ibp, prior_lo, trial):
         """Gibbs update of column ``k`` entry by entry with the potentials ``φ`` in each
         entry's conditional: prior log-odds (``ibp = (α, β)`` or the per-entry ``prior_lo``)
         plus ``ll1 - ll0`` (the row's log-likelihoods) plus ``φ(z_nk = 1) - φ(z_nk = 0)``
-        (one evaluation of the potentials per entry).  Returns ``(flips, active columns,
-        φ)``; ``Z`` and ``m`` in place."""
+        (one evaluation of the potentials per entry).  Returns ``(flips, active columns)``;
+        ``Z`` and ``m`` in place."""
         n = self.n
         log_lam = log_birth_rate(ibp[0], ibp[1], n) if ibp is not None else 0.0
         trial[self.z_name] = Z
@@ -609,17 +603,18 @@ class IBPGibbs(BlockedStep):
             else:
                 lo = float(prior_lo[i])
             Z[i, k] = 1 - old
-            other = float(self._phi(trial))
+            other = self._phi(trial)
+            phi = self._phi.value
             x = lo + ll1[i] - ll0[i] + ((other - phi) if old == 0 else (phi - other))
             new = self._draw_entry(x)
             Z[i, k] = new
             if new != old:
                 flips += 1
-                phi = other
+                self._phi.moved_to(other)
                 if ibp is not None:
                     m[k] += new - old
                     n_active = others + (1 if m[k] > 0 else 0)
-        return flips, n_active, phi
+        return flips, n_active
 
     def _k_max_advice(self, Z, alpha, beta):
         """The ``K_max`` to suggest where the slots bind: the surrogate's probe from ``Z``
@@ -645,28 +640,27 @@ class IBPGibbs(BlockedStep):
         return int(self.rng.random() < (1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0))
 
     def _saved(self, Z, trial):
-        """What a move may change, kept for its second acceptance stage (``None`` without
-        potentials)."""
+        """What a noisy-or block move may change (``Z`` and ``Y``), kept for its second
+        acceptance stage (``None`` without potentials)."""
         if self._phi is None:
             return None
-        return Z.copy(), {n: np.array(trial[n], copy=True) for n in self._moved}
+        y_name = self.child_moves.y_name
+        return Z.copy(), np.array(trial[y_name], copy=True)
 
-    def _second_stage(self, accepted, Z, trial, saved, phi):
-        """Delayed acceptance (Christen & Fox 2005) of a move that leaves the model without
-        its potentials invariant (reversibly): an accepted move is kept with probability
-        ``min(1, exp(φ' - φ))``, else everything it changed is restored.  Returns
-        ``(accepted, Z, φ)``."""
+    def _second_stage(self, accepted, Z, trial, saved):
+        """Delayed acceptance (Christen & Fox 2005) of a noisy-or block move, which leaves
+        the model without its potentials invariant (reversibly) by several row tests: an
+        accepted move is kept with probability ``min(1, exp(φ' - φ))``, else ``Z`` (in place)
+        and ``Y`` are restored.  Returns the number of rows accepted."""
         if saved is None or not accepted:
-            return accepted, Z, phi
-        trial[self.z_name] = Z
-        new = float(self._phi(trial))
-        if math.log(self.rng.random()) < new - phi:
-            return accepted, Z, new
-        z_old, values = saved
-        Z[...] = z_old
-        trial.update(values)
-        trial[self.z_name] = Z
-        return 0, Z, phi
+            return accepted
+        new = self._phi({**trial, self.z_name: Z})
+        if math.log(self.rng.random()) < new - self._phi.value:
+            self._phi.moved_to(new)
+            return accepted
+        Z[...] = saved[0]
+        trial[self.child_moves.y_name] = saved[1]
+        return 0
 
     def _joint_sweep(self, Z, trial, ibp, prior_lo):
         """Entry-wise Gibbs sweep (in place) for a likelihood that does not factorise over the

@@ -316,19 +316,26 @@ def test_refuses_models_it_cannot_fit():
 
 def test_a_zero_offset_is_fitted_and_a_free_offset_is_told_what_to_do():
     """mu = Z @ A + 0 is the model without an offset (pm.sample gives it AcceleratedGibbs);
-    a free offset b gets an error that says how to fit without it."""
+    a free offset b gets an error that names it and says how to fit without it, a constant
+    offset one that says to subtract it from the data."""
     X = pmi.datasets.block_images(40, noise=0.5, seed=1).X
-    for offset in ("zero", "free"):
+    for offset in ("zero", "free", "constant"):
         with pm.Model() as model:
             Z = pmi.IBP("Z", 1.0, shape=(40, 6))
             A = pm.Normal("A", 0.0, 1.0, shape=(6, 36))
-            b = 0.0 if offset == "zero" else pm.Normal("b", 0.0, 1.0, shape=36)
+            b = {"zero": 0.0, "constant": 1.0}.get(offset) if offset != "free" else pm.Normal(
+                "b", 0.0, 1.0, shape=36)
             pm.Normal("X", Z @ A + b, 0.5, observed=X)
         if offset == "zero":
             res = pmi.inference.fit_variational(model, random_seed=1, restarts=1)
             assert res.Z.shape == (40, 6)
+        elif offset == "free":
+            with pytest.raises(ModelPatternError, match=r"adds the offset 'b': centre the "
+                                                        r"data's columns.*pm.sample"):
+                pmi.inference.fit_variational(model)
         else:
-            with pytest.raises(ModelPatternError, match=r"centre the data's columns.*pm.sample"):
+            with pytest.raises(ModelPatternError, match=r"adds a constant offset: subtract it "
+                                                        r"from the data.*pm.sample"):
                 pmi.inference.fit_variational(model)
 
 

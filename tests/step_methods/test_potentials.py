@@ -1,5 +1,6 @@
 """``pm.Potential`` is honoured or refused, never dropped: IBPGibbs includes the potentials on
-what it changes (each entry's conditional, a second acceptance stage of each move); every
+what it changes (each entry's conditional, the acceptance ratio of each move) and starts
+where they put the chain; every
 other step of the plugin declines the variables a potential depends on, and refuses them when
 built explicitly."""
 
@@ -15,7 +16,7 @@ from scipy import special
 
 import pymc_ibp as pmi
 from pymc_ibp.exceptions import ModelPatternError
-from tests._helpers import all_binary_matrices, chi2_pooled, codes, exact_posterior
+from tests._helpers import all_binary_matrices, chi2_pooled, codes, exact_posterior, ibp_logp_fn
 
 N, K = 3, 2
 A_FIXED = np.array([[2.0, -1.0], [-1.5, 2.0]])
@@ -66,8 +67,8 @@ def test_ibpgibbs_samples_the_posterior_with_a_potential_on_z(factorise):
     visits the 64 labelled matrices as often as the exact posterior (likelihood, IBP prior
     and potential) says, with its row-wise sweep and moves and with the entry-wise sweep of a
     likelihood taken as a whole (factorise=False).  Without the potential's terms the test
-    fails: without them in the entries' conditionals p = 0 (χ² 4118), without the second
-    acceptance stage of the moves p = 1e-14 (measured)."""
+    fails: without them in the entries' conditionals p = 0 (χ² 4118), without them in the
+    moves' acceptance ratios p = 8e-15 (measured)."""
     model = _logit_model()
     with model:
         step = pmi.IBPGibbs([model["Z"]], factorise=factorise)
@@ -126,3 +127,51 @@ def test_a_potential_on_a_is_honoured_by_the_steps_pm_sample_assigns():
     counts = np.bincount(codes(draws), minlength=len(mats))[codes(mats)]
     res = chi2_pooled(counts, post * len(draws))
     assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 2 binds by design
+def test_feature_moves_include_a_potential_on_z():
+    """A potential on Z of a linear-Gaussian model with A free: pm.sample (IBPGibbs on Z, whose
+    feature moves change Z and A together, AcceleratedGibbs on A given Z) visits Z as the
+    exact posterior (A integrated out, IBP prior times the potential) says.  With the
+    potential left out of the moves' acceptance ratios (the entries' conditionals keep it)
+    the test fails (measured)."""
+    X = np.array([[1.1, -0.2], [0.1, 0.9], [1.2, 0.8]])
+    with pm.Model():
+        Z = pmi.IBP("Z", ALPHA, shape=(N, K))
+        A = pm.Normal("A", 0.0, 1.0, shape=(K, 2))
+        pm.Normal("X", Z @ A, 0.5, observed=X)
+        pm.Potential("phi", _potential(Z))
+        idata = pm.sample(tune=200, draws=6000, chains=1, random_seed=7, progressbar=False,
+                          compute_convergence_checks=False)
+    prior = ibp_logp_fn(N, K, ALPHA, 1.0)
+    mats, post = exact_posterior(
+        X, K, ALPHA, 0.5, 1.0,
+        log_prior=lambda mats: prior(mats) + np.array([_potential(z) for z in mats]))
+    draws = idata["posterior"]["Z"].values[0, ::2]
+    counts = np.bincount(codes(draws), minlength=len(mats))[codes(mats)]
+    res = chi2_pooled(counts, post * len(draws))
+    assert res.pvalue > 1e-3, res
+
+
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max binds (12 of 12)
+def test_a_potential_capping_the_features_is_honoured_from_the_start(caplog):
+    """Issue 67's example: a potential allowing at most two features on 200 block images
+    (four planted).  Dropping two features costs the likelihood 1191-1675 nats against the
+    2000 the potential saves, so the posterior has K+ = 2; pm.sample's defaults give every
+    draw K+ = 2, the start search's four features pruned by the model's log density.
+    Without the pruning the chain starts at K+ = 4 and is still at 3 here (measured); the
+    log line names the potential AcceleratedGibbs cannot include."""
+    X = pmi.datasets.block_images(200, noise=0.5, seed=1).X
+    with pm.Model():
+        Z = pmi.IBP("Z", 1.0, shape=(200, 12))
+        A = pm.Normal("A", 0, 1, shape=(12, 36))
+        pm.Normal("X", Z @ A, 0.5, observed=X)
+        pm.Potential("kcap", -1000.0 * pm.math.maximum((Z.sum(axis=0) > 0).sum() - 2, 0))
+        with caplog.at_level(logging.INFO, logger="pymc"):
+            idata = pm.sample(tune=30, draws=30, chains=1, random_seed=2, progressbar=False,
+                              compute_convergence_checks=False)
+    assert ("IBPGibbs for 'Z' (AcceleratedGibbs cannot include the model's pm.Potential "
+            "'kcap')") in caplog.text
+    k_plus = (idata["posterior"]["Z"].values.sum(axis=2) > 0).sum(axis=-1)
+    assert np.all(k_plus == 2), np.bincount(k_plus.ravel())
