@@ -352,6 +352,8 @@ def main():
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--seeds", nargs="*", type=int)
     parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--name", help="the results file's name under benchmarks/results/ "
+                        "(default: right_answers with _quick / _subset)")
     args = parser.parse_args()
     quiet()
     info = machine_info()
@@ -373,7 +375,7 @@ def main():
     if set(args.cases) != set(CASES) or (args.seeds and not args.quick):
         suffix += "_subset"
     write_results(
-        f"right_answers{suffix}", rows, cols,
+        args.name or f"right_answers{suffix}", rows, cols,
         "Does pm.sample() find it? Planted data, pm.sample's step assignment", [
             f"{chains} chains x {length}, cores = pm.sample's default ({_default_cores()} "
             "here: PyMC counts half the CPUs), random_seed = the data seed; the steps "
@@ -389,7 +391,10 @@ def main():
             "truncation_warning: whether a step emitted a TruncationWarning (of any binary "
             "matrix: it names K_max, not a wrong mode); silent_wrong: some chain misses the "
             "structure and pmi.check_chains says nothing.",
-            "python -m benchmarks.right_answers" + (" --quick" if args.quick else ""),
+            "python -m benchmarks.right_answers" + (" --quick" if args.quick else "")
+            + (f" --cases {' '.join(args.cases)}" if set(args.cases) != set(CASES) else "")
+            + (f" --seeds {' '.join(map(str, args.seeds))}" if args.seeds else "")
+            + (f" --name {args.name}" if args.name else ""),
         ], info)
 
 
