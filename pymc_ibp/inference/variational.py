@@ -295,7 +295,8 @@ def _match(model, z):
     offsets = [b.offset for b in spec.blocks
                if b.offset is not None and not is_zero_constant(b.offset)]
     if offsets:
-        free = sorted({v.name for v in ancestors(offsets) if v in set(model.free_RVs)})
+        free_rvs = set(model.free_RVs)
+        free = sorted({v.name for v in ancestors(offsets) if v in free_rvs})
         what, fix = ((f"the offset {', '.join(map(repr, free))}", "centre the data's columns "
                       "(X - np.nanmean(X, axis=0)) and leave the offset out of the model")
                      if free else ("a constant offset", "subtract it from the data "

@@ -24,8 +24,8 @@ def prune_features(point, z_name, score, refit, max_rounds=None):
     neither the refit nor a removal helps)."""
     best = float(score(point))
     fitted = refit(point)
-    if float(score(fitted)) > best:
-        point, best = fitted, float(score(fitted))
+    if (value := float(score(fitted))) > best:
+        point, best = fitted, value
     rounds = 0
     while max_rounds is None or rounds < max_rounds:
         Z = np.asarray(point[z_name])

@@ -95,6 +95,13 @@ class PotentialTerms:
         """The state held moved where ``φ`` is ``value``."""
         self.value = value
 
+    def entry_log_odds(self, point, old):
+        """``φ(z = 1) - φ(z = 0)`` of one binary entry that ``point`` holds flipped from its
+        value ``old`` in the state held, and ``φ(point)`` (to pass to :meth:`moved_to` when
+        the flip is kept)."""
+        other = self(point)
+        return (other - self.value) if old == 0 else (self.value - other), other
+
     def accepts(self, rng, log_r, point):
         """Metropolis--Hastings test of a move to ``point`` whose log ratio without the
         potentials is ``log_r``: ``log u < log_r + φ(point) - φ(held)`` (one uniform of

@@ -401,6 +401,8 @@ class IBPGibbs(BlockedStep):
         trial = dict(point)
         seen = self.rows.rows_seen(trial)  # the labels do not change within the step
         loglik = 0.0
+        if self._phi is not None:
+            self._phi.reset({**trial, self.z_name: Z})
         if self.joint:
             flips, loglik, n_active = self._joint_sweep(
                 Z, trial, (alpha, beta) if self.is_ibp else None,
@@ -409,8 +411,6 @@ class IBPGibbs(BlockedStep):
         # factorises over rows, one evaluation with column k flipped in every row gives each
         # row's other option, so a column costs one evaluation, not two
         cur = None if self.joint else self.rows.at(trial, Z)
-        if self._phi is not None:
-            self._phi.reset({**trial, self.z_name: Z})
         for k in ([] if self.joint else self.rng.permutation(self.k_max)):
             col = Z[:, k].copy()
             Z[:, k] = col == 0
@@ -603,9 +603,8 @@ class IBPGibbs(BlockedStep):
             else:
                 lo = float(prior_lo[i])
             Z[i, k] = 1 - old
-            other = self._phi(trial)
-            phi = self._phi.value
-            x = lo + ll1[i] - ll0[i] + ((other - phi) if old == 0 else (phi - other))
+            d_phi, other = self._phi.entry_log_odds(trial, old)
+            x = lo + ll1[i] - ll0[i] + d_phi
             new = self._draw_entry(x)
             Z[i, k] = new
             if new != old:
@@ -671,8 +670,7 @@ class IBPGibbs(BlockedStep):
         n, k_max = Z.shape
         trial[self.z_name] = Z
         total = float(self._total_ll(trial))
-        phi = self._phi  # the potentials, in each entry's conditional
-        pot = 0.0 if phi is None else float(phi(trial))
+        phi = self._phi  # the potentials, in each entry's conditional (held at Z)
         m = Z.sum(axis=0).astype(np.int64)
         n_active = int((m > 0).sum())
         log_lam = log_birth_rate(ibp[0], ibp[1], n) if ibp is not None else 0.0
@@ -691,13 +689,13 @@ class IBPGibbs(BlockedStep):
                 ll1, ll0 = (flipped, total) if old == 0 else (total, flipped)
                 x = lo + ll1 - ll0
                 if phi is not None:
-                    other = float(phi(trial))
-                    x += (other - pot) if old == 0 else (pot - other)
+                    d_phi, other = phi.entry_log_odds(trial, old)
+                    x += d_phi
                 new = self._draw_entry(x)
                 Z[i, k] = new
                 total = ll1 if new else ll0
                 if phi is not None and new != old:
-                    pot = other
+                    phi.moved_to(other)
                 if new != old:
                     flips += 1
                     if ibp is not None:
