@@ -18,6 +18,7 @@ def run(model, **kwargs):
 
 
 @pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 8 at N = 40
+@pytest.mark.filterwarnings("ignore::pymc_ibp.UntrustedChainsWarning")  # summary's K_max line
 @pytest.mark.parametrize("cores", [1, 2])
 def test_thinned_z_matches_the_full_trace(cores):
     """Leaving Z out of the trace does not change the chain: the thinned Z equals the full

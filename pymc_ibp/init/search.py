@@ -6,10 +6,11 @@ samplers (:class:`pymc_ibp.AcceleratedGibbs`, :class:`pymc_ibp.CollapsedGibbs`,
 
 * a chain whose ``Z`` the user did not give starts at the best of ``init_restarts`` annealed
   searches (sweeps with split–merge, birth/death and pair-swap moves from a prior draw, the
-  noise variance cooled from the data's variance to ``σx²``), on a subset of the rows for a
-  large data set, the other rows then assigned to the features found; a free ``σx`` or
-  ``σa`` is estimated along the way, free offsets get a fitted baseline
-  (:mod:`pymc_ibp.init.baselines`), missing entries an EM-style fill;
+  noise variance cooled from the data's variance to ``σx²``, then feature-drop hill climbing,
+  :mod:`pymc_ibp.init.refine`), on a subset of the rows for a large data set, the other rows
+  then assigned to the features found; a free ``σx`` or ``σa`` is estimated along the way,
+  free offsets get a fitted baseline (:mod:`pymc_ibp.init.baselines`), missing entries an
+  EM-style fill;
 * with a per-entry prior (the stick-breaking or dependent IBP) the search runs with the IBP's
   counts and births at the mass those probabilities imply, and puts its features in the slots
   in decreasing order of use; it runs at a free ``α``'s value at the chain's initial point, not
@@ -37,6 +38,7 @@ from pymc_ibp.distributions.ibp import ibp_draw_core
 from pymc_ibp.inference.variational import variational_z
 from pymc_ibp.init.baselines import any_grouped, baseline, group_values
 from pymc_ibp.init.policy import init_z_policy
+from pymc_ibp.init.refine import drop_features
 from pymc_ibp.kernels.offsets import RowOffset, joint_groups
 from pymc_ibp.kernels.split_merge import SPLIT_MERGE_PROPOSALS
 
@@ -52,6 +54,10 @@ SEARCH_COOL_EFOLDS = 1.5
 SEARCH_COOL_MAX = 5.0
 #: sweeps at ``σx²`` after the cooling, in units of ``init_sweeps``
 SEARCH_SETTLE_FRACTION = 0.4
+#: sweeps (with moves) after each feature the search's last stage empties (:meth:`refine`)
+REFINE_SWEEPS = 5
+#: the most sweeps of that stage, in units of one search's sweeps
+REFINE_BUDGET = 3
 
 
 def column_mean_fill(X, M):
@@ -102,7 +108,8 @@ class AnnealedSearch(WithSamplingState):
     ``baselines`` (:func:`~pymc_ibp.init.baselines.search_baselines`), whether the scales are
     free, the search's ``α`` (``search_alpha``; ``None``: the current one) and the step's
     start options.  ``assign_rows(rng, Z, X, noise, ibp)`` assigns the rows outside a subset
-    search (default :meth:`assign_local`; the data-parallel step sweeps them on its workers).
+    search (default :meth:`assign_local`; the data-parallel step sweeps them on its workers);
+    ``refine``: each search ends with :meth:`refine`.
     Every method that draws takes the chain's generator ``rng``."""
 
     _state_class = AnnealedSearchState
@@ -111,8 +118,10 @@ class AnnealedSearch(WithSamplingState):
                  init_anneal=True, init_subsample=1000, init_sweeps=100, init_method="anneal",
                  moves=(5, 5, 3, 5), split_merge_proposal="sequential", birth_rows=64,
                  tuning_repairs=True, baselines=(), free_sx=False, free_sa=False,
-                 search_alpha=None, assign_rows=None):
+                 search_alpha=None, assign_rows=None, refine=True):
         self.spec, self.mode, self.starts, self.z_name = spec, mode, starts, z_name
+        #: whether each search ends with :meth:`refine`
+        self.refines = bool(refine)
         self.n, self.k_max = spec.shape[0], spec.k_max
         self.mask, self.sharded = spec.missing_mask, spec.sharded
         self.init_z = init_z_policy(init_z, "the start search", on_the_model=True)
@@ -240,9 +249,14 @@ class AnnealedSearch(WithSamplingState):
         for _ in range(restarts):
             # each search scored at the noise it ended with (its estimate of a free σx: the
             # chain's initial σx can be far off and would favour too few or too many features)
+            # and refined (a pieces mode of one search may refine into the best start), unless
+            # it fills every slot (K_max binds: more features are wanted, not fewer; on the
+            # continuous digits the stage cost 4x the search there and changed nothing)
             Zs, Xf, end_noise, base = self.anneal(rng, Xs, noise, trXs, Ms, gs)
-            score = (self.log_joint(Zs, Xf, kernels.block_sq_norms(Xf, end_noise), end_noise,
-                                     ibp, Ms)[0] if restarts > 1 else 0.0)
+            score = (self.refine(rng, Zs, Xf, end_noise, ibp, Ms)[0]
+                     if self.refines and not Zs.any(axis=0).all() else
+                     self.log_joint(Zs, Xf, kernels.block_sq_norms(Xf, end_noise), end_noise,
+                                    ibp, Ms)[0])
             if best is None or score > best_score:
                 best, best_score, best_noise, best_base = Zs, score, end_noise, base
         if not self.mode.counts:  # the most used features in the first slots
@@ -333,6 +347,29 @@ class AnnealedSearch(WithSamplingState):
         if M is not None:
             fill_from_z(Z, X, M, Z.sum(axis=0), target)
         return Z, X, self.noise_estimate(Z, X, Z.sum(axis=0), target, v0), base
+
+    def refine(self, rng, Z, X, noise, ibp, M=None):
+        """The search's last stage (``Z`` in place): :func:`~pymc_ibp.init.refine.drop_features`
+        with ``REFINE_SWEEPS`` sweeps and moves at ``noise`` after each emptied feature, scored
+        by :meth:`log_joint` under the search's prior ``ibp``, at most as many tries as cost
+        the sweeps of ``REFINE_BUDGET`` searches.  Returns :func:`drop_features`'s ``(score, tries,
+        improvements)``."""
+        alpha, beta = ibp
+        trXX = kernels.block_sq_norms(X, noise)
+        prior = kernels.SweepPrior.counts(alpha, beta)
+        refresh = kernels.refresh_interval(X.shape[0])
+
+        def resweep(rng, trial):
+            for _ in range(REFINE_SWEEPS):
+                m = trial.sum(axis=0).astype(np.int64)
+                kernels.accelerated_sweep(rng, trial, X, m, noise, prior, refresh, miss=M)
+                kernels.linear_gaussian_moves(rng, trial, X, m, noise, alpha, beta, trXX,
+                                              self.moves)
+
+        budget = REFINE_BUDGET * self.schedule(kernels.block_variances(X, noise.cols), noise)[1]
+        return drop_features(rng, Z, lambda trial: self.log_joint(trial, X, trXX, noise, ibp,
+                                                                   M)[0],
+                             resweep, max(1, budget // REFINE_SWEEPS))
 
     def schedule(self, v0, noise):
         """``(span, sweeps)`` of a start search: the noise variance falls from the data's

@@ -212,7 +212,10 @@ class SurrogateStart:
             moves=(SURROGATE_MOVES.split_merge, 5, SURROGATE_MOVES.birth_death, 5),
             baselines=(((0, self.d, self.per_column, "b", False, None),)
                        if self.has_offset else ()),
-            free_sx=not self.binary, free_sa=not self.binary)
+            free_sx=not self.binary, free_sa=not self.binary,
+            # no hill climbing on the surrogate's score, which is not the model's: on
+            # log(y + 1/2) it added a feature of every row for the transform's column bias
+            refine=False)
         self.handover, self.groups = ((None, False) if offset is None else
                                       _offset_handover(model, offset, initial_point,
                                                        self.X.shape))

@@ -79,6 +79,7 @@ def test_ibpgibbs_samples_the_posterior_with_a_potential_on_z(factorise):
     assert res.pvalue > 1e-3, res
 
 
+@pytest.mark.filterwarnings("ignore::pymc_ibp.TruncationWarning")  # K_max = 4 at N = 12
 def test_steps_that_cannot_include_a_potential_decline_and_refuse(caplog):
     """A potential on A of a linear-Gaussian model: AcceleratedGibbs declines Z (it
     integrates A out) and A, with one log line each; pm.sample gives Z to IBPGibbs (which
