@@ -8,7 +8,7 @@ split–merge, birth/death and pair moves do not leave in hundreds of sweeps (a
 per-entry prior's chain, e.g. the dependent IBP's, has none of them).  Emptying one feature
 (or two) and re-sweeping the rows lets the other features take its part and new ones be born;
 repeated while it pays, it turns such a start into the planted one in most searches
-(``docs/step-methods/accelerated-gibbs.md``, "Start search")."""
+(``docs/step-methods/accelerated-gibbs.md``, "Annealed start search")."""
 
 from __future__ import annotations
 
