@@ -70,9 +70,8 @@ def main():
     parser.add_argument("--chains", type=int, default=6)
     args = parser.parse_args()
     quiet()
-    import pymc as pm
-
     import pymc_ibp as pmi
+    from benchmarks._models import ibp_model
     from benchmarks.right_answers import CASES, score_draw
 
     info = machine_info()
@@ -85,14 +84,7 @@ def main():
                       args.chains, score_draw)
         print_table(rows[-4:], list(rows[0]))
     data = pmi.datasets.block_images(1000, noise=0.5, seed=1)
-    with pm.Model() as model:
-        alpha = pm.Gamma("alpha", 1.0, 1.0)
-        Z = pmi.IBP("Z", alpha, shape=(1000, 20))
-        sigma_a = pm.HalfNormal("sigma_a", 2.0)
-        A = pm.Normal("A", 0.0, sigma_a, shape=(20, 36))
-        sigma_x = pm.HalfNormal("sigma_x", 1.0)
-        pm.Normal("X", mu=Z @ A, sigma=sigma_x, observed=data.X)
-    search, noise = _search_of(model)
+    search, noise = _search_of(ibp_model(data.X, 20))
     rows += _runs("README model (block_images 1000)", search, noise,
                   np.asarray(data.X, dtype=np.float64), np.asarray(data.Z),
                   min(args.chains, 3), score_draw)
